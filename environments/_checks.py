@@ -1,0 +1,79 @@
+"""Argument checks shared by the environments (clear `ValueError`s for bad input)."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+RENDER_MODES: tuple[str, ...] = ("rgb_array", "ansi")
+
+
+def coerce_action(action: Any, n_actions: int) -> int:
+    """Return `action` as a plain int in ``[0, n_actions)`` or raise `ValueError`.
+
+    Accepts Python ints, numpy integers and 0-d integer arrays (what ``Discrete.sample()``
+    and most agents return); floats, bools and anything else are rejected rather than
+    silently truncated.
+    """
+    if type(action) is int:
+        value = action
+    elif isinstance(action, bool):
+        raise ValueError(
+            f"action {action!r} is a bool; expected an integer in [0, {n_actions - 1}]"
+        )
+    else:
+        try:
+            value = operator.index(action)
+        except TypeError:
+            raise ValueError(
+                f"action {action!r} (type {type(action).__name__}) is not an integer; "
+                f"expected an integer in [0, {n_actions - 1}]"
+            ) from None
+    if not 0 <= value < n_actions:
+        raise ValueError(f"action {action!r} is outside the action space; expected an integer "
+                         f"in [0, {n_actions - 1}]")
+    return value
+
+
+def check_render_mode(render_mode: str | None) -> str | None:
+    """Return `render_mode` if it is None or one of `RENDER_MODES`, else raise `ValueError`."""
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(
+            f"render_mode {render_mode!r} is not supported; expected None or one of {RENDER_MODES}"
+        )
+    return render_mode
+
+
+def check_step_limit(name: str, value: Any) -> int:
+    """Return `value` as a positive int (a step limit) or raise `ValueError`."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} is a bool; expected a positive integer")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(
+            f"{name}={value!r} is not an integer; expected a positive integer"
+        ) from None
+    if number < 1:
+        raise ValueError(f"{name}={value!r} is not allowed; expected a positive integer (>= 1)")
+    return number
+
+
+def check_finite(name: str, value: Any) -> float:
+    """Return `value` as a finite float or raise `ValueError`."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r} is not a number; expected a finite float") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name}={value!r} is not finite; expected a finite float")
+    return number
+
+
+def episode_over_error(env_name: str) -> RuntimeError:
+    """The error raised when `step()` is called before `reset()` or after the episode ended."""
+    return RuntimeError(
+        f"{env_name}.step() called outside an episode: call reset() first "
+        "(the previous episode terminated or was truncated, or reset() was never called)"
+    )

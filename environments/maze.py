@@ -1,0 +1,408 @@
+"""Grid mazes from the Natural Language RL / elsciRL experiments, as a gymnasium environment.
+
+The four named layouts are kept exactly as published (1 = wall, rows top to bottom,
+cells as (row, col)) so that results compare with published ones; ``maze="random"``
+builds a solvable maze from the constructor's ``seed``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from environments._checks import (
+    RENDER_MODES,
+    check_finite,
+    check_render_mode,
+    check_step_limit,
+    coerce_action,
+    episode_over_error,
+)
+from environments.rendering import canvas, fill_disk, fill_rect
+
+Cell = tuple[int, int]
+
+#: (drow, dcol) of each action: 0 left, 1 right, 2 up, 3 down, 4 up-left, 5 down-left,
+#: 6 up-right, 7 down-right.
+ACTION_DELTAS: tuple[Cell, ...] = (
+    (0, -1), (0, 1), (-1, 0), (1, 0), (-1, -1), (1, -1), (-1, 1), (1, 1),
+)
+ACTION_NAMES: tuple[str, ...] = (
+    "left", "right", "up", "down", "up-left", "down-left", "up-right", "down-right",
+)
+
+#: Smallest width and height of a random maze.
+MIN_RANDOM_SIZE = 5
+#: Width and height of a random maze when none is given.
+DEFAULT_RANDOM_SIZE = 9
+
+
+@dataclass(frozen=True)
+class MazeLayout:
+    """A fixed maze: rows of '0'/'1' characters (1 = wall), a start cell and a goal cell."""
+
+    name: str
+    rows: tuple[str, ...]
+    start: Cell
+    goal: Cell
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(height, width) of the grid."""
+        return len(self.rows), len(self.rows[0])
+
+    def grid(self) -> np.ndarray:
+        """The layout as a new int8 array of shape (height, width), 1 = wall."""
+        return np.array([[int(ch) for ch in row] for row in self.rows], dtype=np.int8)
+
+
+def _layout(name: str, rows: str, start: Cell, goal: Cell) -> MazeLayout:
+    return MazeLayout(name, tuple(rows.split(" / ")), start, goal)
+
+
+#: The published layouts, by name.
+MAZE_LAYOUTS: dict[str, MazeLayout] = {
+    layout.name: layout
+    for layout in (
+        _layout("umaze", "11111 / 10001 / 10101 / 10101 / 11111", (3, 1), (3, 3)),
+        _layout(
+            "double_t_maze",
+            "1111111111111 / 1000001000001 / 1110111110111 / 1110111110111 / 1110111110111 / "
+            "1110000000111 / 1111110111111 / 1111110111111 / 1111110111111 / 1111111111111",
+            (1, 1), (8, 6),
+        ),
+        _layout(
+            "medium",
+            "11111111 / 10010001 / 10010101 / 11000011 / 11101001 / 10000101 / 10010001 / "
+            "11111111",
+            (1, 1), (6, 6),
+        ),
+        _layout(
+            "large",
+            "111111111 / 100000101 / 101010101 / 100010001 / 101110111 / 100000001 / "
+            "111011101 / 100010001 / 101011111 / 101010001 / 100000101 / 111111111",
+            (1, 1), (10, 7),
+        ),
+    )
+}
+
+#: Every value the ``maze`` argument accepts.
+MAZE_NAMES: tuple[str, ...] = (*MAZE_LAYOUTS, "random")
+
+
+def _neighbours(grid: np.ndarray, cell: Cell) -> Iterable[tuple[int, Cell]]:
+    """(action, target) for every action from `cell` whose target is a free cell."""
+    height, width = grid.shape
+    row, col = cell
+    for action, (drow, dcol) in enumerate(ACTION_DELTAS):
+        r, c = row + drow, col + dcol
+        if 0 <= r < height and 0 <= c < width and grid[r, c] == 0:
+            yield action, (r, c)
+
+
+def bfs_distances(grid: np.ndarray, start: Cell) -> dict[Cell, int]:
+    """Fewest moves (8-neighbourhood, a move needs only its target free) from `start`."""
+    distances = {start: 0}
+    queue = deque([start])
+    while queue:
+        cell = queue.popleft()
+        for _, target in _neighbours(grid, cell):
+            if target not in distances:
+                distances[target] = distances[cell] + 1
+                queue.append(target)
+    return distances
+
+
+def shortest_path_actions(grid: np.ndarray, start: Cell, goal: Cell) -> list[int] | None:
+    """The actions of one shortest path from `start` to `goal`, or None if unreachable."""
+    previous: dict[Cell, tuple[Cell, int] | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        cell = queue.popleft()
+        if cell == goal:
+            actions: list[int] = []
+            step = previous[cell]
+            while step is not None:
+                cell, action = step
+                actions.append(action)
+                step = previous[cell]
+            return actions[::-1]
+        for action, target in _neighbours(grid, cell):
+            if target not in previous:
+                previous[target] = (cell, action)
+                queue.append(target)
+    return None
+
+
+def generate_random_maze(width: int, height: int, seed: int) -> tuple[np.ndarray, Cell, Cell]:
+    """A solvable maze (grid, start, goal) of `height` rows and `width` columns from `seed`.
+
+    A depth-first "recursive backtracker" carves a perfect maze on the odd (row, col)
+    lattice inside a wall border. When a dimension is even, the extra row/column next to
+    the border is opened at random, only beside free cells, so everything stays connected.
+    The start is (1, 1); the goal is the free cell farthest from it in moves (ties go to
+    the last such cell in row-major order).
+    """
+    rng = np.random.default_rng(seed)
+    grid = np.ones((height, width), dtype=np.int8)
+    lattice_rows = range(1, height - 1, 2)
+    lattice_cols = range(1, width - 1, 2)
+    start: Cell = (1, 1)
+    grid[start] = 0
+    visited = {start}
+    stack = [start]
+    while stack:
+        row, col = stack[-1]
+        options = [
+            (row + dr, col + dc)
+            for dr, dc in ((0, -2), (0, 2), (-2, 0), (2, 0))
+            if row + dr in lattice_rows and col + dc in lattice_cols
+            and (row + dr, col + dc) not in visited
+        ]
+        if not options:
+            stack.pop()
+            continue
+        nxt = options[int(rng.integers(len(options)))]
+        grid[(row + nxt[0]) // 2, (col + nxt[1]) // 2] = 0
+        grid[nxt] = 0
+        visited.add(nxt)
+        stack.append(nxt)
+    if height % 2 == 0:
+        row = height - 2
+        for col in range(1, width - 1):
+            if grid[row - 1, col] == 0 and rng.random() < 0.5:
+                grid[row, col] = 0
+    if width % 2 == 0:
+        col = width - 2
+        for row in range(1, height - 1):
+            if (grid[row, col - 1] == 0 or grid[row - 1, col] == 0) and rng.random() < 0.5:
+                grid[row, col] = 0
+    distances = bfs_distances(grid, start)
+    goal = max(distances, key=lambda cell: (distances[cell], cell))
+    return grid, start, goal
+
+
+class MazeEnv(gym.Env[np.ndarray, int]):
+    """A grid maze with eight moves; reach the goal cell.
+
+    Observation: float32 ``[row, col]`` of the agent's cell. Actions: `Discrete(8)` as in
+    `ACTION_DELTAS` / `ACTION_NAMES`. A move needs only its target cell free (diagonals may
+    cut wall corners); a move into a wall leaves the agent where it is. Reaching the goal
+    gives `goal_reward` and terminates; every other step gives `step_reward`; the episode
+    is truncated after `max_steps` steps. ``info`` holds ``legal_moves`` (actions whose
+    target is free, ascending) and ``is_success`` (the goal was reached).
+
+    Reset options: ``{"start": (row, col)}`` starts the episode in another free cell.
+    """
+
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
+
+    #: Pixels per cell in ``rgb_array`` pictures.
+    cell_pixels = 24
+
+    def __init__(
+        self,
+        maze: str = "umaze",
+        width: int | None = None,
+        height: int | None = None,
+        goal_reward: float = 1.0,
+        step_reward: float = -0.001,
+        max_steps: int = 100,
+        render_mode: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        if maze == "random":
+            width = self._check_size("width", width)
+            height = self._check_size("height", height)
+            try:
+                maze_seed = operator.index(seed)
+            except TypeError:
+                raise ValueError(f"seed={seed!r} is not an integer; expected an int >= 0") from None
+            if maze_seed < 0:
+                raise ValueError(f"seed={seed!r} is negative; expected an int >= 0")
+            grid, start, goal = generate_random_maze(width, height, maze_seed)
+            self.maze_seed: int | None = maze_seed
+        elif maze in MAZE_LAYOUTS:
+            if width is not None or height is not None:
+                raise ValueError(
+                    f"width={width!r}, height={height!r} given for maze {maze!r}; width and "
+                    "height apply only to maze='random' (named layouts have a fixed size)"
+                )
+            layout = MAZE_LAYOUTS[maze]
+            grid, start, goal = layout.grid(), layout.start, layout.goal
+            self.maze_seed = None
+        else:
+            raise ValueError(f"unknown maze {maze!r}; expected one of {list(MAZE_NAMES)}")
+
+        self.maze_name: str = maze
+        self.goal_reward = check_finite("goal_reward", goal_reward)
+        self.step_reward = check_finite("step_reward", step_reward)
+        self.max_steps = check_step_limit("max_steps", max_steps)
+        self.render_mode = check_render_mode(render_mode)
+
+        grid.flags.writeable = False
+        self.grid: np.ndarray = grid
+        self.start: Cell = (int(start[0]), int(start[1]))
+        self.goal: Cell = (int(goal[0]), int(goal[1]))
+        self.height, self.width = (int(n) for n in grid.shape)
+        self.cell: Cell = self.start
+
+        self.action_space = spaces.Discrete(len(ACTION_DELTAS))
+        self.observation_space = spaces.Box(
+            low=0.0, high=float(max(self.height, self.width) - 1), shape=(2,), dtype=np.float32
+        )
+
+        # Transition tables, built once so that step() is a few dict/tuple look-ups.
+        self._free: list[Cell] = [
+            (r, c) for r in range(self.height) for c in range(self.width) if grid[r, c] == 0
+        ]
+        self._targets: dict[Cell, tuple[Cell, ...]] = {}
+        self._legal: dict[Cell, list[int]] = {}
+        self._obs: dict[Cell, np.ndarray] = {}
+        for cell in self._free:
+            moves = dict(_neighbours(grid, cell))
+            self._targets[cell] = tuple(moves.get(a, cell) for a in range(len(ACTION_DELTAS)))
+            self._legal[cell] = sorted(moves)
+            self._obs[cell] = np.array(cell, dtype=np.float32)
+        self._n_actions = len(ACTION_DELTAS)
+        self._steps = 0
+        self._active = False
+
+    @staticmethod
+    def _check_size(name: str, value: int | None) -> int:
+        if value is None:
+            return DEFAULT_RANDOM_SIZE
+        if isinstance(value, bool):
+            raise ValueError(f"{name}={value!r} is a bool; expected an int >= {MIN_RANDOM_SIZE}")
+        try:
+            size = operator.index(value)
+        except TypeError:
+            raise ValueError(
+                f"{name}={value!r} is not an integer; expected an int >= {MIN_RANDOM_SIZE}"
+            ) from None
+        if size < MIN_RANDOM_SIZE:
+            raise ValueError(
+                f"{name}={value!r} is too small for a random maze; expected an int >= "
+                f"{MIN_RANDOM_SIZE}"
+            )
+        return size
+
+    # ------------------------------------------------------------------ queries
+    def legal_moves_at(self, cell: Cell) -> list[int]:
+        """Actions whose target cell is free, from the free cell `cell` (ascending)."""
+        return list(self._legal[self._check_cell(cell)])
+
+    def free_cells(self) -> list[Cell]:
+        """Every free (non-wall) cell, in row-major order."""
+        return list(self._free)
+
+    def observation_of(self, cell: Cell) -> np.ndarray:
+        """The observation the agent receives in the free cell `cell` (a new array)."""
+        return self._obs[self._check_cell(cell)].copy()
+
+    def _check_cell(self, cell: Any) -> Cell:
+        """`cell` as a (row, col) tuple of ints if it is a free cell, else `ValueError`.
+
+        Integral floats are accepted, so an observation array can be passed back in.
+        """
+        try:
+            values = [float(v) for v in cell]
+        except (TypeError, ValueError):
+            values = []
+        if len(values) != 2 or not all(v.is_integer() for v in values):
+            raise ValueError(f"cell {cell!r} is not a (row, col) pair of integers")
+        key = (int(values[0]), int(values[1]))
+        if key not in self._targets:
+            raise ValueError(
+                f"cell {cell!r} is not a free cell of maze {self.maze_name!r} "
+                f"({self.height}x{self.width}); expected one of free_cells()"
+            )
+        return key
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode in `start` (or ``options["start"]``); the maze itself is fixed."""
+        super().reset(seed=seed)
+        cell = self.start
+        if options:
+            unknown = set(options) - {"start"}
+            if unknown:
+                raise ValueError(f"unknown reset options {sorted(unknown)}; expected only 'start'")
+            if options.get("start") is not None:
+                cell = self._check_cell(options["start"])
+        self.cell = cell
+        self._steps = 0
+        self._active = True
+        return self._obs[cell].copy(), {"legal_moves": self._legal[cell][:], "is_success": False}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Move (or stay, if the target is a wall) and return the gymnasium 5-tuple."""
+        if type(action) is not int or not 0 <= action < 8:
+            action = coerce_action(action, self._n_actions)
+        if not self._active:
+            raise episode_over_error(type(self).__name__)
+        cell = self._targets[self.cell][action]
+        self.cell = cell
+        self._steps += 1
+        if cell == self.goal:
+            reward, terminated, truncated = self.goal_reward, True, False
+        else:
+            reward, terminated = self.step_reward, False
+            truncated = self._steps >= self.max_steps
+        self._active = not (terminated or truncated)
+        info = {"legal_moves": self._legal[cell][:], "is_success": terminated}
+        return self._obs[cell].copy(), reward, terminated, truncated, info
+
+    def render(self) -> np.ndarray | str | None:
+        """``rgb_array``: walls dark, goal green, agent red; ``ansi``: '#', '.', 'G', 'A'."""
+        if self.render_mode == "ansi":
+            return self.ansi()
+        if self.render_mode == "rgb_array":
+            return self.rgb_array()
+        return None
+
+    def ansi(self) -> str:
+        """A text picture: '#' wall, '.' free, 'S' start, 'G' goal, 'A' the agent."""
+        lines = []
+        for r in range(self.height):
+            chars = []
+            for c in range(self.width):
+                if (r, c) == self.cell:
+                    chars.append("A")
+                elif (r, c) == self.goal:
+                    chars.append("G")
+                elif (r, c) == self.start:
+                    chars.append("S")
+                else:
+                    chars.append("#" if self.grid[r, c] else ".")
+            lines.append("".join(chars))
+        return "\n".join(lines)
+
+    def rgb_array(self) -> np.ndarray:
+        """A picture of the maze: walls dark grey, start light blue, goal green, agent red."""
+        size = self.cell_pixels
+        image = canvas(self.height * size, self.width * size, (250, 250, 250))
+        for r in range(self.height):
+            for c in range(self.width):
+                if self.grid[r, c]:
+                    fill_rect(image, r * size, c * size, (r + 1) * size, (c + 1) * size,
+                              (60, 60, 70))
+                else:
+                    fill_rect(image, r * size + 1, c * size + 1, (r + 1) * size - 1,
+                              (c + 1) * size - 1, (235, 235, 235))
+        for (r, c), color in ((self.start, (170, 200, 240)), (self.goal, (70, 180, 80))):
+            fill_rect(image, r * size + 2, c * size + 2, (r + 1) * size - 2, (c + 1) * size - 2,
+                      color)
+        r, c = self.cell
+        fill_disk(image, (r + 0.5) * size - 0.5, (c + 0.5) * size - 0.5, size * 0.32,
+                  (210, 40, 40))
+        return image

@@ -1,0 +1,233 @@
+"""The Sailing channel task used by elsciRL (after PPierzc's ai-learns-to-sail), as a gymnasium env.
+
+A boat on a river 20 wide (x in [-10, 10]) starts at (x, y) = (0, 0) with heading
+theta = 0. Theta is measured from the direction the wind comes from: theta = 0 points
+straight into the wind (no speed), |theta| = pi/2 is a beam reach. The boat must tack
+upwind past the finish line y = y_limit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from environments._checks import (
+    RENDER_MODES,
+    check_finite,
+    check_render_mode,
+    check_step_limit,
+    coerce_action,
+    episode_over_error,
+)
+from environments.rendering import canvas, draw_arrow, draw_line, fill_disk, fill_rect
+
+#: Half the river's width: |x| > X_LIMIT is the bank.
+X_LIMIT = 10.0
+#: |theta| > ANGLE_LIMIT (sailing backwards) ends the episode.
+ANGLE_LIMIT = math.pi / 2
+#: The "dead zone" width of the speed curve, pi/12.
+THETA_DEAD = math.pi / 12
+#: Heading change of each action: 0 turns by -0.1 rad, 1 by +0.1 rad.
+TURNS: tuple[float, float] = (-0.1, 0.1)
+
+
+def boat_speed(theta: float) -> float:
+    """Speed at heading `theta`: ``1 - exp(-theta**2 / (pi/12))`` (0 straight into the wind)."""
+    return 1.0 - math.exp(-(theta * theta) / THETA_DEAD)
+
+
+class SailingEnv(gym.Env[np.ndarray, int]):
+    """Tack a boat up a river against the wind.
+
+    Step: ``theta <- round(theta + turn, 1)``, ``v = 1 - exp(-theta^2/(pi/12))``,
+    ``x += v sin(theta)``, ``y += v cos(theta)``. Terminal conditions, checked in this
+    order after the move: ``|x| > 10`` (ran aground on a bank, reward -1), ``y > y_limit``
+    (crossed the finish line, reward +1), ``|theta| > pi/2`` (turned back downwind,
+    reward -1) -- the order of elsciRL's engine, so a boat that crosses the line while
+    hitting the bank counts as aground. Otherwise the reward is 0, or
+    ``v cos(theta) / 10`` (the upwind speed) with `reward_shaping`. The episode is
+    truncated after `max_steps` steps. ``info``: ``legal_moves`` (always [0, 1]),
+    ``is_success`` (crossed the finish line), ``y`` and, on termination, ``termination``
+    ("bank", "finish" or "heading").
+
+    Observation: float32 ``[x, theta]``. The distance travelled up the river, y, is left
+    out, as in elsciRL's Sailing state (``"x_theta"``), so that raw and language states
+    describe the same thing as in the published setup; the consequence is that the raw
+    state is not Markov with respect to the finish line (the same [x, theta] occurs at
+    different distances from it). y is available as the attribute `y` and in ``info``.
+
+    Reset options: ``{"x": float, "y": float, "theta": float}`` (any subset) starts the
+    boat elsewhere; values are checked to lie inside the non-terminal region.
+    """
+
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 10}
+
+    def __init__(
+        self,
+        y_limit: float = 25.0,
+        max_steps: int = 500,
+        reward_shaping: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        self.y_limit = check_finite("y_limit", y_limit)
+        if self.y_limit <= 0:
+            raise ValueError(f"y_limit={y_limit!r} is not allowed; expected a number > 0")
+        self.max_steps = check_step_limit("max_steps", max_steps)
+        if not isinstance(reward_shaping, (bool, np.bool_)):
+            raise ValueError(f"reward_shaping={reward_shaping!r} is not a bool")
+        self.reward_shaping = bool(reward_shaping)
+        self.render_mode = check_render_mode(render_mode)
+
+        self.action_space = spaces.Discrete(2)
+        self.observation_space = spaces.Box(
+            low=np.array([-11.0, -1.6], dtype=np.float32),
+            high=np.array([11.0, 1.6], dtype=np.float32),
+            dtype=np.float32,
+        )
+        self.x = 0.0
+        self.y = 0.0
+        self.theta = 0.0
+        #: (x, y) of every position of the current episode, for the rendered track.
+        self.track: list[tuple[float, float]] = [(0.0, 0.0)]
+        self._steps = 0
+        self._active = False
+        self._obs = np.zeros(2, dtype=np.float32)
+
+    def _observation(self) -> np.ndarray:
+        obs = self._obs
+        obs[0] = self.x
+        obs[1] = self.theta
+        return obs.copy()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Put the boat at (0, 0) heading into the wind (or where ``options`` says)."""
+        super().reset(seed=seed)
+        x, y, theta = 0.0, 0.0, 0.0
+        if options:
+            unknown = set(options) - {"x", "y", "theta"}
+            if unknown:
+                raise ValueError(
+                    f"unknown reset options {sorted(unknown)}; expected any of 'x', 'y', 'theta'"
+                )
+            x = check_finite("x", options.get("x", x))
+            y = check_finite("y", options.get("y", y))
+            theta = round(check_finite("theta", options.get("theta", theta)), 1)
+            if abs(x) > X_LIMIT or y > self.y_limit or abs(theta) > ANGLE_LIMIT:
+                raise ValueError(
+                    f"reset options x={x}, y={y}, theta={theta} lie in a terminal state; "
+                    f"expected |x| <= {X_LIMIT}, y <= {self.y_limit}, |theta| <= pi/2"
+                )
+        self.x, self.y, self.theta = x, y, theta
+        self.track = [(x, y)]
+        self._steps = 0
+        self._active = True
+        return self._observation(), {"legal_moves": [0, 1], "is_success": False, "y": y}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Turn, sail one step at the new heading, and return the gymnasium 5-tuple."""
+        if type(action) is not int or not 0 <= action < 2:
+            action = coerce_action(action, 2)
+        if not self._active:
+            raise episode_over_error(type(self).__name__)
+        theta = round(self.theta + TURNS[action], 1)
+        speed = 1.0 - math.exp(-(theta * theta) / THETA_DEAD)
+        self.theta = theta
+        self.x += speed * math.sin(theta)
+        self.y += speed * math.cos(theta)
+        self.track.append((self.x, self.y))
+        self._steps += 1
+
+        info: dict[str, Any] = {"legal_moves": [0, 1], "is_success": False, "y": self.y}
+        if abs(self.x) > X_LIMIT:
+            reward, terminated = -1.0, True
+            info["termination"] = "bank"
+        elif self.y > self.y_limit:
+            reward, terminated = 1.0, True
+            info["termination"] = "finish"
+            info["is_success"] = True
+        elif abs(theta) > ANGLE_LIMIT:
+            reward, terminated = -1.0, True
+            info["termination"] = "heading"
+        else:
+            reward = speed * math.cos(theta) / 10.0 if self.reward_shaping else 0.0
+            terminated = False
+        truncated = not terminated and self._steps >= self.max_steps
+        self._active = not (terminated or truncated)
+        return self._observation(), reward, terminated, truncated, info
+
+    # ------------------------------------------------------------------ rendering
+    def render(self) -> np.ndarray | str | None:
+        """``rgb_array``: the river seen from above; ``ansi``: the same as text."""
+        if self.render_mode == "ansi":
+            return self.ansi()
+        if self.render_mode == "rgb_array":
+            return self.rgb_array()
+        return None
+
+    def ansi(self, rows: int = 14) -> str:
+        """A text picture: banks '|', finish line '=', the boat as '^', '/', '\\', '>' or '<'.
+
+        Columns are 1 unit of x; `rows` rows span y from 0 (bottom) to y_limit (top line).
+        """
+        width = int(2 * X_LIMIT) + 1
+        if abs(self.theta) <= 0.3:
+            boat = "^"
+        elif abs(self.theta) < 1.2:
+            boat = "/" if self.theta > 0 else "\\"
+        else:
+            boat = ">" if self.theta > 0 else "<"
+        boat_col = int(round(self.x + X_LIMIT))
+        boat_row = rows - 1 - int(round(self.y / self.y_limit * (rows - 1)))
+        lines = []
+        for row in range(rows):
+            fill = "=" if row == 0 else " "
+            chars = [fill] * width
+            if row == boat_row and 0 <= boat_col < width:
+                chars[boat_col] = boat
+            left = boat if row == boat_row and boat_col < 0 else "|"
+            right = boat if row == boat_row and boat_col >= width else "|"
+            lines.append(left + "".join(chars) + right)
+        lines.append(
+            f"x={self.x:+.2f} y={self.y:.2f} theta={self.theta:+.1f} "
+            f"(wind from the top, finish line y={self.y_limit:g})"
+        )
+        return "\n".join(lines)
+
+    def rgb_array(self, width: int = 240, height: int = 300) -> np.ndarray:
+        """The river from above: green banks, blue water, chequered finish line at the top,
+        the boat's track as dots, the boat as a dark disk with a heading line, wind arrow red."""
+        x_span = X_LIMIT + 2.0
+        y_low, y_high = -1.0, self.y_limit + 2.0
+
+        def to_px(x: float, y: float) -> tuple[float, float]:
+            col = (x + x_span) / (2 * x_span) * (width - 1)
+            row = (y_high - y) / (y_high - y_low) * (height - 1)
+            return row, col
+
+        image = canvas(height, width, (110, 170, 90))
+        _, left = to_px(-X_LIMIT, 0.0)
+        _, right = to_px(X_LIMIT, 0.0)
+        fill_rect(image, 0, left, height, right + 1, (120, 170, 220))
+        finish_row, _ = to_px(0.0, self.y_limit)
+        square = 6
+        for i, col in enumerate(range(int(left), int(right) + 1, square)):
+            for j in range(2):
+                color = (20, 20, 20) if (i + j) % 2 == 0 else (250, 250, 250)
+                top = finish_row - square + j * square
+                fill_rect(image, top, col, top + square, min(col + square, right + 1), color)
+        for x, y in self.track[:-1]:
+            r, c = to_px(x, y)
+            fill_disk(image, r, c, 1.5, (250, 250, 250))
+        r, c = to_px(self.x, self.y)
+        tip = (r - 18 * math.cos(self.theta), c + 18 * math.sin(self.theta))
+        draw_line(image, (r, c), tip, (30, 30, 40), 3)
+        fill_disk(image, r, c, 6, (200, 60, 40))
+        wind_col = right + (width - right) / 2
+        draw_arrow(image, (6, wind_col), (40, wind_col), (200, 30, 30), 2, 7)
+        return image
