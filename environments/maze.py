@@ -199,7 +199,8 @@ class MazeEnv(gym.Env[np.ndarray, int]):
     is truncated after `max_steps` steps. ``info`` holds ``legal_moves`` (actions whose
     target is free, ascending) and ``is_success`` (the goal was reached).
 
-    Reset options: ``{"start": (row, col)}`` starts the episode in another free cell.
+    Reset options: ``{"start": (row, col)}`` starts the episode in another free cell (not
+    the goal, which is terminal).
     """
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
@@ -339,6 +340,11 @@ class MazeEnv(gym.Env[np.ndarray, int]):
                 raise ValueError(f"unknown reset options {sorted(unknown)}; expected only 'start'")
             if options.get("start") is not None:
                 cell = self._check_cell(options["start"])
+                if cell == self.goal:
+                    raise ValueError(
+                        f"start {options['start']!r} is the goal cell, which is terminal; "
+                        "expected another free cell"
+                    )
         self.cell = cell
         self._steps = 0
         self._active = True
