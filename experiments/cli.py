@@ -1,0 +1,254 @@
+"""The ``langadapt`` command: run experiments, show descriptions, prerender, report, bench."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ENV_ALIASES = {
+    "sailing": "langadapt/Sailing-v0",
+    "maze": "langadapt/Maze-v0",
+    "cartpole": "langadapt/CartPole-v0",
+}
+BENCHMARKS = ("adapters", "llm", "agents")
+
+
+class UsageError(ValueError):
+    """A command-line value that cannot be used."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="langadapt",
+        description="Language state adapters for RL: compare raw, rule-language and "
+        "LLM-language states with the same agents.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="train and evaluate every adapter x agent x seed of an experiment file",
+        description="Train and evaluate every (adapter x agent x seed) combination of an "
+        "experiment file, then write episodes.csv, summary.csv, summary.md and plots.",
+    )
+    run.add_argument("file", type=Path, help="experiment YAML file, e.g. configs/quickstart.yaml")
+    run.add_argument("--out", type=Path, help="results folder (default: the file's output, "
+                     "else results/<name>)")
+    run.add_argument("--seeds", type=int, help="use seeds 0..N-1 instead of the file's seeds")
+    run.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (default 1)")
+    run.add_argument("--resume", action="store_true",
+                     help="keep finished runs of the same experiment in --out, do the rest")
+    run.add_argument("--force", action="store_true",
+                     help="replace whatever the results folder holds")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    describe = commands.add_parser(
+        "describe",
+        help="print what an adapter says about sample or given states",
+        description="Print the descriptions an adapter gives: of the states along a short "
+        "random rollout, or of the states given with --state.",
+    )
+    describe.add_argument("env", help="sailing, maze, cartpole or a gymnasium id")
+    describe.add_argument("--adapter", choices=("language", "llm"), default="language")
+    describe.add_argument("--maze", default=None,
+                          help="maze layout (umaze, double_t_maze, medium, large, random)")
+    describe.add_argument("--state", action="append", default=[], metavar="VALUES",
+                          help="a raw observation, numbers separated by commas or spaces "
+                          "(maze: 'row,col'; sailing: 'x,theta'); repeatable")
+    describe.add_argument("--steps", type=int, default=5,
+                          help="rollout length when no --state is given (default 5)")
+    describe.add_argument("--seed", type=int, default=0)
+    describe.add_argument("--backend", default="auto", choices=("auto", "llamacpp", "ollama"),
+                          help="LLM backend for --adapter llm (default auto)")
+    describe.add_argument("--model", default=None, help="LLM model (Ollama name or GGUF path)")
+    describe.add_argument("--host", default=None, help="Ollama host (default $OLLAMA_HOST)")
+
+    prerender = commands.add_parser(
+        "prerender",
+        help="describe and encode every reachable state of an experiment into the caches",
+        description="Describe and encode every reachable state (discrete environments) for "
+        "each language and llm adapter of an experiment file, filling the persistent caches.",
+    )
+    prerender.add_argument("file", type=Path)
+
+    report = commands.add_parser(
+        "report",
+        help="rebuild summary and plots from a results folder",
+        description="Rebuild summary.csv, summary.md and the plots from a results folder's "
+        "episodes.csv and config.yaml.",
+    )
+    report.add_argument("folder", type=Path)
+
+    bench = commands.add_parser(
+        "bench",
+        help="run the benchmarks and print the ratios they measure",
+        description="Run the benchmarks (adapter speed, LLM caching and prerender, agent "
+        "speed and success against Stable-Baselines3). Every figure is a ratio measured "
+        "side by side in this one run.",
+    )
+    bench.add_argument("--only", choices=BENCHMARKS, action="append",
+                       help="run only this benchmark (repeatable)")
+    bench.add_argument("--quick", action="store_true", help="smaller sizes, a rough check")
+    return parser
+
+
+def _parse_state(text: str) -> list[float]:
+    parts = text.replace(",", " ").split()
+    try:
+        return [float(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"--state {text!r}: expected numbers separated by commas") from None
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from experiments.config import load_config
+    from experiments.runner import run_experiment
+
+    config = load_config(args.file)
+    if args.seeds is not None:
+        if args.seeds <= 0:
+            raise UsageError(f"--seeds {args.seeds}: expected a positive count")
+        config = config.model_copy(update={"seeds": args.seeds})
+    if args.jobs <= 0:
+        raise UsageError(f"--jobs {args.jobs}: expected a positive number of processes")
+    started = time.perf_counter()
+    out = run_experiment(
+        config,
+        out_dir=args.out,
+        jobs=args.jobs,
+        resume=args.resume,
+        force=args.force,
+        progress=not args.no_progress,
+    )
+    print(f"done in {time.perf_counter() - started:.0f} s: {out}")
+    return 0
+
+
+def command_describe(args: argparse.Namespace) -> int:
+    import gymnasium
+    import numpy as np
+
+    import adapters
+    import environments  # noqa: F401
+
+    env_id = ENV_ALIASES.get(args.env.lower(), args.env)
+    if env_id not in gymnasium.registry:
+        ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
+        known = ", ".join([*ENV_ALIASES, *ours])
+        raise UsageError(f"unknown environment {args.env!r}; expected one of {known}")
+    params = {"maze": args.maze} if args.maze else {}
+    env = gymnasium.make(env_id, **params)
+    settings = {}
+    if args.adapter == "llm":
+        settings = {"backend": args.backend}
+        if args.model:
+            settings["model"] = args.model
+        if args.host:
+            settings["host"] = args.host
+    adapter = adapters.make(args.adapter, env, **settings)
+    if hasattr(adapter, "backend_name"):
+        print(f"# LLM backend: {adapter.backend_name}")
+    if args.state:
+        space = env.observation_space
+        for text in args.state:
+            state = np.asarray(_parse_state(text), dtype=space.dtype)
+            if state.shape != space.shape:
+                raise UsageError(
+                    f"--state {text!r} has {state.size} values; {env_id} observations have "
+                    f"shape {space.shape}"
+                )
+            legal = _legal_moves_of(env, state)
+            print(f"state {state.tolist()}: {adapter(state, legal, (), encode=False)}")
+        return 0
+    observation, info = env.reset(seed=args.seed)
+    rng = np.random.default_rng(args.seed)
+    history: list[tuple[np.ndarray, int]] = []
+    for step in range(args.steps + 1):
+        legal = info.get("legal_moves", list(range(env.action_space.n)))
+        text = adapter(observation, legal, tuple(history), encode=False)
+        print(f"step {step} state {np.round(observation, 3).tolist()}: {text}")
+        if step == args.steps:
+            break
+        action = int(rng.choice(legal))
+        history.append((observation, action))
+        observation, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    return 0
+
+
+def _legal_moves_of(env, state) -> list[int]:
+    base = env.unwrapped
+    if hasattr(base, "legal_moves_at"):
+        return base.legal_moves_at((int(state[0]), int(state[1])))
+    return list(range(env.action_space.n))
+
+
+def command_prerender(args: argparse.Namespace) -> int:
+    from experiments.config import load_config
+    from experiments.runner import prerender
+
+    config = load_config(args.file)
+    counters = prerender(config)
+    if not counters:
+        print(f"{config.environment.id}: no enumerable state set; nothing to prerender")
+    for name, stats in counters.items():
+        shown = ", ".join(f"{k}={v:g}" for k, v in stats.items() if v)
+        print(f"{name}: {shown}")
+    return 0
+
+
+def command_report(args: argparse.Namespace) -> int:
+    from experiments.report import write_report
+
+    write_report(args.folder)
+    return 0
+
+
+def command_bench(args: argparse.Namespace) -> int:
+    chosen = args.only or list(BENCHMARKS)
+    figures: dict[str, dict] = {}
+    for name in chosen:
+        print(f"\n=== benchmark: {name} ===", flush=True)
+        module = importlib.import_module(f"experiments.benchmarks.{name}_bench")
+        figures[name] = module.run(quick=args.quick)
+    print("\n=== all figures ===")
+    for name, values in figures.items():
+        for key, value in values.items():
+            shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+            print(f"{name}.{key}: {shown}")
+    return 0
+
+
+COMMANDS = {
+    "run": command_run,
+    "describe": command_describe,
+    "prerender": command_prerender,
+    "report": command_report,
+    "bench": command_bench,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"langadapt {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished work is kept (use --resume to continue)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The experiment file: pydantic models for one YAML file, and loading it with clear errors.
+
+An experiment names one environment, the adapters to compare, the agents, how long to
+train, the seeds and how to evaluate. Every (adapter x agent x seed) combination is one
+run. Unknown keys are errors; every error names the file, the key path and what was
+expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ADAPTER_TYPES = ("raw", "language", "llm")
+AGENT_TYPES = ("qlearning", "dqn", "random")
+
+
+class ConfigError(ValueError):
+    """An experiment file that cannot be used; the message names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EnvironmentSpec(_Strict):
+    """Which environment to run: a gymnasium id (``langadapt/Maze-v0``) and its arguments."""
+
+    id: str = Field(description="gymnasium id, e.g. langadapt/Maze-v0")
+    params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the env")
+
+    @field_validator("id")
+    @classmethod
+    def _known_id(cls, value: str) -> str:
+        import gymnasium
+
+        import environments  # noqa: F401  (registers the langadapt ids)
+
+        if value not in gymnasium.registry:
+            ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
+            raise ValueError(
+                f"unknown environment {value!r}; expected one of {', '.join(ours)} "
+                "(or any other registered gymnasium id)"
+            )
+        return value
+
+
+class AdapterSpec(_Strict):
+    """One state representation to compare: ``raw``, ``language`` or ``llm``.
+
+    ``settings`` go to ``adapters.make(type, env, **settings)``; for ``llm`` they include
+    ``backend`` (``llamacpp``, ``ollama`` or ``auto``), ``model``, ``host`` and the
+    generation options.
+    """
+
+    type: Literal["raw", "language", "llm"]
+    label: str | None = Field(default=None, description="name in tables and plots; default: type")
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.type
+
+
+class AgentSpec(_Strict):
+    """One learner: ``qlearning``, ``dqn`` or ``random``, with its hyperparameters."""
+
+    type: Literal["qlearning", "dqn", "random"]
+    label: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
+
+    @property
+    def name(self) -> str:
+        return self.label or self.type
+
+
+class TrainingSpec(_Strict):
+    """How long each run trains: a number of episodes or of environment steps."""
+
+    episodes: Annotated[int, Field(gt=0)] | None = None
+    steps: Annotated[int, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TrainingSpec:
+        if (self.episodes is None) == (self.steps is None):
+            raise ValueError(
+                f"give exactly one of episodes or steps (got episodes={self.episodes}, "
+                f"steps={self.steps})"
+            )
+        return self
+
+
+class EvaluationSpec(_Strict):
+    """Greedy evaluation during training and at the end."""
+
+    every: Annotated[int, Field(gt=0)] | None = Field(
+        default=None, description="evaluate greedily every this many training episodes"
+    )
+    episodes: Annotated[int, Field(gt=0)] = Field(default=5, description="episodes per evaluation")
+    final_episodes: Annotated[int, Field(gt=0)] = Field(
+        default=20, description="greedy episodes of the final evaluation"
+    )
+    threshold: float | None = Field(
+        default=None,
+        description="'episodes to threshold' counts training episodes until an evaluation's "
+        "mean return reaches this; default: until an evaluation succeeds in every episode",
+    )
+
+
+class ExperimentConfig(_Strict):
+    """One experiment file."""
+
+    name: str
+    description: str = ""
+    environment: EnvironmentSpec
+    adapters: list[AdapterSpec] = Field(min_length=1)
+    agents: list[AgentSpec] = Field(min_length=1)
+    training: TrainingSpec
+    seeds: list[int] | Annotated[int, Field(gt=0)] = Field(
+        default=3, description="a list of seeds, or a count n meaning seeds 0..n-1"
+    )
+    evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    output: str = Field(default="", description="results folder; default results/<name>")
+    cache_dir: str = Field(
+        default=".langadapt-cache",
+        description="persistent description and embedding caches, shared between runs",
+    )
+
+    @field_validator("adapters")
+    @classmethod
+    def _unique_adapters(cls, value: list[AdapterSpec]) -> list[AdapterSpec]:
+        _require_unique([a.name for a in value], "adapter")
+        return value
+
+    @field_validator("agents")
+    @classmethod
+    def _unique_agents(cls, value: list[AgentSpec]) -> list[AgentSpec]:
+        _require_unique([a.name for a in value], "agent")
+        return value
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.output or f"results/{self.name}")
+
+    def resolved(self) -> dict[str, Any]:
+        """The config as written to ``config.yaml``: defaults filled in, seeds as a list."""
+        data = self.model_dump(mode="json")
+        data["seeds"] = self.seed_list
+        data["output"] = str(self.output_dir)
+        return data
+
+    def fingerprint(self) -> str:
+        """A hash of what determines the results (not the output folder)."""
+        data = self.resolved()
+        data.pop("output")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _require_unique(names: list[str], what: str) -> None:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(
+            f"{what} names must be unique, {', '.join(repeated)} appears more than once; "
+            f"give each a distinct 'label'"
+        )
+
+
+def _format_validation_error(path: Path | str, error: ValidationError) -> str:
+    lines = [f"{path}: invalid experiment file"]
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif item["type"] == "literal_error":
+            message = f"got {item.get('input')!r}; {message.lower()}"
+        lines.append(f"  {where}: {message}")
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, source: Path | str = "<config>") -> ExperimentConfig:
+    """Validate an already-loaded mapping; errors name ``source`` and the key path."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: expected a mapping of keys (name, environment, adapters, ...), "
+            f"got {type(data).__name__}"
+        )
+    try:
+        config = ExperimentConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_format_validation_error(source, error)) from None
+    _check_component_settings(config, source)
+    return config
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Read and validate an experiment YAML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such experiment file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    return parse_config(data, path)
+
+
+def _check_component_settings(config: ExperimentConfig, source: Path | str) -> None:
+    """Validate agent hyperparameters against the agents' own pydantic models."""
+    from agents import DQNConfig, QLearningConfig, RandomConfig
+
+    models = {"qlearning": QLearningConfig, "dqn": DQNConfig, "random": RandomConfig}
+    for index, spec in enumerate(config.agents):
+        model = models[spec.type]
+        try:
+            model.model_validate(spec.params)
+        except ValidationError as error:
+            details = _format_validation_error(source, error).splitlines()[1:]
+            prefixed = [line.replace("  ", f"  agents.{index}.params.", 1) for line in details]
+            message = "\n".join([f"{source}: invalid experiment file", *prefixed])
+            raise ConfigError(message) from None

@@ -1,0 +1,115 @@
+"""Learning curves and final-return bars: raw vs language vs llm, mean ± 95% CI over seeds."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+if TYPE_CHECKING:
+    from experiments.report import Episode, SummaryRow
+
+
+def _curve_points(episodes: list[Episode]) -> tuple[str, dict[int, list[tuple[int, float]]]]:
+    """Per seed, (training episodes done, return) points: evaluations if any, else training."""
+    evaluations = [e for e in episodes if e.phase == "eval"]
+    per_seed: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    if evaluations:
+        for e in evaluations:
+            per_seed[e.seed][e.episode].append(e.return_)
+        kind = "greedy evaluation return"
+        return kind, {
+            seed: [(x, float(np.mean(v))) for x, v in sorted(points.items())]
+            for seed, points in per_seed.items()
+        }
+    train = [e for e in episodes if e.phase == "train"]
+    by_seed: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for e in sorted(train, key=lambda e: e.episode):
+        by_seed[e.seed].append((e.episode, e.return_))
+    window = max(1, max((len(v) for v in by_seed.values()), default=1) // 20)
+    smoothed = {}
+    for seed, points in by_seed.items():
+        values = np.array([v for _, v in points])
+        kernel = np.ones(window) / window
+        moving = np.convolve(values, kernel, mode="valid") if len(values) >= window else values
+        smoothed[seed] = [(points[i + window - 1][0], float(m)) for i, m in enumerate(moving)]
+    return f"training return (moving mean of {window})", smoothed
+
+
+def _mean_band(series: dict[int, list[tuple[int, float]]]):
+    from experiments.report import mean_and_ci95
+
+    by_x: dict[int, list[float]] = defaultdict(list)
+    for points in series.values():
+        for x, y in points:
+            by_x[x].append(y)
+    xs = sorted(by_x)
+    stats = [mean_and_ci95(by_x[x]) for x in xs]
+    means = np.array([m for m, _ in stats])
+    halves = np.array([0.0 if math.isnan(h) else h for _, h in stats])
+    return np.array(xs), means, halves
+
+
+def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "") -> None:
+    """One panel per agent; one line per adapter with its 95% band over seeds."""
+    agents = list(dict.fromkeys(e.agent for e in episodes))
+    adapters = list(dict.fromkeys(e.adapter for e in episodes))
+    figure, axes = plt.subplots(
+        1, max(1, len(agents)), figsize=(5.2 * max(1, len(agents)), 3.8), squeeze=False
+    )
+    ylabel = ""
+    for axis, agent in zip(axes[0], agents, strict=False):
+        for index, adapter in enumerate(adapters):
+            subset = [e for e in episodes if e.agent == agent and e.adapter == adapter]
+            if not subset:
+                continue
+            ylabel, series = _curve_points(subset)
+            xs, means, halves = _mean_band(series)
+            if len(xs) == 0:
+                continue
+            colour = f"C{index}"
+            axis.plot(xs, means, color=colour, label=f"{adapter} ({len(series)} seeds)")
+            axis.fill_between(xs, means - halves, means + halves, color=colour, alpha=0.2)
+        axis.set_title(agent)
+        axis.set_xlabel("training episodes")
+        axis.set_ylabel(ylabel)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.suptitle(f"{title}\nmean ± 95% CI over seeds", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> None:
+    """Grouped bars: final greedy return per agent (groups) and adapter (bars), 95% CI."""
+    agents = list(dict.fromkeys(r.agent for r in rows))
+    adapters = list(dict.fromkeys(r.adapter for r in rows))
+    width = 0.8 / max(1, len(adapters))
+    figure, axis = plt.subplots(figsize=(1.8 + 1.6 * len(agents) * max(1, len(adapters)) / 2, 3.8))
+    for index, adapter in enumerate(adapters):
+        xs, heights, errors = [], [], []
+        for position, agent in enumerate(agents):
+            row = next((r for r in rows if r.agent == agent and r.adapter == adapter), None)
+            if row is None:
+                continue
+            xs.append(position + (index - (len(adapters) - 1) / 2) * width)
+            heights.append(row.final_return_mean)
+            errors.append(0.0 if math.isnan(row.final_return_ci95) else row.final_return_ci95)
+        axis.bar(xs, heights, width, yerr=errors, capsize=3, label=adapter, color=f"C{index}")
+    axis.set_xticks(range(len(agents)), agents)
+    axis.set_ylabel("final greedy return")
+    axis.axhline(0, color="black", linewidth=0.6)
+    axis.grid(axis="y", alpha=0.3)
+    axis.legend(fontsize=8)
+    axis.set_title(f"{title}\nmean ± 95% CI over seeds", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)

@@ -1,0 +1,333 @@
+"""Experiment files, the runner, the report and the installed `langadapt` command."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments import runner as runner_module
+from experiments.config import ConfigError, load_config, parse_config
+from experiments.report import read_episodes, summarise, write_report
+from experiments.runner import run_experiment, runs_of
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+LANGADAPT = Path(sys.executable).parent / "langadapt"
+
+
+def tiny_config(tmp_path: Path, **changes) -> dict:
+    """A two-seed umaze experiment small enough to run in seconds."""
+    data = {
+        "name": "tiny",
+        "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}},
+        "adapters": [{"type": "raw"}, {"type": "language"}],
+        "agents": [{"type": "qlearning"}, {"type": "random"}],
+        "training": {"episodes": 6},
+        "seeds": 2,
+        "evaluation": {"every": 3, "episodes": 2, "final_episodes": 3},
+        "output": str(tmp_path / "out"),
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    data.update(changes)
+    return data
+
+
+def write_yaml(path: Path, data) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def test_every_shipped_config_is_valid():
+    names = {path.name for path in CONFIGS}
+    assert {
+        "quickstart.yaml",
+        "sailing.yaml",
+        "maze_umaze.yaml",
+        "maze_double_t.yaml",
+        "maze_medium.yaml",
+        "maze_large.yaml",
+        "cartpole.yaml",
+    } <= names
+    for path in CONFIGS:
+        config = load_config(path)
+        assert config.seed_list, path
+
+
+def test_quickstart_compares_raw_language_and_embedded_llm_with_qlearning_and_dqn():
+    config = load_config(ROOT / "configs" / "quickstart.yaml")
+    assert {a.type for a in config.adapters} == {"raw", "language", "llm"}
+    llm = next(a for a in config.adapters if a.type == "llm")
+    assert llm.settings["backend"] == "llamacpp"
+    assert {a.type for a in config.agents} == {"qlearning", "dqn"}
+    assert config.environment.id == "langadapt/Maze-v0"
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="no-such.yaml: no such experiment file"):
+        load_config(tmp_path / "no-such.yaml")
+
+
+def test_invalid_yaml_is_named(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\nadapters: [raw\n")
+    with pytest.raises(ConfigError, match="broken.yaml: not valid YAML"):
+        load_config(path)
+
+
+def test_unknown_environment_lists_the_known_ones(tmp_path):
+    path = write_yaml(
+        tmp_path / "e.yaml", tiny_config(tmp_path, environment={"id": "langadapt/Nope-v0"})
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert "e.yaml" in message and "environment.id" in message and "Nope-v0" in message
+    for known in ("langadapt/Maze-v0", "langadapt/Sailing-v0", "langadapt/CartPole-v0"):
+        assert known in message
+
+
+def test_unknown_adapter_and_agent_names_list_the_valid_ones(tmp_path):
+    bad_adapter = write_yaml(
+        tmp_path / "a.yaml", tiny_config(tmp_path, adapters=[{"type": "telepathy"}])
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(bad_adapter)
+    assert "adapters.0.type" in str(error.value)
+    assert "'raw', 'language' or 'llm'" in str(error.value)
+    bad_agent = write_yaml(tmp_path / "b.yaml", tiny_config(tmp_path, agents=[{"type": "ppo"}]))
+    with pytest.raises(ConfigError) as error:
+        load_config(bad_agent)
+    assert "agents.0.type" in str(error.value)
+    assert "'qlearning', 'dqn' or 'random'" in str(error.value)
+
+
+def test_unknown_keys_are_errors_with_their_path(tmp_path):
+    data = tiny_config(tmp_path)
+    data["evaluation"]["evry"] = 3
+    data["colour"] = "blue"
+    with pytest.raises(ConfigError) as error:
+        parse_config(data, "mine.yaml")
+    message = str(error.value)
+    assert "mine.yaml" in message
+    assert "evaluation.evry: unknown key" in message
+    assert "colour: unknown key" in message
+
+
+def test_bad_agent_hyperparameter_is_named(tmp_path):
+    data = tiny_config(tmp_path, agents=[{"type": "qlearning", "params": {"alfa": 0.5}}])
+    with pytest.raises(ConfigError, match=r"agents\.0\.params\.alfa: unknown key"):
+        parse_config(data, "x.yaml")
+
+
+def test_training_needs_exactly_one_length(tmp_path):
+    data = tiny_config(tmp_path, training={"episodes": 3, "steps": 100})
+    with pytest.raises(ConfigError, match="exactly one of episodes or steps"):
+        parse_config(data, "x.yaml")
+
+
+def test_duplicate_adapter_names_need_labels(tmp_path):
+    data = tiny_config(tmp_path, adapters=[{"type": "raw"}, {"type": "raw"}])
+    with pytest.raises(ConfigError, match="raw appears more than once"):
+        parse_config(data, "x.yaml")
+    data = tiny_config(tmp_path, adapters=[{"type": "raw"}, {"type": "raw", "label": "raw2"}])
+    assert [a.name for a in parse_config(data).adapters] == ["raw", "raw2"]
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@pytest.fixture(scope="module")
+def finished_tiny_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("tiny")
+    config = parse_config(tiny_config(tmp_path))
+    out = run_experiment(config, progress=False, log=lambda _: None)
+    return config, out
+
+
+def test_a_run_writes_every_output_file(finished_tiny_run):
+    _, out = finished_tiny_run
+    for name in (
+        "config.yaml",
+        "episodes.csv",
+        "summary.csv",
+        "summary.md",
+        "learning_curves.png",
+        "final_returns.png",
+    ):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+
+
+def test_episode_rows_match_the_experiment(finished_tiny_run):
+    config, out = finished_tiny_run
+    episodes = read_episodes(out / "episodes.csv")
+    combinations = len(runs_of(config))
+    assert combinations == 2 * 2 * 2
+    train = [e for e in episodes if e.phase == "train"]
+    final = [e for e in episodes if e.phase == "final"]
+    evals = [e for e in episodes if e.phase == "eval"]
+    assert len(train) == config.training.episodes * combinations
+    assert len(final) == config.evaluation.final_episodes * combinations
+    # evaluations after training episodes 3 and 6, two greedy episodes each
+    assert len(evals) == 2 * config.evaluation.episodes * combinations
+    assert sorted({e.episode for e in evals}) == [3, 6]
+    assert {(e.adapter, e.agent, e.seed) for e in episodes} == {
+        (r.adapter.name, r.agent.name, r.seed) for r in runs_of(config)
+    }
+
+
+def test_summary_equals_a_recomputation_from_the_csv(finished_tiny_run):
+    config, out = finished_tiny_run
+    with open(out / "episodes.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    with open(out / "summary.csv", newline="") as handle:
+        summary = {(r["adapter"], r["agent"]): r for r in csv.DictReader(handle)}
+    assert len(summary) == 4
+    for (adapter, agent), row in summary.items():
+        mine = [r for r in rows if r["adapter"] == adapter and r["agent"] == agent]
+        finals = [r for r in mine if r["phase"] == "final"]
+        per_seed = {}
+        for r in finals:
+            per_seed.setdefault(r["seed"], []).append(float(r["return"]))
+        seed_means = [sum(v) / len(v) for v in per_seed.values()]
+        assert float(row["final_return_mean"]) == pytest.approx(
+            sum(seed_means) / len(seed_means), abs=1e-4
+        )
+        success = sum(int(r["success"]) for r in finals) / len(finals)
+        assert float(row["final_success_rate"]) == pytest.approx(success, abs=1e-4)
+        assert int(row["llm_calls"]) == sum(int(r["llm_calls"]) for r in mine)
+        assert int(row["cache_hits"]) == sum(int(r["cache_hits"]) for r in mine)
+        assert int(row["seeds"]) == 2
+        if len(set(seed_means)) > 1:
+            assert float(row["final_return_ci95"]) > 0
+    markdown = (out / "summary.md").read_text()
+    assert "| raw | qlearning | 2 |" in markdown
+
+
+def test_report_rebuilds_an_identical_summary(finished_tiny_run, tmp_path):
+    _, out = finished_tiny_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    for name in ("summary.csv", "summary.md", "learning_curves.png", "final_returns.png"):
+        (copy / name).unlink()
+    write_report(copy, log=None)
+    for name in ("summary.csv", "summary.md"):
+        assert (copy / name).read_text() == (out / name).read_text()
+    assert (copy / "learning_curves.png").is_file()
+
+
+def test_an_existing_results_folder_is_protected(finished_tiny_run, tmp_path):
+    config, out = finished_tiny_run
+    with pytest.raises(ConfigError, match="already holds results of this experiment"):
+        run_experiment(config, progress=False, log=lambda _: None)
+    other = config.model_copy(update={"name": "another"})
+    with pytest.raises(ConfigError, match="holds the results of a different experiment"):
+        run_experiment(other, out_dir=out, resume=True, progress=False, log=lambda _: None)
+    assert (out / "summary.csv").is_file()  # nothing already written was lost
+
+
+def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch):
+    config = parse_config(tiny_config(tmp_path, agents=[{"type": "random"}]))
+    real = runner_module.execute_run
+    started: list[str] = []
+
+    def crash_on_third(data, key, out_dir):
+        started.append(key)
+        if len(started) == 3:
+            raise KeyboardInterrupt("simulated crash")
+        return real(data, key, out_dir)
+
+    monkeypatch.setattr(runner_module, "execute_run", crash_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, progress=False, log=lambda _: None)
+    out = config.output_dir
+    finished = runner_module.finished_runs(out)
+    assert finished == set(started[:2])
+    stamps = {key: (out / "runs" / key / "episodes.csv").stat().st_mtime_ns for key in finished}
+
+    started.clear()
+
+    def record_and_run(data, key, out_dir):
+        started.append(key)
+        return real(data, key, out_dir)
+
+    monkeypatch.setattr(runner_module, "execute_run", record_and_run)
+    run_experiment(config, resume=True, progress=False, log=lambda _: None)
+    assert set(started) == {r.key for r in runs_of(config)} - finished
+    for key, stamp in stamps.items():
+        assert (out / "runs" / key / "episodes.csv").stat().st_mtime_ns == stamp
+    episodes = read_episodes(out / "episodes.csv")
+    assert len([e for e in episodes if e.phase == "train"]) == 6 * len(runs_of(config))
+
+
+def test_force_replaces_and_seeds_count_expands(tmp_path):
+    config = parse_config(tiny_config(tmp_path, agents=[{"type": "random"}], seeds=[4, 7]))
+    assert config.seed_list == [4, 7]
+    out = run_experiment(config, progress=False, log=lambda _: None)
+    run_experiment(config, force=True, progress=False, log=lambda _: None)
+    seeds = {e.seed for e in read_episodes(out / "episodes.csv")}
+    assert seeds == {4, 7}
+
+
+def test_summary_of_nothing_reached_says_never(tmp_path):
+    episodes_file = tmp_path / "episodes.csv"
+    episodes_file.write_text(
+        "adapter,agent,seed,phase,episode,return,length,success,wall_time,llm_calls,cache_hits\n"
+        "raw,random,0,train,1,-0.1,100,0,0.01,0,0\n"
+        "raw,random,0,final,1,-0.1,100,0,0.01,0,0\n"
+    )
+    (row,) = summarise(read_episodes(episodes_file), threshold=None)
+    assert row.seeds_reaching_threshold == 0 and math.isnan(row.episodes_to_threshold)
+    assert math.isnan(row.final_return_ci95)
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    return subprocess.run(
+        [str(LANGADAPT), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
+
+
+def test_help_works_for_every_command():
+    assert LANGADAPT.exists(), "the langadapt command is not installed in this environment"
+    result = _cli("--help")
+    assert result.returncode == 0
+    for command in ("run", "describe", "prerender", "report", "bench"):
+        assert command in result.stdout
+        sub = _cli(command, "--help")
+        assert sub.returncode == 0 and "usage: langadapt " + command in sub.stdout
+
+
+def test_describe_prints_descriptions_of_given_and_sample_states():
+    given = _cli("describe", "maze", "--maze", "umaze", "--state", "1,1", "--state", "3,3")
+    assert given.returncode == 0, given.stderr
+    lines = given.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("state [1.0, 1.0]: ")
+    assert "goal" in lines[0].lower()
+    sample = _cli("describe", "sailing", "--steps", "3")
+    assert sample.returncode == 0, sample.stderr
+    assert len(sample.stdout.strip().splitlines()) == 4
+    assert "wind" in sample.stdout
+
+
+def test_cli_reports_bad_input_plainly(tmp_path):
+    missing = _cli("run", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and "no such experiment file" in missing.stderr
+    bad_state = _cli("describe", "maze", "--state", "1,2,3")
+    assert bad_state.returncode == 2 and "shape (2,)" in bad_state.stderr
+    unknown = _cli("describe", "chess")
+    assert unknown.returncode == 2 and "maze" in unknown.stderr
+    assert "Traceback" not in missing.stderr + bad_state.stderr + unknown.stderr
