@@ -608,3 +608,18 @@ def test_write_png_round_trip(tmp_path):
     np.testing.assert_array_equal(rows[:, 1:].reshape(7, 5, 3), image)
     with pytest.raises(ValueError, match="uint8"):
         write_png(tmp_path / "y.png", image.astype(np.float32))
+
+
+def test_pictures_module_writes_one_small_png_per_environment(tmp_path):
+    from environments.pictures import main, render_all
+
+    written = render_all(tmp_path)
+    assert sorted(p.name for p in written) == sorted(
+        ["sailing.png", "cartpole.png"] + [f"maze_{name}.png" for name in MAZE_LAYOUTS]
+    )
+    for path in written:
+        data = path.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 50_000
+    first = (tmp_path / "sailing.png").read_bytes()
+    assert main([str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "sailing.png").read_bytes() == first  # deterministic
