@@ -1,0 +1,111 @@
+"""Prompt building for the LLM adapters: the default system prompt, the user prompt, the cut.
+
+The user prompt is plain text in three parts, each a few lines:
+
+    Current state: <the describer's sentence, or the raw numbers>
+    Legal actions: <names or numbers>
+    Recent history (oldest first):
+    - state: <...>; action taken: <...>
+
+The whole prompt (system + user) must fit `context_length` tokens minus the `max_tokens`
+reserved for the answer. Token counts are estimated as ``ceil(characters / 3)`` — a
+deliberately pessimistic rate for English (real tokenisers average about 4 characters per
+token) — so the estimate is the same for every backend and the cut is deterministic: the
+oldest history lines go first, then the state line is shortened from its end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+CHARS_PER_TOKEN = 3
+
+DEFAULT_BASE_PROMPT = (
+    "You describe the situation of an agent in a reinforcement-learning environment. "
+    "Given the current state, the legal actions and the recent actions, write a short, "
+    "factual description in plain English, at most three sentences: where the agent is "
+    "and what it observes, and what each legal action would do. "
+    "Use only the facts given. Do not give advice, do not recommend an action, do not "
+    "speculate, and do not repeat these instructions."
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """The pessimistic token estimate used for the context cut (see the module docstring)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def format_raw_state(state: Any) -> str:
+    """A raw observation as short, stable text: numbers with 4 significant digits."""
+    arr = np.asarray(state)
+    if arr.dtype.kind in "biuf":
+        flat = arr.reshape(-1)
+        if arr.dtype.kind == "f":
+            return "[" + ", ".join(f"{float(x):.4g}" for x in flat) + "]"
+        return "[" + ", ".join(str(int(x)) for x in flat) + "]"
+    return str(state)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One built prompt: the system and user messages and whether the cut shortened it."""
+
+    system: str
+    user: str
+    cut: bool
+
+
+def build_prompt(
+    system: str,
+    state_text: str,
+    legal_text: str,
+    history_lines: Sequence[str],
+    budget_tokens: int,
+) -> Prompt:
+    """Assemble the user prompt and cut it to `budget_tokens` (system prompt included).
+
+    Raises ValueError when even the system prompt with an empty user prompt does not fit.
+    """
+
+    def assemble(state_line: str, lines: Sequence[str]) -> str:
+        parts = [f"Current state: {state_line}", f"Legal actions: {legal_text}"]
+        if lines:
+            parts.append("Recent history (oldest first):")
+            parts.extend(f"- {line}" for line in lines)
+        return "\n".join(parts)
+
+    def fits(user: str) -> bool:
+        return estimate_tokens(system) + estimate_tokens(user) <= budget_tokens
+
+    lines = list(history_lines)
+    user = assemble(state_text, lines)
+    if fits(user):
+        return Prompt(system, user, cut=False)
+    while lines:
+        lines.pop(0)
+        user = assemble(state_text, lines)
+        if fits(user):
+            return Prompt(system, user, cut=True)
+    skeleton = assemble("", [])
+    room = (budget_tokens - estimate_tokens(system)) * CHARS_PER_TOKEN - len(skeleton)
+    if room <= 0:
+        raise ValueError(
+            f"context budget of {budget_tokens} tokens cannot hold the system prompt "
+            f"({estimate_tokens(system)} tokens) and the prompt skeleton; raise context_length "
+            "or lower max_tokens"
+        )
+    return Prompt(system, assemble(state_text[:room], []), cut=True)
+
+
+def history_line(
+    state: Any | None, action: int, describe_state: Callable[[Any], str], name_action: Callable
+) -> str:
+    """One history entry: ``state: ...; action taken: ...``."""
+    if state is None:
+        return f"action taken: {name_action(action)}"
+    return f"state: {describe_state(state)}; action taken: {name_action(action)}"
