@@ -1,0 +1,373 @@
+"""Deep Q-Network (Mnih et al. 2015) with Double DQN, in the shape of Stable-Baselines3's DQN.
+
+The algorithm lives here; the replay buffer is :mod:`agents.buffers` and the network
+:mod:`agents.policies` (the SB3 split into algorithm / buffer / policy).
+
+Semantics follow SB3 so that its published hyperparameters (rl-baselines3-zoo) carry over:
+
+- every call to :meth:`DQNAgent.learn` is one environment step (``num_timesteps += 1``);
+- before ``learning_starts`` steps, exploring actions are uniformly random (legal) actions;
+- epsilon falls linearly from ``exploration_initial_eps`` to ``exploration_final_eps`` over
+  the first ``exploration_fraction`` of training and then stays there. Training length is
+  ``total_steps`` when set, else what :func:`agents.train` announces through
+  :meth:`DQNAgent.set_training_horizon` (a step budget, or else an episode budget in which
+  case progress is counted in episodes);
+- every ``train_freq`` steps, once more than ``learning_starts`` steps were taken,
+  ``gradient_steps`` gradient steps are made on uniform batches of ``batch_size``;
+- every ``target_update_interval`` steps the target network moves to the online network:
+  copied when ``tau == 1``, else ``target = (1 - tau) * target + tau * online``;
+- the target is ``r + gamma * (1 - terminated) * Q_target(s', a*)`` with
+  ``a* = argmax_{a' legal} Q_online(s', a')`` (Double DQN, default) or
+  ``max_{a' legal} Q_target(s', a')``: truncated transitions bootstrap, terminal ones do not;
+- Huber (smooth L1) loss, Adam, gradient norm clipped to ``max_grad_norm``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.base import Agent, parse_config, read_agent_file, rng_state, set_rng_state
+from agents.buffers import ReplayBuffer
+from agents.policies import QNetwork
+
+
+class DQNConfig(BaseModel):
+    """Hyperparameters of :class:`DQNAgent` (all have defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hidden_sizes: list[int] = Field(
+        default_factory=lambda: [256, 256], description="Widths of the hidden layers."
+    )
+    activation: str = Field("relu", description='Hidden activation: "relu" or "tanh".')
+    learning_rate: float = Field(1e-3, gt=0.0, description="Adam learning rate.")
+    buffer_size: int = Field(100_000, ge=1, description="Replay buffer capacity (transitions).")
+    learning_starts: int = Field(
+        1000, ge=0, description="Steps of uniformly random acting before training starts."
+    )
+    batch_size: int = Field(64, ge=1, description="Transitions per gradient step.")
+    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
+    train_freq: int = Field(4, ge=1, description="Train every this many environment steps.")
+    gradient_steps: int = Field(
+        1, ge=-1, description="Gradient steps per training round; -1 means train_freq."
+    )
+    target_update_interval: int = Field(
+        1000, ge=1, description="Environment steps between target network updates."
+    )
+    tau: float = Field(1.0, gt=0.0, le=1.0, description="1.0 = hard copy; < 1 = soft update.")
+    double_dqn: bool = Field(True, description="Select a* with the online net (Double DQN).")
+    max_grad_norm: float = Field(10.0, gt=0.0, description="Gradient norm clipping threshold.")
+    exploration_fraction: float = Field(
+        0.1, gt=0.0, le=1.0, description="Fraction of training over which epsilon falls."
+    )
+    exploration_initial_eps: float = Field(1.0, ge=0.0, le=1.0, description="Epsilon at start.")
+    exploration_final_eps: float = Field(0.05, ge=0.0, le=1.0, description="Epsilon at the end.")
+    total_steps: int | None = Field(
+        None,
+        ge=1,
+        description="Training length in steps for the epsilon schedule; None: set by train().",
+    )
+
+
+def dqn_targets(
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    gamma: float,
+    next_q_target: torch.Tensor,
+    next_q_online: torch.Tensor | None = None,
+    next_masks: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """TD targets ``r + gamma * (1 - terminated) * V(s')`` for a batch.
+
+    ``V(s') = Q_target(s', argmax_{legal a'} Q_online(s', a'))`` when ``next_q_online`` is
+    given (Double DQN), else ``max_{legal a'} Q_target(s', a')``. ``next_masks`` (bool,
+    True = legal) restricts the argmax / max; ``None`` means every action is legal.
+    ``terminated`` is 1.0 for terminal states only: truncated transitions bootstrap.
+    """
+    if next_q_online is not None:
+        chooser = next_q_online
+        if next_masks is not None:
+            chooser = chooser.masked_fill(~next_masks, float("-inf"))
+        best = chooser.argmax(dim=1, keepdim=True)
+        next_v = next_q_target.gather(1, best).squeeze(1)
+    else:
+        values = next_q_target
+        if next_masks is not None:
+            values = values.masked_fill(~next_masks, float("-inf"))
+        next_v = values.max(dim=1).values
+    return rewards + gamma * (1.0 - terminated) * next_v
+
+
+class DQNAgent(Agent):
+    """DQN on flat (or flattened) Box observations and a Discrete action space."""
+
+    kind = "dqn"
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        config: DQNConfig | dict[str, Any] | None = None,
+        seed: int = 0,
+    ):
+        super().__init__(observation_space, action_space, seed)
+        self.config = cfg = parse_config(config, DQNConfig)
+        if not isinstance(observation_space, spaces.Box):
+            raise ValueError(f"observation_space is {observation_space!r}, expected a Box space")
+        if any(w < 1 for w in cfg.hidden_sizes):
+            raise ValueError(f"hidden_sizes is {cfg.hidden_sizes}, expected positive widths")
+        self.obs_dim = int(np.prod(self.obs_shape))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            self.q_net = QNetwork(self.obs_dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
+            self.target_net = QNetwork(
+                self.obs_dim, self.n_actions, cfg.hidden_sizes, cfg.activation
+            )
+        self.target_net.load_state_dict(self.q_net.state_dict())
+        self.target_net.requires_grad_(False)
+        self.optimizer = _adam(self.q_net.parameters(), cfg.learning_rate)
+        self.buffer = ReplayBuffer(cfg.buffer_size, (self.obs_dim,), self.n_actions)
+        self.gradient_steps = cfg.train_freq if cfg.gradient_steps == -1 else cfg.gradient_steps
+        if self.gradient_steps < 1:
+            raise ValueError(f"gradient_steps is {cfg.gradient_steps}, expected >= 1 or -1")
+        self.num_timesteps = 0
+        self.episodes = 0
+        self.n_updates = 0
+        self.epsilon = cfg.exploration_initial_eps
+        self.horizon_steps: int | None = cfg.total_steps
+        self.horizon_episodes: int | None = None
+        self._trained_since_sync = False
+        self._last_loss: torch.Tensor | None = None
+
+    # --------------------------------------------------------------- schedule
+    def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
+        """Fix the length of training for the epsilon schedule (``config.total_steps`` wins)."""
+        if self.config.total_steps is not None:
+            return
+        if steps is not None and steps < 1:
+            raise ValueError(f"steps is {steps}, expected a positive int")
+        if episodes is not None and episodes < 1:
+            raise ValueError(f"episodes is {episodes}, expected a positive int")
+        self.horizon_steps = steps
+        self.horizon_episodes = None if steps is not None else episodes
+
+    def progress(self) -> float:
+        """Fraction of training done (0 to 1+), in steps or else in episodes."""
+        if self.horizon_steps is not None:
+            return self.num_timesteps / self.horizon_steps
+        if self.horizon_episodes is not None:
+            return self.episodes / self.horizon_episodes
+        raise ValueError(
+            "DQNAgent does not know how long training lasts, so its epsilon schedule is "
+            "undefined: set config total_steps=... or call set_training_horizon(steps=...) "
+            "(agents.train does this)"
+        )
+
+    def _update_epsilon(self) -> None:
+        cfg = self.config
+        p = self.progress()
+        if p >= cfg.exploration_fraction:
+            self.epsilon = cfg.exploration_final_eps
+        else:
+            start, end = cfg.exploration_initial_eps, cfg.exploration_final_eps
+            self.epsilon = start + (end - start) * p / cfg.exploration_fraction
+
+    # --------------------------------------------------------------- protocol
+    def q_values(self, obs: Any) -> np.ndarray:
+        """Online-network action values of one observation (float32 numpy array)."""
+        return self.q_net.numpy_forward(self.check_obs(obs).reshape(-1)).copy()
+
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+        """Epsilon-greedy (``explore``) or greedy action among the legal moves."""
+        arr = self.check_obs(obs)
+        mask = None if legal_moves is None else self.legal_mask(legal_moves, "legal_moves")
+        if explore and (
+            self.num_timesteps < self.config.learning_starts or self.rng.random() < self.epsilon
+        ):
+            if mask is None:
+                return int(self.rng.integers(self.n_actions))
+            legal = np.flatnonzero(mask)
+            return int(legal[self.rng.integers(legal.size)])
+        q = self.q_net.numpy_forward(arr.reshape(-1))
+        if mask is not None:
+            q = np.where(mask, q, -np.inf)
+        return int(q.argmax())
+
+    def learn(
+        self,
+        obs: Any,
+        action: int,
+        reward: float,
+        next_obs: Any,
+        terminated: bool,
+        truncated: bool,
+        next_legal_moves: Sequence[int] | None = None,
+    ) -> None:
+        """Store the transition, advance the schedules and train / update the target on time."""
+        cfg = self.config
+        arr = self.check_obs(obs)
+        next_arr = self.check_obs(next_obs)
+        a = self.check_action(action)
+        if terminated or next_legal_moves is None:
+            next_mask = self._all_legal  # a terminal state's value is never used
+        else:
+            next_mask = self.legal_mask(next_legal_moves, "next_legal_moves")
+        self.buffer.add(arr.reshape(-1), a, reward, next_arr.reshape(-1), terminated, next_mask)
+        self.num_timesteps += 1
+        if terminated or truncated:
+            self.episodes += 1
+        self._update_epsilon()
+        t = self.num_timesteps
+        if t % cfg.target_update_interval == 0:
+            self.update_target()
+        if t % cfg.train_freq == 0 and t > cfg.learning_starts:
+            self.train_steps(self.gradient_steps)
+
+    # --------------------------------------------------------------- training
+    def update_target(self) -> None:
+        """Hard copy (``tau == 1``) or Polyak step of the online weights into the target."""
+        tau = self.config.tau
+        if tau == 1.0 and not self._trained_since_sync:
+            return  # the online net has not changed since the last copy
+        with torch.no_grad():
+            for tp, p in zip(self.target_net.parameters(), self.q_net.parameters(), strict=True):
+                if tau == 1.0:
+                    tp.copy_(p)
+                else:
+                    tp.lerp_(p, tau)
+        self._trained_since_sync = False
+
+    def target_q_values(
+        self,
+        next_obs: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_masks: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """TD targets of a batch with the current networks (see :func:`dqn_targets`)."""
+        with torch.no_grad():
+            next_q_target = self.target_net(next_obs)
+            next_q_online = self.q_net(next_obs) if self.config.double_dqn else None
+            return dqn_targets(
+                rewards, terminated, self.config.gamma, next_q_target, next_q_online, next_masks
+            )
+
+    def train_steps(self, gradient_steps: int) -> None:
+        """``gradient_steps`` gradient steps on uniformly sampled batches.
+
+        All batches of the round are gathered with one index draw, and the target network
+        (which does not change during a round) is evaluated on all of them in one pass.
+        """
+        cfg = self.config
+        bsz = cfg.batch_size
+        idx = self.buffer.sample_indices(self.rng, gradient_steps * bsz)
+        batch = self.buffer.gather(idx)
+        masks = batch.next_masks if self.buffer.has_illegal else None
+        params = list(self.q_net.parameters())
+        with torch.no_grad():
+            next_q_target_all = self.target_net(batch.next_obs)
+        loss = None
+        for g in range(gradient_steps):
+            s = slice(g * bsz, (g + 1) * bsz)
+            with torch.no_grad():
+                next_obs = batch.next_obs[s]
+                next_q_online = self.q_net(next_obs) if cfg.double_dqn else None
+                target = dqn_targets(
+                    batch.rewards[s],
+                    batch.terminated[s],
+                    cfg.gamma,
+                    next_q_target_all[s],
+                    next_q_online,
+                    None if masks is None else masks[s],
+                )
+            q = self.q_net(batch.obs[s]).gather(1, batch.actions[s]).squeeze(1)
+            loss = F.smooth_l1_loss(q, target)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+            self.optimizer.step()
+        self.n_updates += gradient_steps
+        self._trained_since_sync = True
+        self._last_loss = None if loss is None else loss.detach()
+
+    @property
+    def last_loss(self) -> float | None:
+        """Loss of the last gradient step (None before training)."""
+        return None if self._last_loss is None else float(self._last_loss)
+
+    # ------------------------------------------------------------ save / load
+    def _header(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "obs_shape": list(self.obs_shape),
+            "n_actions": self.n_actions,
+            "hidden_sizes": list(self.config.hidden_sizes),
+            "activation": self.config.activation,
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write networks, optimiser, counters and RNG state to a torch file at ``path``.
+
+        The replay buffer is not saved: a loaded agent acts identically and can continue
+        training, refilling its buffer from new experience.
+        """
+        header = self._header() | {
+            "num_timesteps": self.num_timesteps,
+            "episodes": self.episodes,
+            "n_updates": self.n_updates,
+            "epsilon": self.epsilon,
+            "horizon_steps": self.horizon_steps,
+            "horizon_episodes": self.horizon_episodes,
+            "rng": rng_state(self.rng),
+            "config": self.config.model_dump(),
+        }
+        torch.save(
+            {
+                "header": json.dumps(header),
+                "q_net": self.q_net.state_dict(),
+                "target_net": self.target_net.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+            },
+            Path(path),
+        )
+
+    def load(self, path: str | Path) -> None:
+        """Restore a file written by :meth:`save` (loaded with ``weights_only=True``).
+
+        ValueError if it holds another kind of agent or other shapes / layers.
+        """
+        header, payload = read_agent_file(path)
+        expected = self._header()
+        del expected["kind"]
+        self.check_header(header, path, expected)
+        self.q_net.load_state_dict(payload["q_net"])
+        self.target_net.load_state_dict(payload["target_net"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.q_net.refresh_views()
+        self.num_timesteps = int(header["num_timesteps"])
+        self.episodes = int(header["episodes"])
+        self.n_updates = int(header["n_updates"])
+        self.epsilon = float(header["epsilon"])
+        if self.config.total_steps is None:
+            self.horizon_steps = header["horizon_steps"]
+            self.horizon_episodes = header["horizon_episodes"]
+        set_rng_state(self.rng, header["rng"])
+        self._trained_since_sync = True
+
+
+def _adam(params: Any, lr: float) -> torch.optim.Optimizer:
+    """Adam with the fused CPU kernel where this torch build has it."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, foreach=True)

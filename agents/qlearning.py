@@ -1,0 +1,260 @@
+"""Tabular Q-learning with epsilon-greedy exploration and legal-move masking.
+
+The table maps a key derived from the observation to one row of action values:
+
+- ``bins=None`` (default): the key is the exact bytes of the float32 observation. This is
+  what you want for discrete states (maze cells) and for 384-dim language encodings, where
+  equal descriptions give bit-identical vectors; hashing 1.5 kB costs about a microsecond.
+- ``bins=k`` or ``bins=[k1, k2, ...]``: continuous raw states are discretised into ``k`` equal
+  bins per dimension between the observation space bounds (or ``bounds`` when given; required
+  for unbounded dimensions); values outside are clipped into the first / last bin.
+
+Update, for a transition ``(s, a, r, s')`` with ``s'`` not terminal::
+
+    Q[s, a] += alpha * (r + gamma * max_{a' legal in s'} Q[s', a'] - Q[s, a])
+
+and with ``r`` alone as the target when ``terminated``. A truncated transition still
+bootstraps. Epsilon decays multiplicatively at the end of every episode (terminated or
+truncated) from ``epsilon_start`` down to ``epsilon_min``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agents.base import Agent, parse_config, read_agent_file, rng_state, set_rng_state
+
+
+class QLearningConfig(BaseModel):
+    """Hyperparameters of :class:`QLearningAgent` (all have defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    alpha: float = Field(0.1, gt=0.0, le=1.0, description="Learning rate (step size).")
+    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
+    epsilon_start: float = Field(1.0, ge=0.0, le=1.0, description="Initial exploration rate.")
+    epsilon_min: float = Field(0.05, ge=0.0, le=1.0, description="Floor of the exploration rate.")
+    epsilon_decay: float = Field(
+        0.99, gt=0.0, le=1.0, description="Multiplied into epsilon at the end of each episode."
+    )
+    initial_q: float = Field(0.0, description="Value of a state-action pair never updated.")
+    bins: int | list[int] | None = Field(
+        None,
+        description="None: key = exact observation bytes. int or one int per dimension: "
+        "discretise a Box observation into that many equal bins.",
+    )
+    bounds: list[tuple[float, float]] | None = Field(
+        None,
+        description="Per-dimension (low, high) used for discretisation instead of the "
+        "observation space bounds; needed where the space is unbounded.",
+    )
+
+    @field_validator("bins")
+    @classmethod
+    def _positive_bins(cls, v: int | list[int] | None) -> int | list[int] | None:
+        values = [v] if isinstance(v, int) else (v or [])
+        for b in values:
+            if b < 1:
+                raise ValueError(f"bins contains {b}, expected positive bin counts")
+        return v
+
+
+class QLearningAgent(Agent):
+    """Tabular Q-learning over a dict keyed by observation bytes or bin indices."""
+
+    kind = "qlearning"
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        config: QLearningConfig | dict[str, Any] | None = None,
+        seed: int = 0,
+    ):
+        super().__init__(observation_space, action_space, seed)
+        self.config = parse_config(config, QLearningConfig)
+        if not isinstance(observation_space, (spaces.Box, spaces.Discrete)):
+            raise ValueError(
+                f"observation_space is {observation_space!r}, expected a Box or Discrete space"
+            )
+        self.table: dict[bytes, np.ndarray] = {}
+        self.epsilon = self.config.epsilon_start
+        self.episodes = 0
+        self.updates = 0
+        self._bins: np.ndarray | None = None
+        self._low: np.ndarray | None = None
+        self._scale: np.ndarray | None = None
+        if self.config.bins is not None:
+            self._setup_bins(observation_space)
+
+    # ------------------------------------------------------------------- keys
+    def _setup_bins(self, space: spaces.Space) -> None:
+        cfg = self.config
+        if not isinstance(space, spaces.Box):
+            raise ValueError(f"bins={cfg.bins!r} needs a Box observation space, got {space!r}")
+        dims = int(np.prod(self.obs_shape))
+        bins = (
+            np.full(dims, cfg.bins, dtype=np.int64)
+            if isinstance(cfg.bins, int)
+            else (np.asarray(cfg.bins, dtype=np.int64))
+        )
+        if bins.shape != (dims,):
+            raise ValueError(
+                f"bins has {bins.size} entries, expected 1 or {dims} (one per observation "
+                "dimension)"
+            )
+        if cfg.bounds is not None:
+            if len(cfg.bounds) != dims:
+                raise ValueError(
+                    f"bounds has {len(cfg.bounds)} entries, expected {dims} (one (low, high) "
+                    "per observation dimension)"
+                )
+            low = np.array([b[0] for b in cfg.bounds], dtype=np.float64)
+            high = np.array([b[1] for b in cfg.bounds], dtype=np.float64)
+        else:
+            low = np.asarray(space.low, dtype=np.float64).ravel()
+            high = np.asarray(space.high, dtype=np.float64).ravel()
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise ValueError(
+                f"cannot discretise between low={low.tolist()} and high={high.tolist()}: "
+                "expected finite bounds (pass bounds=[(low, high), ...])"
+            )
+        if np.any(high <= low):
+            raise ValueError(
+                f"bounds low={low.tolist()} high={high.tolist()}: expected high > low everywhere"
+            )
+        self._bins = bins
+        self._low = low
+        self._scale = bins / (high - low)
+
+    def key(self, obs: Any) -> bytes:
+        """The table key of an observation (bytes); ValueError on a shape mismatch."""
+        arr = self.check_obs(obs)
+        if self._bins is None:
+            # + 0.0 maps -0.0 to 0.0 so that equal values give equal bytes.
+            return (arr + np.float32(0.0)).tobytes()
+        idx = np.floor((arr.ravel() - self._low) * self._scale).astype(np.int64)
+        np.clip(idx, 0, self._bins - 1, out=idx)
+        return idx.tobytes()
+
+    def q_values(self, obs: Any) -> np.ndarray:
+        """A copy of the action values of ``obs`` (``initial_q`` where unseen)."""
+        row = self.table.get(self.key(obs))
+        if row is None:
+            return np.full(self.n_actions, self.config.initial_q, dtype=np.float64)
+        return row.copy()
+
+    def _row(self, key: bytes) -> np.ndarray:
+        row = self.table.get(key)
+        if row is None:
+            row = np.full(self.n_actions, self.config.initial_q, dtype=np.float64)
+            self.table[key] = row
+        return row
+
+    # ---------------------------------------------------------------- protocol
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+        """Epsilon-greedy action among the legal moves (greedy when ``explore`` is False).
+
+        Greedy ties go to the lowest action index when not exploring (deterministic) and
+        to a random one of the tied actions when exploring.
+        """
+        mask = self.legal_mask(legal_moves, "legal_moves")
+        key = self.key(obs)
+        legal = np.flatnonzero(mask)
+        if explore and self.rng.random() < self.epsilon:
+            return int(legal[self.rng.integers(legal.size)])
+        row = self.table.get(key)
+        if row is None:
+            return int(legal[self.rng.integers(legal.size)]) if explore else int(legal[0])
+        values = row[legal]
+        best = legal[values == values.max()]
+        if explore and best.size > 1:
+            return int(best[self.rng.integers(best.size)])
+        return int(best[0])
+
+    def learn(
+        self,
+        obs: Any,
+        action: int,
+        reward: float,
+        next_obs: Any,
+        terminated: bool,
+        truncated: bool,
+        next_legal_moves: Sequence[int] | None = None,
+    ) -> None:
+        """One Q-learning update; decays epsilon when the episode ends."""
+        a = self.check_action(action)
+        key = self.key(obs)
+        next_key = self.key(next_obs)
+        target = float(reward)
+        if not terminated:
+            mask = self.legal_mask(next_legal_moves, "next_legal_moves")
+            next_row = self.table.get(next_key)
+            if next_row is None:
+                best_next = self.config.initial_q
+            else:
+                best_next = float(next_row[mask].max())
+            target += self.config.gamma * best_next
+        row = self._row(key)
+        row[a] += self.config.alpha * (target - row[a])
+        self.updates += 1
+        if terminated or truncated:
+            self.episodes += 1
+            self.epsilon = max(self.config.epsilon_min, self.epsilon * self.config.epsilon_decay)
+
+    # ------------------------------------------------------------- save / load
+    def _header(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "obs_shape": list(self.obs_shape),
+            "n_actions": self.n_actions,
+            "bins": self.config.bins,
+            "bounds": self.config.bounds,
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the table, epsilon, counters and RNG state to an ``.npz`` file at ``path``."""
+        keys = list(self.table)
+        key_len = len(keys[0]) if keys else 0
+        key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), key_len)
+        values = (
+            np.stack([self.table[k] for k in keys])
+            if keys
+            else np.zeros((0, self.n_actions), dtype=np.float64)
+        )
+        header = self._header() | {
+            "epsilon": self.epsilon,
+            "episodes": self.episodes,
+            "updates": self.updates,
+            "rng": rng_state(self.rng),
+            "config": self.config.model_dump(),
+        }
+        buf = io.BytesIO()
+        np.savez(buf, header=np.array(json.dumps(header)), keys=key_arr, values=values)
+        Path(path).write_bytes(buf.getvalue())
+
+    def load(self, path: str | Path) -> None:
+        """Restore a table saved by :meth:`save`; ValueError if it was saved for another agent,
+        observation shape, action count or discretisation."""
+        header, payload = read_agent_file(path)
+        expected = self._header()
+        del expected["kind"]
+        self.check_header(header, path, expected)
+        key_arr = payload["keys"]
+        values = payload["values"]
+        self.table = {
+            key_arr[i].tobytes(): values[i].astype(np.float64).copy()
+            for i in range(key_arr.shape[0])
+        }
+        self.epsilon = float(header["epsilon"])
+        self.episodes = int(header["episodes"])
+        self.updates = int(header["updates"])
+        set_rng_state(self.rng, header["rng"])
