@@ -43,7 +43,9 @@ def default_gguf_path() -> Path:
 
 
 def _default_threads() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    """Half the CPU cores, 1 to 4: llama.cpp threads spin while waiting, so taking every core
+    of a machine that also runs the RL loop (or other jobs) makes generation slower, not faster."""
+    return max(1, min(4, (os.cpu_count() or 1) // 2))
 
 
 _MODELS: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
