@@ -1,0 +1,446 @@
+"""Tests of the agents package: updates by hand, masking, save/load, the loop, learning."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+import agents
+from agents import (
+    DQNAgent,
+    EpisodeRecord,
+    QLearningAgent,
+    RandomAgent,
+    ReplayBuffer,
+    dqn_targets,
+    evaluate,
+    make_agent,
+    train,
+)
+from environments import MazeEnv
+
+BOX1 = spaces.Box(low=0.0, high=1.0, shape=(1,), dtype=np.float32)
+BOX4 = spaces.Box(low=-1.0, high=1.0, shape=(4,), dtype=np.float32)
+S0 = np.array([0.0], dtype=np.float32)
+S1 = np.array([1.0], dtype=np.float32)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Small networks run fastest (and reproducibly) on one thread on this shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ Q-learning by hand
+def test_qlearning_update_on_two_state_mdp_matches_hand_computation():
+    agent = QLearningAgent(
+        BOX1,
+        spaces.Discrete(2),
+        dict(alpha=0.5, gamma=0.9, epsilon_start=1.0, epsilon_decay=0.5, epsilon_min=0.1),
+    )
+    # s1 --a1, r=10--> terminal: Q(s1,1) = 0 + 0.5 * (10 - 0) = 5 (no bootstrap).
+    agent.learn(S1, 1, 10.0, S0, terminated=True, truncated=False)
+    np.testing.assert_allclose(agent.q_values(S1), [0.0, 5.0])
+    assert agent.epsilon == 0.5  # decayed once at the episode's end
+    # s1 --a0, r=2--> terminal: Q(s1,0) = 1.
+    agent.learn(S1, 0, 2.0, S0, terminated=True, truncated=False)
+    np.testing.assert_allclose(agent.q_values(S1), [1.0, 5.0])
+    # s0 --a1, r=1--> s1 where only action 0 is legal: target = 1 + 0.9 * Q(s1,0) = 1.9,
+    # not 1 + 0.9 * 5: the illegal action is left out of the max.
+    agent.learn(S0, 1, 1.0, S1, terminated=False, truncated=False, next_legal_moves=[0])
+    np.testing.assert_allclose(agent.q_values(S0), [0.0, 0.95])
+    # Same transition with every action legal: target = 1 + 0.9 * 5 = 5.5.
+    agent.learn(S0, 1, 1.0, S1, terminated=False, truncated=False)
+    np.testing.assert_allclose(agent.q_values(S0), [0.0, 0.95 + 0.5 * (5.5 - 0.95)])
+    # A truncated transition bootstraps: target = 0 + 0.9 * 5 = 4.5 -> Q(s0,0) = 2.25.
+    agent.learn(S0, 0, 0.0, S1, terminated=False, truncated=True)
+    np.testing.assert_allclose(agent.q_values(S0)[0], 2.25)
+    assert agent.epsilon == 0.125
+    agent.learn(S0, 0, 0.0, S1, terminated=True, truncated=False)
+    assert agent.epsilon == 0.1  # floored at epsilon_min
+    assert agent.act(S0, explore=False) == 1 and agent.act(S1, explore=False) == 1
+    assert agent.act(S1, legal_moves=[0], explore=False) == 0
+
+
+def test_qlearning_discretisation_bins_and_bounds():
+    space = spaces.Box(
+        low=np.array([-1.0, -np.inf], np.float32), high=np.array([1.0, np.inf], np.float32)
+    )
+    with pytest.raises(ValueError, match="finite bounds"):
+        QLearningAgent(space, spaces.Discrete(2), dict(bins=4))
+    agent = QLearningAgent(
+        space, spaces.Discrete(2), dict(bins=[4, 2], bounds=[(-1.0, 1.0), (-5.0, 5.0)])
+    )
+    assert agent.key([-0.9, -1.0]) == agent.key([-0.6, -4.0])  # same bins
+    assert agent.key([-0.9, 1.0]) != agent.key([-0.9, -1.0])
+    assert agent.key([5.0, 100.0]) == agent.key([0.99, 4.9])  # clipped into the last bin
+    with pytest.raises(ValueError, match="bins has 3 entries, expected 1 or 2"):
+        QLearningAgent(space, spaces.Discrete(2), dict(bins=[4, 2, 2], bounds=[(0, 1)] * 2))
+    # Exact keys distinguish -0.0 from nothing: equal values give equal keys.
+    exact = QLearningAgent(BOX1, spaces.Discrete(2))
+    assert exact.key(np.array([-0.0], np.float32)) == exact.key(np.array([0.0], np.float32))
+
+
+def test_qlearning_on_384_dim_encodings_uses_exact_bytes():
+    space = spaces.Box(low=-1.0, high=1.0, shape=(384,), dtype=np.float32)
+    agent = QLearningAgent(space, spaces.Discrete(3), dict(alpha=1.0))
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 384)).astype(np.float32)
+    agent.learn(a, 2, 1.0, b, terminated=True, truncated=False)
+    assert agent.act(a.copy(), explore=False) == 2
+    assert len(agent.table) == 1
+
+
+# ------------------------------------------------------------------ DQN target by hand
+def test_dqn_targets_hand_made_batch_terminal_against_truncated():
+    rewards = torch.tensor([1.0, 1.0, 0.5])
+    terminated = torch.tensor([0.0, 1.0, 0.0])  # row 0: truncated / ongoing; row 1: terminal
+    next_q_target = torch.tensor([[1.0, 3.0], [2.0, 0.0], [4.0, -1.0]])
+    next_q_online = torch.tensor([[5.0, 0.0], [0.0, 1.0], [0.0, 9.0]])
+    gamma = 0.5
+    double = dqn_targets(rewards, terminated, gamma, next_q_target, next_q_online)
+    # Double DQN: a* from the online net (row 0: a*=0 -> 1.0; row 2: a*=1 -> -1.0).
+    torch.testing.assert_close(double, torch.tensor([1.5, 1.0, 0.0]))
+    vanilla = dqn_targets(rewards, terminated, gamma, next_q_target)
+    torch.testing.assert_close(vanilla, torch.tensor([2.5, 1.0, 2.5]))
+    masks = torch.tensor([[False, True], [True, True], [True, False]])
+    masked_double = dqn_targets(rewards, terminated, gamma, next_q_target, next_q_online, masks)
+    torch.testing.assert_close(masked_double, torch.tensor([2.5, 1.0, 2.5]))
+    masked_vanilla = dqn_targets(rewards, terminated, gamma, next_q_target, None, masks)
+    torch.testing.assert_close(masked_vanilla, torch.tensor([2.5, 1.0, 2.5]))
+
+
+def _constant_q(agent: DQNAgent, values: list[float]) -> None:
+    """Make both networks output ``values`` for every observation."""
+    with torch.no_grad():
+        for net in (agent.q_net, agent.target_net):
+            last = net.linear_layers()[-1]
+            last.weight.zero_()
+            last.bias.copy_(torch.tensor(values))
+
+
+def test_dqn_agent_stores_terminated_not_truncated_and_bootstraps_truncation():
+    agent = DQNAgent(BOX4, spaces.Discrete(2), dict(gamma=0.9, total_steps=100, batch_size=2))
+    _constant_q(agent, [1.0, 2.0])
+    o = np.zeros(4, np.float32)
+    final = np.full(4, 0.5, np.float32)
+    agent.learn(o, 0, 1.0, final, terminated=False, truncated=True)
+    agent.learn(o, 1, 3.0, final, terminated=True, truncated=False, next_legal_moves=[])
+    agent.learn(o, 1, 0.0, final, terminated=False, truncated=False, next_legal_moves=[0])
+    buf = agent.buffer
+    assert buf.terminated[:3].tolist() == [0.0, 1.0, 0.0]
+    np.testing.assert_array_equal(buf.next_obs[0], final)  # the final obs, not a reset obs
+    assert buf.next_masks[2].tolist() == [True, False]
+    batch = buf.gather(np.arange(3))
+    targets = agent.target_q_values(
+        batch.next_obs, batch.rewards, batch.terminated, batch.next_masks
+    )
+    # truncated: 1 + 0.9 * 2; terminal: 3; only action 0 legal next: 0 + 0.9 * 1.
+    torch.testing.assert_close(targets, torch.tensor([2.8, 3.0, 0.9]))
+    with pytest.raises(ValueError, match="next_legal_moves is empty"):
+        agent.learn(o, 1, 0.0, final, terminated=False, truncated=False, next_legal_moves=[])
+
+
+def test_dqn_epsilon_schedule_is_linear_over_exploration_fraction():
+    cfg = dict(
+        exploration_fraction=0.5,
+        exploration_initial_eps=1.0,
+        exploration_final_eps=0.2,
+        learning_starts=10_000,
+    )
+    agent = DQNAgent(BOX4, spaces.Discrete(2), cfg)
+    o = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="set_training_horizon"):
+        agent.learn(o, 0, 0.0, o, False, False)
+    agent = DQNAgent(BOX4, spaces.Discrete(2), cfg)
+    agent.set_training_horizon(steps=100)
+    seen = []
+    for _ in range(60):
+        agent.learn(o, 0, 0.0, o, False, False)
+        seen.append(agent.epsilon)
+    assert seen[24] == pytest.approx(1.0 - 0.8 * 25 / 50)
+    assert seen[49] == pytest.approx(0.2) and seen[59] == pytest.approx(0.2)
+
+
+def test_dqn_trains_on_schedule_and_hard_updates_target():
+    cfg = dict(
+        total_steps=100,
+        learning_starts=8,
+        train_freq=4,
+        gradient_steps=3,
+        target_update_interval=6,
+        batch_size=4,
+        hidden_sizes=[8],
+    )
+    agent = DQNAgent(BOX4, spaces.Discrete(2), cfg)
+    rng = np.random.default_rng(0)
+    for t in range(1, 13):
+        agent.learn(rng.random(4), int(rng.integers(2)), 1.0, rng.random(4), False, False)
+        # training rounds after steps 12 only (t % 4 == 0 and t > 8)
+        assert agent.n_updates == (3 if t >= 12 else 0)
+    # the target was synced at step 12 (12 % 6 == 0) before training: now they differ
+    diff = [
+        (p - q).abs().max().item()
+        for p, q in zip(agent.q_net.parameters(), agent.target_net.parameters(), strict=True)
+    ]
+    assert max(diff) > 0
+    for _ in range(6):
+        agent.learn(rng.random(4), 0, 1.0, rng.random(4), False, False)
+    for p, q in zip(agent.q_net.parameters(), agent.target_net.parameters(), strict=True):
+        torch.testing.assert_close(p, q)
+
+
+def test_replay_buffer_wraps_around():
+    buf = ReplayBuffer(3, (2,), 2)
+    for i in range(5):
+        buf.add(np.full(2, i), i % 2, float(i), np.full(2, i + 1), i == 4, np.ones(2, bool))
+    assert len(buf) == 3 and buf.pos == 2
+    assert sorted(buf.rewards.tolist()) == [2.0, 3.0, 4.0]
+    batch = buf.gather(np.array([1]))  # slot 1 holds transition 4
+    assert batch.next_obs.tolist() == [[5.0, 5.0]] and batch.terminated.tolist() == [1.0]
+    with pytest.raises(ValueError, match="empty replay buffer"):
+        ReplayBuffer(2, (1,), 2).sample(1, np.random.default_rng(0))
+
+
+# ----------------------------------------------------------------------------- masking
+_DQN_FOR_MASKING = {
+    n: DQNAgent(
+        spaces.Box(-1.0, 1.0, (3,), np.float32),
+        spaces.Discrete(n),
+        dict(hidden_sizes=[16], learning_starts=0, total_steps=10),
+    )
+    for n in (2, 5, 8)
+}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_masking_never_picks_an_illegal_move(data):
+    n = data.draw(st.sampled_from([2, 5, 8]))
+    legal = sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1)))
+    obs = np.array(data.draw(st.lists(st.floats(-1, 1, width=32), min_size=3, max_size=3)))
+    explore = data.draw(st.booleans())
+    seed = data.draw(st.integers(0, 1000))
+    obs = obs.astype(np.float32)
+    illegal_bonus = np.where(np.isin(np.arange(n), legal), 0.0, 1000.0)
+
+    dqn = _DQN_FOR_MASKING[n]
+    dqn.epsilon = data.draw(st.sampled_from([0.0, 1.0]))
+    with torch.no_grad():
+        dqn.q_net.linear_layers()[-1].bias.copy_(torch.tensor(illegal_bonus))
+    q = QLearningAgent(spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Discrete(n), seed=seed)
+    q.epsilon = dqn.epsilon
+    q.table[q.key(obs)] = illegal_bonus.copy()  # illegal actions look best
+    rnd = RandomAgent(spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Discrete(n), seed=seed)
+    for agent in (dqn, q, rnd):
+        assert agent.act(obs, legal, explore=explore) in legal
+    # the masked max in Q-learning's target ignores the illegal actions' high values
+    q.learn(obs, legal[0], 0.0, obs, terminated=False, truncated=False, next_legal_moves=legal)
+    assert q.table[q.key(obs)][legal[0]] == pytest.approx(0.0)
+
+
+# --------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("name", ["qlearning", "dqn", "random"])
+def test_bad_input_errors(name):
+    agent = (
+        make_agent(name, BOX4, spaces.Discrete(3), total_steps=10)
+        if name == "dqn"
+        else (make_agent(name, BOX4, spaces.Discrete(3)))
+    )
+    with pytest.raises(ValueError, match=r"shape \(3,\).*shape \(4,\)"):
+        agent.act(np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="legal_moves is empty"):
+        agent.act(np.zeros(4, np.float32), legal_moves=[])
+    with pytest.raises(ValueError, match=r"action indices in \[0, 3\)"):
+        agent.act(np.zeros(4, np.float32), legal_moves=[0, 3])
+    with pytest.raises(ValueError, match=r"action is 7, expected an int in \[0, 3\)"):
+        agent.learn(np.zeros(4), 7, 0.0, np.zeros(4), False, False)
+
+
+def test_config_and_factory_errors():
+    with pytest.raises(ValidationError, match="learning_rat"):
+        make_agent("dqn", BOX4, spaces.Discrete(2), learning_rat=0.1)
+    with pytest.raises(ValidationError, match="alpha"):
+        QLearningAgent(BOX4, spaces.Discrete(2), dict(alpha=-1))
+    with pytest.raises(ValueError, match=r"unknown agent 'ppo', expected one of"):
+        make_agent("ppo", BOX4, spaces.Discrete(2))
+    with pytest.raises(ValueError, match="expected gymnasium.spaces.Discrete"):
+        DQNAgent(BOX4, spaces.Box(-1, 1, (2,)))
+    with pytest.raises(ValueError, match="expected a Box space"):
+        DQNAgent(spaces.Discrete(3), spaces.Discrete(2))
+    assert isinstance(
+        make_agent("qlearning", BOX4, spaces.Discrete(2), alpha=0.3).config.alpha, float
+    )
+
+
+# --------------------------------------------------------------------------- save/load
+PARAMS = {"dqn": dict(hidden_sizes=[32], learning_starts=50, train_freq=4)}
+
+
+def _trained(name: str, seed: int = 0):
+    env = MazeEnv(maze="umaze")
+    params = PARAMS.get(name, {})
+    agent = make_agent(name, env.observation_space, env.action_space, seed=seed, **params)
+    train(agent, env, episodes=6, seed=seed, progress=False)
+    return agent, env
+
+
+@pytest.mark.parametrize("name", ["qlearning", "dqn", "random"])
+def test_save_load_gives_identical_actions(name, tmp_path):
+    agent, env = _trained(name)
+    path = tmp_path / f"{name}.bin"
+    agent.save(path)
+    fresh = make_agent(
+        name, env.observation_space, env.action_space, seed=123, **PARAMS.get(name, {})
+    )
+    fresh.load(path)
+    cells = [env.observation_of(c) for c in env.free_cells()]
+    for explore in (False, True):  # the RNG state is saved too
+        got = [fresh.act(o, env.legal_moves_at(tuple(map(int, o))), explore) for o in cells * 5]
+        want = [agent.act(o, env.legal_moves_at(tuple(map(int, o))), explore) for o in cells * 5]
+        assert got == want
+    if name == "dqn":
+        for o in cells:
+            np.testing.assert_array_equal(fresh.q_values(o), agent.q_values(o))
+        raw = torch.load(path, weights_only=True)  # plain state dicts, no pickled objects
+        assert set(raw) == {"header", "q_net", "target_net", "optimizer"}
+        assert json.loads(raw["header"])["kind"] == "dqn"
+
+
+def test_mismatched_load_names_the_mismatch(tmp_path):
+    dqn, env = _trained("dqn")
+    dqn.save(tmp_path / "dqn.pt")
+    q, _ = _trained("qlearning")
+    q.save(tmp_path / "q.npz")
+    q_other = QLearningAgent(env.observation_space, env.action_space)
+    with pytest.raises(ValueError, match="holds a 'dqn' agent, but this is a 'qlearning' agent"):
+        q_other.load(tmp_path / "dqn.pt")
+    with pytest.raises(ValueError, match="holds a 'qlearning' agent, but this is a 'dqn'"):
+        DQNAgent(env.observation_space, env.action_space).load(tmp_path / "q.npz")
+    wider = DQNAgent(spaces.Box(-1, 1, (3,), np.float32), env.action_space)
+    with pytest.raises(ValueError, match=r"obs_shape=\[2\], but this agent has obs_shape=\[3\]"):
+        wider.load(tmp_path / "dqn.pt")
+    other_layers = DQNAgent(env.observation_space, env.action_space, dict(hidden_sizes=[16]))
+    with pytest.raises(ValueError, match=r"hidden_sizes=\[32\].*hidden_sizes=\[16\]"):
+        other_layers.load(tmp_path / "dqn.pt")
+    fewer_actions = QLearningAgent(env.observation_space, spaces.Discrete(4))
+    with pytest.raises(ValueError, match="n_actions=8, but this agent has n_actions=4"):
+        fewer_actions.load(tmp_path / "q.npz")
+    binned = QLearningAgent(env.observation_space, env.action_space, dict(bins=5))
+    with pytest.raises(ValueError, match="bins=None, but this agent has bins=5"):
+        binned.load(tmp_path / "q.npz")
+    (tmp_path / "junk.txt").write_text("hello")
+    with pytest.raises(ValueError, match="is not a saved agent"):
+        q_other.load(tmp_path / "junk.txt")
+    with pytest.raises(ValueError, match="does not exist"):
+        q_other.load(tmp_path / "missing.npz")
+
+
+# ------------------------------------------------------------------------ training loop
+def test_train_records_evaluations_and_is_deterministic():
+    env = MazeEnv(maze="umaze")
+    seen: list[EpisodeRecord] = []
+
+    def run() -> list[EpisodeRecord]:
+        agent = QLearningAgent(env.observation_space, env.action_space, seed=3)
+        return train(
+            agent,
+            env,
+            episodes=6,
+            eval_every=2,
+            eval_episodes=3,
+            seed=3,
+            progress=False,
+            on_episode=seen.append,
+        )
+
+    records = run()
+    assert seen == records
+    assert [r.phase for r in records] == (["train"] + ["train", "eval", "eval", "eval"]) * 3
+    assert [r.episode for r in records if r.phase == "train"] == [1, 2, 3, 4, 5, 6]
+    assert {r.episode for r in records if r.phase == "eval"} == {2, 4, 6}
+    steps = [r.total_steps for r in records if r.phase == "train"]
+    assert steps == list(np.cumsum([r.length for r in records if r.phase == "train"]))
+    assert all(r.success == (r.length < 100) for r in records)  # umaze: success = goal reached
+    again = run()
+    assert [(r.return_, r.length) for r in again] == [(r.return_, r.length) for r in records]
+
+
+def test_train_step_budget_is_exact_and_partial_episode_dropped():
+    env = gym.make("CartPole-v1")
+    agent = RandomAgent(env.observation_space, env.action_space)
+    recs = train(agent, env, steps=100, seed=0, progress=False)
+    assert sum(r.length for r in recs) <= 100 and recs[-1].total_steps <= 100
+    with pytest.raises(ValueError, match="episodes=... or steps="):
+        train(agent, env, progress=False)
+    with pytest.raises(ValueError, match="eval_every is 0"):
+        train(agent, env, episodes=1, eval_every=0, progress=False)
+    wrong = RandomAgent(BOX1, env.action_space)
+    with pytest.raises(ValueError, match=r"env observation shape is \(4,\).*\(1,\)"):
+        train(wrong, env, episodes=1, progress=False)
+
+
+def test_train_sets_dqn_horizon_for_its_schedule():
+    env = gym.make("CartPole-v1")
+    agent = DQNAgent(env.observation_space, env.action_space, dict(hidden_sizes=[8]))
+    train(agent, env, steps=300, seed=0, progress=False)
+    assert agent.horizon_steps == 300
+    episodic = DQNAgent(env.observation_space, env.action_space, dict(hidden_sizes=[8]))
+    train(episodic, env, episodes=3, seed=0, progress=False)
+    assert episodic.horizon_episodes == 3 and episodic.horizon_steps is None
+
+
+# ------------------------------------------------------------------ learning outcomes
+def test_qlearning_solves_raw_umaze_within_30_episodes():
+    env = MazeEnv(maze="umaze")
+    agent = QLearningAgent(env.observation_space, env.action_space, dict(alpha=0.5), seed=0)
+    train(agent, env, episodes=30, seed=0, progress=False)
+    evals = evaluate(agent, env, episodes=5, seed=1)
+    assert all(r.success for r in evals)
+    assert all(r.length == 4 for r in evals)  # the shortest path (diagonal moves allowed)
+
+
+def test_short_dqn_run_on_cartpole_clearly_beats_random():
+    env = gym.make("CartPole-v1")
+    cfg = dict(
+        hidden_sizes=[64, 64],
+        learning_rate=1e-3,
+        learning_starts=500,
+        batch_size=64,
+        train_freq=4,
+        gradient_steps=1,
+        target_update_interval=250,
+        exploration_fraction=0.2,
+        exploration_final_eps=0.02,
+    )
+    dqn = DQNAgent(env.observation_space, env.action_space, cfg, seed=0)
+    train(dqn, env, steps=10_000, seed=0, progress=False)
+    dqn_mean = np.mean([r.return_ for r in evaluate(dqn, env, 10, seed=99)])
+    rnd = RandomAgent(env.observation_space, env.action_space, seed=0)
+    random_mean = np.mean([r.return_ for r in evaluate(rnd, env, 10, seed=99)])
+    assert random_mean < 40
+    assert dqn_mean >= 100 and dqn_mean >= 4 * random_mean, (dqn_mean, random_mean)
+
+
+def test_public_names():
+    for name in [
+        "QLearningAgent",
+        "DQNAgent",
+        "RandomAgent",
+        "make_agent",
+        "train",
+        "evaluate",
+        "EpisodeRecord",
+    ]:
+        assert hasattr(agents, name)
