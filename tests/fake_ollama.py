@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
@@ -338,13 +337,3 @@ def _show_payload(name: str) -> dict[str, Any]:
         "capabilities": ["completion"],
         "modified_at": _now(),
     }
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll `predicate` until it is true or `timeout` seconds pass; return its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()

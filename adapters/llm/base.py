@@ -134,6 +134,12 @@ class LLMAdapter(BaseModel):
         if env is not None:
             self.bind(env)
 
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> LLMAdapter:
+        """The adapter itself: its settings are frozen and what it holds (the loaded model,
+        HTTP client, caches, memo) is meant to be shared, not duplicated. gymnasium deep-copies
+        wrapper arguments (``RecordConstructorArgs``), which lands here."""
+        return self
+
     @model_validator(mode="after")
     def _prompt_fits(self) -> LLMAdapter:
         need = estimate_tokens(self.base_prompt) + 32
@@ -418,7 +424,12 @@ class LLMAdapter(BaseModel):
         self, state: Any, legal_moves: Iterable[int] = (), episode_action_history: Any = ()
     ) -> tuple[np.ndarray, str]:
         """``(vector, description)`` of one input; a seen input is a memo lookup."""
-        return self.engine.adapt(state, legal_moves, episode_action_history)
+        # The hot path of every step: read the private slot directly (pydantic's attribute
+        # fallback for private attributes costs several microseconds).
+        engine = self.__pydantic_private__["_engine"]
+        if engine is None:
+            engine = self.engine  # raises the "no environment" error
+        return engine.adapt(state, legal_moves, episode_action_history)
 
     def __call__(
         self,
@@ -428,7 +439,7 @@ class LLMAdapter(BaseModel):
         encode: bool = True,
     ) -> np.ndarray | str:
         """The float32 (384,) encoding (``encode=True``) or the description of one input."""
-        pair = self.engine.adapt(state, legal_moves, episode_action_history)
+        pair = self.adapt(state, legal_moves, episode_action_history)
         return pair[0] if encode else pair[1]
 
     def prerender(self, inputs: Iterable[Item], progress: bool = True) -> dict[str, int]:
@@ -503,7 +514,7 @@ class LLMAdapter(BaseModel):
 
     def stats(self) -> dict[str, float | int]:
         """Counters since construction: the keys every adapter shares (`adapters.STAT_KEYS`)
-        plus the memo's ``memo_hits``, ``memo_misses``, ``memo_size``."""
+        plus whatever the shared machinery adds (the memo's counters)."""
         out: dict[str, float | int] = dict.fromkeys(STAT_KEYS, 0)
         if self._engine is not None:
             out.update(self._engine.stats())

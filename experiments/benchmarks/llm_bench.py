@@ -1,0 +1,146 @@
+"""LLM adapter benchmark: LLM calls per run, warm-cache step rate, prerender concurrency.
+
+Everything runs against the test suite's Ollama-protocol server (``tests/fake_ollama.py``)
+over real HTTP through the official ``ollama`` client, so the figures measure this
+library's caching and concurrency, not a model. Three measurements, each side by side in
+one run:
+
+1. ``llm_calls_first_run`` vs ``distinct_prompts``: a random-policy Maze run through
+   `LanguageObservation` makes one LLM call per distinct prompt, and an identical rerun
+   with a new adapter (same persistent description cache) makes ``llm_calls_rerun`` = 0.
+2. ``warm_steps_ratio``: Maze steps per second through the LLM adapter with a warm memo
+   (after `prerender` of every reachable cell) ÷ raw Maze steps per second (target >= 0.5).
+3. ``prerender_speedup``: prerender of every reachable Maze cell through the server with an
+   artificial per-request latency, ``concurrency=4`` vs ``concurrency=1`` (encodings are
+   warmed first so that both runs time only the LLM part).
+
+``python -m experiments.benchmarks.llm_bench [--quick]`` runs it on its own.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_TESTS = Path(__file__).resolve().parents[2] / "tests"
+
+
+def _fake_ollama() -> Any:
+    if str(_TESTS) not in sys.path:
+        sys.path.insert(0, str(_TESTS))
+    from fake_ollama import FakeOllama
+
+    return FakeOllama
+
+
+def _answer(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
+    """A deterministic stand-in for a model: a description derived from the prompt."""
+    first = messages[-1]["content"].split("\n")[0].removeprefix("Current state: ")
+    return f"The agent observes this: {first}"
+
+
+def _random_run(env: Any, steps: int, seed: int, adapter: Any = None) -> float:
+    """Seconds for `steps` random legal steps (through `LanguageObservation` if adapter)."""
+    from adapters import LanguageObservation
+
+    rng = np.random.default_rng(seed)
+    run_env = env if adapter is None else LanguageObservation(env, adapter)
+    _, info = run_env.reset(seed=seed)
+    start = time.perf_counter()
+    for _ in range(steps):
+        legal = info["legal_moves"]
+        action = int(legal[int(rng.integers(len(legal)))])
+        _, _, terminated, truncated, info = run_env.step(action)
+        if terminated or truncated:
+            _, info = run_env.reset()
+    return time.perf_counter() - start
+
+
+def run(quick: bool = False) -> dict[str, float | str]:
+    """Run the three measurements and return the named figures (see the module docstring)."""
+    import environments
+    from adapters import reachable_inputs
+    from adapters.llm import OllamaAdapter
+
+    fake_cls = _fake_ollama()
+    maze_name = "umaze" if quick else "medium"
+    run_steps = 300 if quick else 2000
+    rate_steps = 5_000 if quick else 30_000
+    latency = 0.05 if quick else 0.1
+    results: dict[str, float | str] = {"maze": maze_name}
+
+    with tempfile.TemporaryDirectory() as tmp, fake_cls(answer=_answer) as fake:
+        tmpdir = Path(tmp)
+        emb = tmpdir / "embeddings.sqlite"
+
+        # 1. LLM calls in a run = distinct prompts; the rerun makes none.
+        env = environments.MazeEnv(maze=maze_name, max_steps=100)
+        settings = dict(host=fake.host, cache_path=tmpdir / "run.sqlite",
+                        embedding_cache_path=emb, action_history_length=2)
+        first = OllamaAdapter(env, **settings)
+        _random_run(env, run_steps, seed=1, adapter=first)
+        rerun = OllamaAdapter(env, **settings)
+        _random_run(env, run_steps, seed=1, adapter=rerun)
+        results["llm_calls_first_run"] = first.stats()["llm_calls"]
+        results["distinct_prompts"] = len(first.cache)
+        results["llm_calls_rerun"] = rerun.stats()["llm_calls"]
+        results["server_chat_requests"] = fake.chat_requests
+        print(f"maze run of {run_steps} steps (history 2): {results['llm_calls_first_run']} LLM "
+              f"calls for {results['distinct_prompts']} distinct prompts; rerun: "
+              f"{results['llm_calls_rerun']} calls", flush=True)
+
+        # 2. Warm-cache steps/s with the LLM adapter / raw steps/s.
+        warm = OllamaAdapter(env, host=fake.host, cache_path=tmpdir / "warm.sqlite",
+                             embedding_cache_path=emb, action_history_length=0)
+        warm.prerender(reachable_inputs(env), progress=False)
+        calls_before = warm.stats()["llm_calls"]
+        _random_run(env, 500, seed=2, adapter=warm)  # warm-up of both code paths
+        _random_run(env, 500, seed=2)
+        raw_times, llm_times = [], []
+        for repeat in range(3):
+            raw_times.append(_random_run(env, rate_steps, seed=3 + repeat))
+            llm_times.append(_random_run(env, rate_steps, seed=3 + repeat, adapter=warm))
+        raw_rate = rate_steps / min(raw_times)
+        llm_rate = rate_steps / min(llm_times)
+        results["raw_steps_per_s"] = round(raw_rate)
+        results["llm_warm_steps_per_s"] = round(llm_rate)
+        results["warm_steps_ratio"] = round(llm_rate / raw_rate, 3)
+        results["warm_run_llm_calls"] = warm.stats()["llm_calls"] - calls_before
+        print(f"warm steps/s: raw {raw_rate:,.0f}, LLM adapter {llm_rate:,.0f} "
+              f"(ratio {llm_rate / raw_rate:.2f}, target >= 0.5)", flush=True)
+
+        # 3. Prerender through the server with latency, concurrency 4 vs 1.
+        inputs = reachable_inputs(env)
+        OllamaAdapter(env, host=fake.host, cache_path=tmpdir / "encodings-warmup.sqlite",
+                      embedding_cache_path=emb, action_history_length=0,
+                      concurrency=4).prerender(inputs, progress=False)
+        fake.latency = latency
+        timings = {}
+        for concurrency in (1, 4):
+            fake.max_in_flight = 0
+            adapter = OllamaAdapter(env, host=fake.host, embedding_cache_path=emb,
+                                    cache_path=tmpdir / f"prerender-{concurrency}.sqlite",
+                                    action_history_length=0, concurrency=concurrency)
+            start = time.perf_counter()
+            summary = adapter.prerender(inputs, progress=False)
+            timings[concurrency] = time.perf_counter() - start
+            results[f"prerender_c{concurrency}_s"] = round(timings[concurrency], 3)
+            results[f"prerender_c{concurrency}_max_in_flight"] = fake.max_in_flight
+        results["prerender_prompts"] = summary["distinct_prompts"]
+        results["prerender_latency_s"] = latency
+        results["prerender_speedup"] = round(timings[1] / timings[4], 2)
+        print(f"prerender of {summary['distinct_prompts']} prompts at {latency * 1000:.0f} ms "
+              f"per request: concurrency 1 {timings[1]:.2f} s, concurrency 4 {timings[4]:.2f} s "
+              f"(speed-up {timings[1] / timings[4]:.2f}x)", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
