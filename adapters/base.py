@@ -153,7 +153,6 @@ class BaseAdapter:
         self.memo_capacity = memo_capacity
         self._history_key = history_key
         self._memo: dict[Hashable, tuple[np.ndarray, str]] = {}
-        self._memo_hits = 0
         self._memo_misses = 0
         self._encoder_calls = 0
         self._cache_hits = 0
@@ -171,11 +170,14 @@ class BaseAdapter:
     # ------------------------------------------------------------ spaces
     @property
     def observation_space(self) -> spaces.Box:
-        """Box of shape ``(encoder.dimension,)``, float32, unbounded."""
+        """Box of shape ``(encoder.dimension,)``, float32; bounds [-1, 1] when the
+        encoder's vectors are L2-normalised (``encoder.normalized``, true for MiniLM),
+        else unbounded."""
         if self._observation_space is None:
             dim = self.encoder.dimension
+            bound = 1.0 if getattr(self.encoder, "normalized", False) else np.inf
             self._observation_space = spaces.Box(
-                low=-np.inf, high=np.inf, shape=(dim,), dtype=np.float32
+                low=-bound, high=bound, shape=(dim,), dtype=np.float32
             )
         return self._observation_space
 
@@ -205,10 +207,14 @@ class BaseAdapter:
         return np.ascontiguousarray(array)
 
     def _key(self, state: np.ndarray, legal: tuple[int, ...], history: Any) -> Hashable:
+        """The memo key of a checked input: state bytes + legal moves as bytes (one byte
+        per move when all moves are below 256, else a tuple), plus the history key."""
+        if all(0 <= move < 256 for move in legal):
+            base: Hashable = state.tobytes() + bytes(legal)
+        else:
+            base = (state.tobytes(), legal)
         hk = self._history_key
-        if hk is None:
-            return (state.tobytes(), legal)
-        return (state.tobytes(), legal, hk(history))
+        return base if hk is None else (base, hk(history))
 
     # ------------------------------------------------------------ the call shape
     def __call__(
@@ -219,7 +225,20 @@ class BaseAdapter:
         encode: bool = True,
     ) -> np.ndarray | str:
         """The vector (``encode=True``, shared read-only float32) or the description."""
-        pair = self.adapt(state, legal_moves, episode_action_history)
+        try:  # the fast path of adapt(), inlined: this is the per-step hot path
+            if state.dtype is self.state_dtype and state.shape == self.state_shape:
+                hk = self._history_key
+                if hk is None:
+                    hit = self._memo.get(state.tobytes() + bytes(legal_moves))
+                else:
+                    hit = self._memo.get(
+                        (state.tobytes() + bytes(legal_moves), hk(episode_action_history))
+                    )
+                if hit is not None:
+                    return hit[0] if encode else hit[1]
+        except (AttributeError, TypeError, ValueError):
+            pass
+        pair = self._adapt_slow(state, legal_moves, episode_action_history)
         return pair[0] if encode else pair[1]
 
     def adapt(
@@ -229,20 +248,21 @@ class BaseAdapter:
         episode_action_history: Sequence[Any] = (),
     ) -> tuple[np.ndarray, str]:
         """``(vector, text)`` of one input, from the memo when it was seen before."""
-        # Fast path: an array of the env's dtype that was seen before.
-        if type(state) is np.ndarray and state.dtype == self.state_dtype:
-            hk = self._history_key
-            try:
+        # Fast path: an array of the env's dtype and shape that was seen before. Anything
+        # else (lists, other dtypes, odd legal moves) takes the checked slow path.
+        try:
+            if state.dtype is self.state_dtype and state.shape == self.state_shape:
+                hk = self._history_key
                 if hk is None:
-                    key: Hashable = (state.tobytes(), tuple(legal_moves))
+                    hit = self._memo.get(state.tobytes() + bytes(legal_moves))
                 else:
-                    key = (state.tobytes(), tuple(legal_moves), hk(episode_action_history))
-                hit = self._memo.get(key)
-            except (TypeError, ValueError):
-                hit = None
-            if hit is not None:
-                self._memo_hits += 1
-                return hit
+                    hit = self._memo.get(
+                        (state.tobytes() + bytes(legal_moves), hk(episode_action_history))
+                    )
+                if hit is not None:
+                    return hit
+        except (AttributeError, TypeError, ValueError):
+            pass
         return self._adapt_slow(state, legal_moves, episode_action_history)
 
     def _adapt_slow(
@@ -253,7 +273,6 @@ class BaseAdapter:
         key = self._key(checked, legal, history)
         hit = self._memo.get(key)
         if hit is not None:
-            self._memo_hits += 1
             return hit
         self._memo_misses += 1
         text = self.describe_one(checked, legal, history)
@@ -356,13 +375,13 @@ class BaseAdapter:
 
     # ------------------------------------------------------------ bookkeeping
     def stats(self) -> dict[str, float | int]:
-        """Counters: the shared keys of :data:`STAT_KEYS` plus ``memo_hits``,
-        ``memo_misses`` and ``memo_size``."""
+        """Counters: the shared keys of :data:`STAT_KEYS` plus ``memo_misses`` (inputs
+        that were described) and ``memo_size``. Memo hits are not counted: that would
+        cost the hot path a measurable share of its time."""
         out: dict[str, float | int] = dict.fromkeys(STAT_KEYS, 0)
         out["encoder_calls"] = self._encoder_calls
         out["embedding_cache_hits"] = self._cache_hits
         out["embedding_cache_misses"] = self._cache_misses
-        out["memo_hits"] = self._memo_hits
         out["memo_misses"] = self._memo_misses
         out["memo_size"] = len(self._memo)
         return out

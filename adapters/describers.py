@@ -76,6 +76,8 @@ def check_legal_moves(legal_moves: Any, n_actions: int | None) -> tuple[int, ...
                 f"legal move {move!r} in {legal_moves!r} is outside [0, {n_actions - 1}]"
             )
         moves.append(int(move))
+    if len(set(moves)) != len(moves):
+        raise ValueError(f"legal_moves {legal_moves!r} repeat an action; expected distinct actions")
     return tuple(moves)
 
 

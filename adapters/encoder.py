@@ -98,6 +98,7 @@ class MiniLMEncoder:
         self.calls = 0
         self._model: Any = None
         self._dimension: int | None = None
+        self._normalized = False
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -130,6 +131,9 @@ class MiniLMEncoder:
             model.get_sentence_embedding_dimension
         )
         self._dimension = int(measure())
+        from sentence_transformers.models import Normalize
+
+        self._normalized = any(isinstance(module, Normalize) for module in model)
         self._model = model
 
     @property
@@ -139,6 +143,13 @@ class MiniLMEncoder:
             self.model  # noqa: B018 - loads the model and sets the dimension
         assert self._dimension is not None
         return self._dimension
+
+    @property
+    def normalized(self) -> bool:
+        """Whether the model's own pipeline ends in L2 normalisation (MiniLM: yes), so
+        every vector component lies in [-1, 1]."""
+        self.model  # noqa: B018 - loads the model
+        return self._normalized
 
     def encode(self, text: str) -> np.ndarray:
         """One text -> float32 vector of shape ``(dimension,)``."""

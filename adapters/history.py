@@ -9,12 +9,15 @@ taken in, then the action). Both helpers accept either form, mixed freely.
 from __future__ import annotations
 
 import numbers
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 __all__ = ["last_action", "history_pairs", "history_actions"]
+
+_FAST_TYPES = (list, tuple, deque)
 
 
 def _action_of(item: Any) -> int:
@@ -47,6 +50,15 @@ def _as_sequence(history: Iterable[Any] | None) -> Sequence[Any]:
 
 def last_action(history: Iterable[Any] | None) -> int | None:
     """The most recent action of the history, or ``None`` when it is empty."""
+    if type(history) in _FAST_TYPES:  # the wrapper's list/deque of (state, int) pairs
+        if not history:
+            return None
+        item = history[-1]
+        if type(item) is tuple and len(item) == 2 and type(item[1]) is int:
+            return item[1]
+        if type(item) is int:
+            return item
+        return _action_of(item)
     history = _as_sequence(history)
     if len(history) == 0:
         return None
