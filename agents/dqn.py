@@ -86,7 +86,8 @@ def dqn_targets(
     next_q_online: torch.Tensor | None = None,
     next_masks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """TD targets ``r + gamma * (1 - terminated) * V(s')`` for a batch.
+    """TD targets ``r + gamma * (1 - terminated) * V(s')`` for a batch (actions on the last
+    dimension, so batches of batches work too).
 
     ``V(s') = Q_target(s', argmax_{legal a'} Q_online(s', a'))`` when ``next_q_online`` is
     given (Double DQN), else ``max_{legal a'} Q_target(s', a')``. ``next_masks`` (bool,
@@ -97,13 +98,13 @@ def dqn_targets(
         chooser = next_q_online
         if next_masks is not None:
             chooser = chooser.masked_fill(~next_masks, float("-inf"))
-        best = chooser.argmax(dim=1, keepdim=True)
-        next_v = next_q_target.gather(1, best).squeeze(1)
+        best = chooser.argmax(dim=-1, keepdim=True)
+        next_v = next_q_target.gather(-1, best).squeeze(-1)
     else:
         values = next_q_target
         if next_masks is not None:
             values = values.masked_fill(~next_masks, float("-inf"))
-        next_v = values.max(dim=1).values
+        next_v = values.max(dim=-1).values
     return rewards + gamma * (1.0 - terminated) * next_v
 
 
@@ -146,7 +147,7 @@ class DQNAgent(Agent):
         self.horizon_steps: int | None = cfg.total_steps
         self.horizon_episodes: int | None = None
         self._trained_since_sync = False
-        self._last_loss: torch.Tensor | None = None
+        self._last_batch: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # --------------------------------------------------------------- schedule
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
@@ -239,11 +240,10 @@ class DQNAgent(Agent):
         if tau == 1.0 and not self._trained_since_sync:
             return  # the online net has not changed since the last copy
         with torch.no_grad():
-            for tp, p in zip(self.target_net.parameters(), self.q_net.parameters(), strict=True):
-                if tau == 1.0:
-                    tp.copy_(p)
-                else:
-                    tp.lerp_(p, tau)
+            if tau == 1.0:
+                self.target_net.flat.copy_(self.q_net.flat)
+            else:
+                self.target_net.flat.lerp_(self.q_net.flat, tau)
         self._trained_since_sync = False
 
     def target_q_values(
@@ -264,45 +264,74 @@ class DQNAgent(Agent):
     def train_steps(self, gradient_steps: int) -> None:
         """``gradient_steps`` gradient steps on uniformly sampled batches.
 
-        All batches of the round are gathered with one index draw, and the target network
-        (which does not change during a round) is evaluated on all of them in one pass.
+        Equivalent to the textbook loop (sample, compute targets, Huber loss, backward, clip,
+        Adam step) but organised for speed: all batches of the round come from one index draw
+        and one gather; the target network, which does not change during a round, is
+        evaluated on all of them in one pass; with Double DQN the online network sees
+        ``[obs; next_obs]`` in one forward pass; the backward pass is
+        :meth:`QNetwork.backward_into_grad`.
         """
         cfg = self.config
-        bsz = cfg.batch_size
-        idx = self.buffer.sample_indices(self.rng, gradient_steps * bsz)
-        batch = self.buffer.gather(idx)
-        masks = batch.next_masks if self.buffer.has_illegal else None
-        params = list(self.q_net.parameters())
+        bsz, n, dim = cfg.batch_size, gradient_steps, self.obs_dim
+        buf = self.buffer
+        idx = buf.sample_indices(self.rng, n * bsz)
+        obs = buf.obs[idx].reshape(n, bsz, dim)
+        next_obs = buf.next_obs[idx].reshape(n, bsz, dim)
+        actions = torch.from_numpy(buf.actions[idx].reshape(n, bsz, 1))
+        rewards = torch.from_numpy(buf.rewards[idx].reshape(n, bsz))
+        terminated = torch.from_numpy(buf.terminated[idx].reshape(n, bsz))
+        masks = (
+            torch.from_numpy(buf.next_masks[idx].reshape(n, bsz, self.n_actions))
+            if buf.has_illegal
+            else None
+        )
         with torch.no_grad():
-            next_q_target_all = self.target_net(batch.next_obs)
-        loss = None
-        for g in range(gradient_steps):
-            s = slice(g * bsz, (g + 1) * bsz)
-            with torch.no_grad():
-                next_obs = batch.next_obs[s]
-                next_q_online = self.q_net(next_obs) if cfg.double_dqn else None
+            next_q_target = self.target_net(torch.from_numpy(next_obs)).view(n, bsz, -1)
+        if cfg.double_dqn:
+            inputs = torch.from_numpy(np.concatenate([obs, next_obs], axis=1))  # (n, 2B, D)
+            targets = None
+        else:
+            inputs = torch.from_numpy(obs)
+            targets = dqn_targets(rewards, terminated, cfg.gamma, next_q_target, None, masks)
+        # d(mean Huber)/d(Q(s, a)) = clamp(Q(s, a) - y, -1, 1) / B, scattered to column a.
+        one_hot = torch.zeros(n, bsz, self.n_actions).scatter_(2, actions, 1.0 / bsz)
+        net = self.q_net
+        net.grad_views()  # allocates flat.grad once
+        flat_grad = net.flat.grad
+        max_norm = cfg.max_grad_norm
+        q_taken = target = None
+        for g in range(n):
+            out, layer_inputs = net.forward_train(inputs[g])
+            if targets is None:
                 target = dqn_targets(
-                    batch.rewards[s],
-                    batch.terminated[s],
+                    rewards[g],
+                    terminated[g],
                     cfg.gamma,
-                    next_q_target_all[s],
-                    next_q_online,
-                    None if masks is None else masks[s],
+                    next_q_target[g],
+                    out[bsz:],
+                    None if masks is None else masks[g],
                 )
-            q = self.q_net(batch.obs[s]).gather(1, batch.actions[s]).squeeze(1)
-            loss = F.smooth_l1_loss(q, target)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+            else:
+                target = targets[g]
+            q_taken = out[:bsz].gather(1, actions[g]).squeeze(1)
+            delta = (q_taken - target).clamp_(-1.0, 1.0)
+            net.backward_into_grad(one_hot[g] * delta.unsqueeze(1), layer_inputs)
+            # clip_grad_norm_ on the single flat gradient
+            norm = torch.linalg.vector_norm(flat_grad)
+            flat_grad.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
             self.optimizer.step()
-        self.n_updates += gradient_steps
+        self.n_updates += n
         self._trained_since_sync = True
-        self._last_loss = None if loss is None else loss.detach()
+        if q_taken is not None:
+            self._last_batch = (q_taken, target)
 
     @property
     def last_loss(self) -> float | None:
-        """Loss of the last gradient step (None before training)."""
-        return None if self._last_loss is None else float(self._last_loss)
+        """Huber loss of the last gradient step's batch, before that step (None before
+        training)."""
+        if self._last_batch is None:
+            return None
+        return float(F.smooth_l1_loss(*self._last_batch))
 
     # ------------------------------------------------------------ save / load
     def _header(self) -> dict[str, Any]:
@@ -352,7 +381,6 @@ class DQNAgent(Agent):
         self.q_net.load_state_dict(payload["q_net"])
         self.target_net.load_state_dict(payload["target_net"])
         self.optimizer.load_state_dict(payload["optimizer"])
-        self.q_net.refresh_views()
         self.num_timesteps = int(header["num_timesteps"])
         self.episodes = int(header["episodes"])
         self.n_updates = int(header["n_updates"])
@@ -365,7 +393,8 @@ class DQNAgent(Agent):
 
 
 def _adam(params: Any, lr: float) -> torch.optim.Optimizer:
-    """Adam with the fused CPU kernel where this torch build has it."""
+    """Adam (torch defaults: betas (0.9, 0.999), eps 1e-8, as SB3) with the fused kernel where
+    this torch build has it."""
     params = list(params)
     try:
         return torch.optim.Adam(params, lr=lr, fused=True)

@@ -125,9 +125,9 @@ def _constant_q(agent: DQNAgent, values: list[float]) -> None:
     """Make both networks output ``values`` for every observation."""
     with torch.no_grad():
         for net in (agent.q_net, agent.target_net):
-            last = net.linear_layers()[-1]
-            last.weight.zero_()
-            last.bias.copy_(torch.tensor(values))
+            weight, bias = net.layer_params()[-1]
+            weight.zero_()
+            bias.copy_(torch.tensor(values))
 
 
 def test_dqn_agent_stores_terminated_not_truncated_and_bootstraps_truncation():
@@ -190,15 +190,68 @@ def test_dqn_trains_on_schedule_and_hard_updates_target():
         # training rounds after steps 12 only (t % 4 == 0 and t > 8)
         assert agent.n_updates == (3 if t >= 12 else 0)
     # the target was synced at step 12 (12 % 6 == 0) before training: now they differ
-    diff = [
-        (p - q).abs().max().item()
-        for p, q in zip(agent.q_net.parameters(), agent.target_net.parameters(), strict=True)
-    ]
-    assert max(diff) > 0
+    assert not torch.equal(agent.q_net.flat, agent.target_net.flat)
     for _ in range(6):
         agent.learn(rng.random(4), 0, 1.0, rng.random(4), False, False)
-    for p, q in zip(agent.q_net.parameters(), agent.target_net.parameters(), strict=True):
-        torch.testing.assert_close(p, q)
+    torch.testing.assert_close(agent.q_net.flat, agent.target_net.flat)
+
+
+@pytest.mark.parametrize(
+    ("double", "activation", "masked"),
+    [(True, "relu", False), (True, "tanh", True), (False, "relu", True), (False, "tanh", False)],
+)
+def test_fast_training_step_matches_autograd_reference(double, activation, masked):
+    """The hand-written backward pass, flat clipping and Adam step equal the textbook step."""
+    cfg = dict(
+        hidden_sizes=[16, 8],
+        activation=activation,
+        double_dqn=double,
+        batch_size=8,
+        total_steps=100,
+        learning_starts=10**6,
+        max_grad_norm=0.5,
+        learning_rate=0.01,
+    )
+    agent = DQNAgent(BOX4, spaces.Discrete(3), cfg, seed=1)
+    rng = np.random.default_rng(5)
+    for i in range(40):
+        legal = sorted(set(rng.integers(0, 3, size=2).tolist())) if masked else None
+        agent.learn(
+            rng.standard_normal(4),
+            int(rng.integers(3)),
+            float(rng.standard_normal()),
+            rng.standard_normal(4),
+            bool(i % 7 == 0),
+            False,
+            legal,
+        )
+    assert agent.buffer.has_illegal == masked
+    with torch.no_grad():
+        agent.target_net.flat.add_(0.1 * torch.randn(agent.target_net.flat.shape))
+    ref = agent.q_net.__class__(4, 3, [16, 8], activation)
+    ref.load_state_dict(agent.q_net.state_dict())
+    state = agent.rng.bit_generator.state
+    agent.train_steps(1)
+
+    idx = np.random.default_rng().__class__(np.random.PCG64())
+    idx.bit_generator.state = state
+    batch = agent.buffer.gather(idx.integers(0, agent.buffer.size, size=8))
+    with torch.no_grad():
+        y = dqn_targets(
+            batch.rewards,
+            batch.terminated,
+            0.99,
+            agent.target_net(batch.next_obs),
+            ref(batch.next_obs) if double else None,
+            batch.next_masks if masked else None,
+        )
+    loss = torch.nn.functional.smooth_l1_loss(ref(batch.obs).gather(1, batch.actions).squeeze(1), y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+    torch.testing.assert_close(agent.q_net.flat.grad, ref.flat.grad)
+    torch.optim.Adam(ref.parameters(), lr=0.01).step()
+    torch.testing.assert_close(agent.q_net.flat, ref.flat)
+    assert agent.last_loss == pytest.approx(loss.item(), rel=1e-5)
 
 
 def test_replay_buffer_wraps_around():
@@ -238,7 +291,7 @@ def test_masking_never_picks_an_illegal_move(data):
     dqn = _DQN_FOR_MASKING[n]
     dqn.epsilon = data.draw(st.sampled_from([0.0, 1.0]))
     with torch.no_grad():
-        dqn.q_net.linear_layers()[-1].bias.copy_(torch.tensor(illegal_bonus))
+        dqn.q_net.layer_params()[-1][1].copy_(torch.tensor(illegal_bonus))
     q = QLearningAgent(spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Discrete(n), seed=seed)
     q.epsilon = dqn.epsilon
     q.table[q.key(obs)] = illegal_bonus.copy()  # illegal actions look best
