@@ -348,3 +348,20 @@ def test_base_class_is_abstract_and_a_subclass_only_needs_generate(maze):
     obs, legal = _first_input(maze)
     assert echo.describe(obs, legal).startswith("echo: Current state: The goal is")
     assert echo.backend.endswith("Echo")
+
+
+def test_public_names_and_the_wrapper(fake, maze, tmp_path):
+    from adapters import LanguageObservation
+    from adapters import LlamaCppAdapter as L
+    from adapters import LLMAdapter as B
+    from adapters import OllamaAdapter as O
+
+    assert (B, O, L) == (LLMAdapter, OllamaAdapter, LlamaCppAdapter)
+    adapter = _adapter(maze, fake, tmp_path, action_history_length=2)
+    env = LanguageObservation(maze, adapter)
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (384,) and info["description"] == "A cell near the goal."
+    obs, _, _, _, info = env.step(info["legal_moves"][0])
+    # the second prompt carries the history line of the first step
+    assert "Recent history" in fake.chat_bodies[-1]["messages"][1]["content"]
+    assert adapter.stats()["llm_calls"] == 2
