@@ -365,3 +365,48 @@ def test_public_names_and_the_wrapper(fake, maze, tmp_path):
     # the second prompt carries the history line of the first step
     assert "Recent history" in fake.chat_bodies[-1]["messages"][1]["content"]
     assert adapter.stats()["llm_calls"] == 2
+
+
+def test_fake_server_speaks_the_documented_endpoints(fake):
+    import httpx
+    import ollama
+
+    client = ollama.Client(host=fake.host)
+    assert [m.model for m in client.list().models] == ["llama3.2:latest"]
+    assert client.show("llama3.2").details.family == "llama"
+    assert httpx.get(f"{fake.host}/api/version").json() == {"version": "0.6.0"}
+    with pytest.raises(ollama.ResponseError) as info:
+        client.chat(model="nope", messages=[{"role": "user", "content": "hi"}])
+    assert info.value.status_code == 404
+    assert info.value.error == 'model "nope" not found, try pulling it first'
+    chunks = list(client.chat(model="llama3.2", messages=[{"role": "user", "content": "hi"}],
+                              stream=True))
+    assert "".join(c.message.content for c in chunks) == "A cell near the goal."
+    assert chunks[-1].done and chunks[-1].done_reason == "stop"
+    assert fake.requests["/api/chat"] == 2 and fake.requests["/api/tags"] == 1
+
+
+def test_environment_without_describer_uses_raw_numbers(fake, tmp_path):
+    import gymnasium
+
+    env = gymnasium.make("CartPole-v1")
+    adapter = _adapter(env, fake, tmp_path, action_history_length=1)
+    obs, _ = env.reset(seed=0)
+    prompt = adapter.build_prompt(obs, [0, 1], [(obs, 1)])
+    assert prompt.user.startswith("Current state: [")
+    assert "Legal actions: 0, 1" in prompt.user
+    assert adapter.describe(obs, [0, 1]) == "A cell near the goal."
+
+
+def test_prerender_with_fallback_counts_and_does_not_memoise(fake, maze, tmp_path):
+    fake.queue_faults("500")
+    adapter = _adapter(maze, fake, tmp_path, concurrency=1, retries=0, fallback=True,
+                       action_history_length=0)
+    inputs = adapters.reachable_inputs(maze)
+    summary = adapter.prerender(inputs, progress=False)
+    assert summary["fallbacks"] == 1 and summary["generated"] == len(inputs)
+    assert len(adapter.cache) == len(inputs) - 1
+    assert adapter.stats()["memo_size"] == len(inputs) - 1
+    state, legal, history = inputs[0]
+    assert adapter(state, legal, history, encode=False) == "A cell near the goal."
+    assert len(adapter.cache) == len(inputs)

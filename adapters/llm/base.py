@@ -439,8 +439,9 @@ class LLMAdapter(BaseModel):
         encode: bool = True,
     ) -> np.ndarray | str:
         """The float32 (384,) encoding (``encode=True``) or the description of one input."""
-        pair = self.adapt(state, legal_moves, episode_action_history)
-        return pair[0] if encode else pair[1]
+        if not encode:  # text only: no encoder is loaded or run
+            return self.describe(state, legal_moves, episode_action_history)
+        return self.adapt(state, legal_moves, episode_action_history)[0]
 
     def prerender(self, inputs: Iterable[Item], progress: bool = True) -> dict[str, int]:
         """Describe and encode many (state, legal moves, history) inputs ahead of training.
