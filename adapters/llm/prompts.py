@@ -3,9 +3,9 @@
 The user prompt is plain text in three parts, each a few lines:
 
     Current state: <the describer's sentence, or the raw numbers>
-    Legal actions: <names or numbers>
+    Legal actions: <numbers, with their names where the environment has them>
     Recent history (oldest first):
-    - state: <...>; action taken: <...>
+    - at <earlier state's numbers> took action <action>
 
 The whole prompt (system + user) must fit `context_length` tokens minus the `max_tokens`
 reserved for the answer. Token counts are estimated as ``ceil(characters / 3)`` — a
@@ -17,7 +17,7 @@ oldest history lines go first, then the state line is shortened from its end.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,12 +100,3 @@ def build_prompt(
             "or lower max_tokens"
         )
     return Prompt(system, assemble(state_text[:room], []), cut=True)
-
-
-def history_line(
-    state: Any | None, action: int, describe_state: Callable[[Any], str], name_action: Callable
-) -> str:
-    """One history entry: ``state: ...; action taken: ...``."""
-    if state is None:
-        return f"action taken: {name_action(action)}"
-    return f"state: {describe_state(state)}; action taken: {name_action(action)}"
