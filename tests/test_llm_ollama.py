@@ -126,8 +126,8 @@ def test_timeout_is_reported_and_nothing_cached(fake, maze, tmp_path):
 
 
 def test_retries_then_success(fake, maze, tmp_path):
-    fake.queue_faults("500", "slow:0.5", "503")
-    adapter = _adapter(maze, fake, tmp_path, timeout=0.3, retries=3)
+    fake.queue_faults("500", "slow:3", "503")
+    adapter = _adapter(maze, fake, tmp_path, timeout=1.0, retries=3)
     obs, legal = _first_input(maze)
     assert adapter.describe(obs, legal) == "A cell near the goal."
     assert fake.chat_requests == 4
@@ -220,7 +220,7 @@ def test_persistence_across_processes(fake, maze, tmp_path):
 
 
 def test_prerender_respects_concurrency_bound_and_keeps_order(fake, tmp_path):
-    fake.latency = 0.15
+    fake.latency = 0.3
     fake.answer = lambda messages, options: "desc of " + messages[1]["content"].split("\n")[0]
     medium = environments.MazeEnv(maze="medium")
     adapter = _adapter(medium, fake, tmp_path, concurrency=3, action_history_length=0)
