@@ -136,9 +136,10 @@ class BaseAdapter:
             raise ValueError(f"memo_capacity={memo_capacity!r}: expected an int >= 0")
         if encoder is not None and encoder_name is not None:
             raise ValueError("pass encoder= or encoder_name=, not both")
-        if cache is not None and (encoder is not None or encoder_name is not None):
-            if encoder is not None and cache.encoder is not encoder:
-                raise ValueError("cache= was built for another encoder than encoder=")
+        if cache is not None and encoder is not None and cache.encoder is not encoder:
+            raise ValueError("cache= was built for another encoder than encoder=")
+        if cache is not None and encoder_name is not None:
+            raise ValueError("pass cache= or encoder_name=, not both (the cache has its encoder)")
         if cache is not None and cache_path is not None:
             raise ValueError("pass cache= or cache_path=, not both")
         self.state_space = state_space
@@ -227,6 +228,8 @@ class BaseAdapter:
         """The vector (``encode=True``, shared read-only float32) or the description."""
         try:  # the fast path of adapt(), inlined: this is the per-step hot path
             if state.dtype is self.state_dtype and state.shape == self.state_shape:
+                if type(legal_moves) is not list and type(legal_moves) is not tuple:
+                    legal_moves = tuple(legal_moves)  # bytes(3) would be b"\0\0\0"
                 hk = self._history_key
                 if hk is None:
                     hit = self._memo.get(state.tobytes() + bytes(legal_moves))
@@ -252,6 +255,8 @@ class BaseAdapter:
         # else (lists, other dtypes, odd legal moves) takes the checked slow path.
         try:
             if state.dtype is self.state_dtype and state.shape == self.state_shape:
+                if type(legal_moves) is not list and type(legal_moves) is not tuple:
+                    legal_moves = tuple(legal_moves)  # bytes(3) would be b"\0\0\0"
                 hk = self._history_key
                 if hk is None:
                     hit = self._memo.get(state.tobytes() + bytes(legal_moves))

@@ -480,6 +480,9 @@ def test_language_adapter_rejects_bad_input_even_when_warm(maze_adapter):
         maze_adapter(["a", "b"], [1, 3])
     with pytest.raises(ValueError, match="not an int action"):
         maze_adapter([1, 1], [1.0, 3])
+    maze_adapter(np.array([1.0, 2.0], dtype=np.float32), [0])
+    with pytest.raises(ValueError, match="not a sequence of actions"):
+        maze_adapter(np.array([1.0, 2.0], dtype=np.float32), 1)  # bytes(1) == bytes([0])
     with pytest.raises(ValueError, match="expected a Describer"):
         LanguageAdapter(MazeEnv(), describer="words")
     with pytest.raises(ValueError, match="extra"):

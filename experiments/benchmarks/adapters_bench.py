@@ -8,12 +8,16 @@ much, and every timing is the best of several interleaved repeats):
   (target >= 0.5).
 - ``warm_step_ratio_nocopy``: the same with ``LanguageObservation(..., copy=False)``
   (observations are the shared read-only vectors, no per-step copy).
+- ``warm_step_ratio_gym_make``: the same ratio when both environments come from
+  ``gymnasium.make("langadapt/Maze-v0")`` (with gymnasium's default wrappers), as users
+  build them.
 - ``warm_adapter_us_per_step``: the adapter's own cost per call, warm, replaying the
   ``(state, legal_moves, history)`` inputs of that action sequence (target <= 5 us).
 - ``cold_encode_ratio``: throughput of encoding N distinct descriptions through the
   adapter (``encode_many``: hashing, cache look-ups, one batched encoder call, SQLite
   writes) / throughput of a plain batched ``SentenceTransformer.encode`` on the same
-  texts (target >= 0.9).
+  texts (target >= 0.9): paired chunks of new texts, alternating order; the ratio of
+  summed times, and ``cold_encode_ratio_median_pair`` the median of per-chunk ratios.
 - ``encoder_calls_during_warm_run``: texts encoded while stepping after prerender (0).
 
 Run: ``python -m experiments.benchmarks.adapters_bench [--quick]``.
@@ -27,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from adapters import (
@@ -75,8 +80,8 @@ def run(quick: bool = False) -> dict[str, float | str]:
     """Measure the adapter figures; print a table; return them by name."""
     n_steps = 30_000 if quick else 200_000
     repeats = 3 if quick else 5
-    n_cold = 64 if quick else 256
-    cold_repeats = 2 if quick else 4
+    n_cold = 32 if quick else 64
+    cold_repeats = 2 if quick else 8
     maze = "medium"
 
     encoder = get_encoder()
@@ -93,14 +98,21 @@ def run(quick: bool = False) -> dict[str, float | str]:
     calls_before = adapter.stats()["encoder_calls"]
     wrapped = LanguageObservation(MazeEnv(maze=maze, max_steps=200), adapter)
     shared = LanguageObservation(MazeEnv(maze=maze, max_steps=200), adapter, copy=False)
-    raw_times, wrapped_times, shared_times = [], [], []
+    made_raw = gym.make("langadapt/Maze-v0", maze=maze, max_steps=200)
+    made_wrapped = LanguageObservation(
+        gym.make("langadapt/Maze-v0", maze=maze, max_steps=200), adapter
+    )
+    raw_times, wrapped_times, shared_times, made_raw_times, made_times = [], [], [], [], []
     for _ in range(repeats):  # interleaved, best of each
         raw_times.append(_steps(raw_env, actions))
         wrapped_times.append(_steps(wrapped, actions))
         shared_times.append(_steps(shared, actions))
+        made_raw_times.append(_steps(made_raw, actions))
+        made_times.append(_steps(made_wrapped, actions))
     raw_sps = n_steps / min(raw_times)
     wrapped_sps = n_steps / min(wrapped_times)
     shared_sps = n_steps / min(shared_times)
+    made_ratio = min(made_raw_times) / min(made_times)
     encoder_calls_warm = adapter.stats()["encoder_calls"] - calls_before
 
     # ---------------------------------------------------------------- adapter's own cost
@@ -125,12 +137,16 @@ def run(quick: bool = False) -> dict[str, float | str]:
     adapter_us = min(own_times) / len(inputs) * 1e6
 
     # ---------------------------------------------------------------- cold encoding
+    # Paired trials: each chunk of new texts is encoded by plain SentenceTransformer.encode
+    # and through a fresh adapter (cold memo, cold in-memory and SQLite caches), back to
+    # back in alternating order; the ratio of the summed times and the median of the
+    # per-chunk ratios are reported (the encoder's speed drifts with the machine's load).
     texts = _cold_texts(n_cold * cold_repeats)
     plain_times, through_times = [], []
     model = encoder.model
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(cold_repeats):
-            batch = texts[r * n_cold : (r + 1) * n_cold]  # new texts: a cold cache
+            batch = texts[r * n_cold : (r + 1) * n_cold]
             cold = LanguageAdapter(
                 MazeEnv(maze=maze),
                 encoder=encoder,
@@ -151,8 +167,10 @@ def run(quick: bool = False) -> dict[str, float | str]:
 
             for measure in (plain, through) if r % 2 == 0 else (through, plain):
                 measure()
-    plain_tps = n_cold / min(plain_times)
-    through_tps = n_cold / min(through_times)
+    plain_tps = n_cold * cold_repeats / sum(plain_times)
+    through_tps = n_cold * cold_repeats / sum(through_times)
+    paired = sorted(p / t for p, t in zip(plain_times, through_times, strict=True))
+    median_ratio = float(np.median(paired))
 
     figures: dict[str, float | str] = {
         "maze": maze,
@@ -162,6 +180,8 @@ def run(quick: bool = False) -> dict[str, float | str]:
         "warm_step_ratio": wrapped_sps / raw_sps,
         "wrapped_nocopy_steps_per_s": shared_sps,
         "warm_step_ratio_nocopy": shared_sps / raw_sps,
+        "gym_make_raw_steps_per_s": n_steps / min(made_raw_times),
+        "warm_step_ratio_gym_make": made_ratio,
         "warm_adapter_us_per_step": adapter_us,
         "encoder_calls_during_warm_run": float(encoder_calls_warm),
         "prerender_texts": float(distinct),
@@ -170,6 +190,7 @@ def run(quick: bool = False) -> dict[str, float | str]:
         "plain_encode_texts_per_s": plain_tps,
         "adapter_encode_texts_per_s": through_tps,
         "cold_encode_ratio": through_tps / plain_tps,
+        "cold_encode_ratio_median_pair": median_ratio,
     }
     print("adapters benchmark" + (" (quick)" if quick else ""))
     for name, value in figures.items():
