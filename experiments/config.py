@@ -130,6 +130,11 @@ class ExperimentConfig(_Strict):
         default=".langadapt-cache",
         description="persistent description and embedding caches, shared between runs",
     )
+    torch_threads: Annotated[int, Field(gt=0)] = Field(
+        default=1,
+        description="torch threads per run; small networks train fastest on one, and a "
+        "second thread fighting other processes for a core can slow a step tenfold",
+    )
 
     @field_validator("adapters")
     @classmethod

@@ -13,6 +13,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")
+"""Lines that lie on top of each other (two adapters that both solved the task) stay visible."""
+
 if TYPE_CHECKING:
     from experiments.report import Episode, SummaryRow
 
@@ -75,7 +79,15 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "") -
             if len(xs) == 0:
                 continue
             colour = f"C{index}"
-            axis.plot(xs, means, color=colour, label=f"{adapter} ({len(series)} seeds)")
+            axis.plot(
+                xs,
+                means,
+                color=colour,
+                linestyle=LINE_STYLES[index % len(LINE_STYLES)],
+                marker=MARKERS[index % len(MARKERS)],
+                markersize=3,
+                label=f"{adapter} ({len(series)} seeds)",
+            )
             axis.fill_between(xs, means - halves, means + halves, color=colour, alpha=0.2)
         axis.set_title(agent)
         axis.set_xlabel("training episodes")

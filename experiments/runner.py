@@ -45,9 +45,11 @@ EPISODE_COLUMNS = (
     "cache_hits",
 )
 """Columns of ``episodes.csv``. ``phase`` is ``train``, ``eval`` (greedy evaluation during
-training; ``episode`` is then the training episode it followed) or ``final``. ``llm_calls``
+training; ``episode`` is then the number of training episodes done) or ``final`` (the
+greedy evaluation after training, ``episode`` likewise). ``llm_calls``
 and ``cache_hits`` count what the episode cost the adapter: LLM requests made, and
-observations served from a cache (memo, description or embedding cache) instead."""
+lookups answered by the persistent description and embedding caches (the adapter's
+in-memory memo, which serves repeated states within a run, is not counted)."""
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,16 @@ def make_env(config: ExperimentConfig, render_mode: str | None = None):
 def adapter_settings(spec: AdapterSpec, cache_dir: str) -> dict[str, Any]:
     """The keyword arguments for ``adapters.make``, with the shared cache folder filled in."""
     settings = dict(spec.settings)
-    if spec.type in ("language", "llm") and cache_dir:
-        settings.setdefault("cache_dir", cache_dir)
+    if spec.type not in ("language", "llm") or not cache_dir:
+        return settings
+    folder = Path(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    embeddings = str(folder / "embeddings.sqlite")
+    if spec.type == "language":
+        settings.setdefault("cache_path", embeddings)
+    else:
+        settings.setdefault("cache_path", str(folder / "descriptions.sqlite"))
+        settings.setdefault("embedding_cache_path", embeddings)
     return settings
 
 
@@ -113,9 +123,7 @@ def wrap(env, adapter):
 
 
 def _served_from_cache(stats: dict[str, float]) -> float:
-    return stats.get("memo_hits", 0) + stats.get("llm_cache_hits", 0) + stats.get(
-        "embedding_cache_hits", 0
-    )
+    return stats.get("llm_cache_hits", 0) + stats.get("embedding_cache_hits", 0)
 
 
 def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict[str, Any]:
@@ -123,9 +131,12 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
 
     Takes plain data so that it can run in a worker process.
     """
+    import torch
+
     import agents
 
     config = parse_config(config_data, "config.yaml")
+    torch.set_num_threads(config.torch_threads)
     run = next(r for r in runs_of(config) if r.key == run_key)
     run_dir = Path(out_dir) / "runs" / run.key
     if run_dir.exists():
@@ -166,7 +177,7 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
             handle.flush()
             last_stats = stats
 
-        agents.train(
+        records = agents.train(
             agent,
             env,
             episodes=config.training.episodes,
@@ -180,8 +191,10 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
         final = agents.evaluate(
             agent, env, episodes=config.evaluation.final_episodes, seed=run.seed + 10_000
         )
+        trained = sum(1 for r in records if r.phase == "train")
         for episode_record in final:
             episode_record.phase = "final"
+            episode_record.episode = trained  # like eval rows: training episodes done
             record(episode_record)
     summary = {
         "run": run.key,
@@ -318,17 +331,8 @@ def _execute(data: dict[str, Any], keys: list[str], out_dir: str, jobs: int) -> 
             execute_run(data, key, out_dir)
             yield key
         return
-    with ProcessPoolExecutor(
-        max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init
-    ) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(execute_run, data, key, out_dir): key for key in keys}
         for future in as_completed(futures):
             future.result()
             yield futures[future]
-
-
-def _worker_init() -> None:
-    """One torch thread per worker: the workers already use every core between them."""
-    import torch
-
-    torch.set_num_threads(1)

@@ -10,6 +10,7 @@ context is not thread-safe.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import threading
@@ -71,8 +72,19 @@ def load_llama(path: Path, n_ctx: int, n_threads: int) -> tuple[Any, threading.L
                 raise LLMUnavailableError(
                     f"llama.cpp could not load the GGUF model {key[0]!r}: {error}"
                 ) from error
+            if not _MODELS:
+                atexit.register(close_models)
             _MODELS[key] = (llama, threading.Lock())
         return _MODELS[key]
+
+
+def close_models() -> None:
+    """Free every loaded model now (registered at exit: llama-cpp-python's own finaliser
+    fails with a TypeError when it runs during interpreter shutdown)."""
+    with _MODELS_LOCK:
+        for llama, _ in _MODELS.values():
+            llama.close()
+        _MODELS.clear()
 
 
 class LlamaCppAdapter(LLMAdapter):
