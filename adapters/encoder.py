@@ -115,6 +115,9 @@ class MiniLMEncoder:
 
     def _load(self) -> None:
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # no "Loading weights" bar on every load
 
         source = self._source if self._source is not None else str(default_model_path())
         device = self.device or _auto_device()

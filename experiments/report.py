@@ -214,6 +214,38 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
     return "\n".join(lines) + "\n"
 
 
+def prerender_markdown(path: Path) -> str:
+    """A note of what prerendering cost (LLM calls made before training), if it ran."""
+    if not path.is_file():
+        return ""
+    import json
+
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    passes = json.loads(path.read_text())
+    for one in passes:
+        for adapter, stats in one["adapters"].items():
+            for key, value in stats.items():
+                totals[adapter][key] += value
+    lines = [
+        "",
+        f"Prerender ({len(passes)} pass{'es' if len(passes) != 1 else ''}, before training; "
+        "not in the table's counts):",
+    ]
+    for adapter, stats in totals.items():
+        if stats["llm_calls"] or stats["llm_cache_hits"]:
+            lines.append(
+                f"- {adapter}: {stats['llm_calls']:.0f} LLM calls "
+                f"({stats['llm_seconds']:.1f} s), {stats['llm_cache_hits']:.0f} descriptions "
+                f"from the cache, {stats['encoder_calls']:.0f} texts encoded"
+            )
+        else:
+            lines.append(
+                f"- {adapter}: {stats['encoder_calls']:.0f} texts encoded, "
+                f"{stats['embedding_cache_hits']:.0f} vectors from the cache"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def write_report(
     out_dir: Path | str, log: Callable[[str], None] | None = print
 ) -> list[SummaryRow]:
@@ -234,6 +266,7 @@ def write_report(
     title = f"{config.get('name', out_dir.name)} — {config['environment']['id']} {_params(config)}"
     write_summary_csv(rows, out_dir / "summary.csv")
     markdown = summary_markdown(rows, title.strip(), threshold)
+    markdown += prerender_markdown(out_dir / "prerender.json")
     (out_dir / "summary.md").write_text(markdown)
     plot_learning_curves(episodes, out_dir / "learning_curves.png", title=title.strip())
     plot_final_returns(rows, out_dir / "final_returns.png", title=title.strip())

@@ -5,6 +5,7 @@ Layout of a results folder::
     config.yaml               the resolved experiment (defaults filled in, seeds listed)
     runs/<run>/episodes.csv   one row per episode, appended and flushed as each one ends
     runs/<run>/done.json      written when the run finished (wall time, adapter counters)
+    prerender.json            what describing and encoding the reachable states cost, per pass
     episodes.csv              all runs' rows, rebuilt whenever a run finishes
     summary.csv, summary.md   per adapter x agent (see experiments.report)
     learning_curves.png, final_returns.png
@@ -288,6 +289,23 @@ def prerender(config: ExperimentConfig, progress: bool = True) -> dict[str, dict
     return counters
 
 
+def record_prerender(out_dir: Path, counters: dict[str, dict[str, float]]) -> None:
+    """Append one prerender pass (what it cost each adapter) to ``prerender.json``."""
+    path = out_dir / "prerender.json"
+    passes = json.loads(path.read_text()) if path.exists() else []
+    keep = ("llm_calls", "llm_cache_hits", "llm_failures", "llm_seconds", "encoder_calls",
+            "embedding_cache_hits")
+    passes.append(
+        {
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "adapters": {
+                name: {key: stats.get(key, 0) for key in keep} for name, stats in counters.items()
+            },
+        }
+    )
+    path.write_text(json.dumps(passes, indent=2))
+
+
 def run_experiment(
     config: ExperimentConfig,
     out_dir: Path | None = None,
@@ -312,7 +330,7 @@ def run_experiment(
         f"{len(config.seed_list)} seeds), {len(done)} already finished, results in {out_dir}"
     )
     if todo:
-        prerender(config, progress=progress)
+        record_prerender(out_dir, prerender(config, progress=progress))
     data = config.resolved()
     bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress)
     for key in _execute(data, [run.key for run in todo], str(out_dir), jobs):
