@@ -73,10 +73,19 @@ class AgentSpec(_Strict):
     type: Literal["qlearning", "dqn", "random"]
     label: str | None = None
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
+    per_adapter: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="hyperparameters that differ for one adapter, by adapter name (e.g. "
+        "Q-learning bins for the raw continuous state only)",
+    )
 
     @property
     def name(self) -> str:
         return self.label or self.type
+
+    def params_for(self, adapter: str) -> dict[str, Any]:
+        """The hyperparameters of this agent when it learns from ``adapter``'s states."""
+        return {**self.params, **self.per_adapter.get(adapter, {})}
 
 
 class TrainingSpec(_Strict):
@@ -147,6 +156,18 @@ class ExperimentConfig(_Strict):
     def _unique_agents(cls, value: list[AgentSpec]) -> list[AgentSpec]:
         _require_unique([a.name for a in value], "agent")
         return value
+
+    @model_validator(mode="after")
+    def _per_adapter_names(self) -> ExperimentConfig:
+        names = [a.name for a in self.adapters]
+        for agent in self.agents:
+            unknown = sorted(set(agent.per_adapter) - set(names))
+            if unknown:
+                raise ValueError(
+                    f"agent {agent.name!r}: per_adapter names {', '.join(unknown)}, expected "
+                    f"adapter names of this experiment: {', '.join(names)}"
+                )
+        return self
 
     @property
     def seed_list(self) -> list[int]:
@@ -226,10 +247,15 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
     models = {"qlearning": QLearningConfig, "dqn": DQNConfig, "random": RandomConfig}
     for index, spec in enumerate(config.agents):
         model = models[spec.type]
-        try:
-            model.model_validate(spec.params)
-        except ValidationError as error:
-            details = _format_validation_error(source, error).splitlines()[1:]
-            prefixed = [line.replace("  ", f"  agents.{index}.params.", 1) for line in details]
-            message = "\n".join([f"{source}: invalid experiment file", *prefixed])
-            raise ConfigError(message) from None
+        checks = [("params", spec.params)] + [
+            (f"per_adapter.{name}", spec.params_for(name)) for name in spec.per_adapter
+        ]
+        for where, params in checks:
+            try:
+                model.model_validate(params)
+            except ValidationError as error:
+                details = _format_validation_error(source, error).splitlines()[1:]
+                prefix = f"  agents.{index}.{where}."
+                prefixed = [line.replace("  ", prefix, 1) for line in details]
+                message = "\n".join([f"{source}: invalid experiment file", *prefixed])
+                raise ConfigError(message) from None

@@ -232,18 +232,21 @@ def prerender_markdown(path: Path) -> str:
         "not in the table's counts):",
     ]
     for adapter, stats in totals.items():
+        encoded = _count(stats["encoder_calls"], "text") + " encoded"
         if stats["llm_calls"] or stats["llm_cache_hits"]:
             lines.append(
-                f"- {adapter}: {stats['llm_calls']:.0f} LLM calls "
-                f"({stats['llm_seconds']:.1f} s), {stats['llm_cache_hits']:.0f} descriptions "
-                f"from the cache, {stats['encoder_calls']:.0f} texts encoded"
+                f"- {adapter}: {_count(stats['llm_calls'], 'LLM call')} "
+                f"({stats['llm_seconds']:.1f} s), "
+                f"{_count(stats['llm_cache_hits'], 'description')} from the cache, {encoded}"
             )
         else:
-            lines.append(
-                f"- {adapter}: {stats['encoder_calls']:.0f} texts encoded, "
-                f"{stats['embedding_cache_hits']:.0f} vectors from the cache"
-            )
+            cached = _count(stats["embedding_cache_hits"], "vector")
+            lines.append(f"- {adapter}: {encoded}, {cached} from the cache")
     return "\n".join(lines) + "\n"
+
+
+def _count(value: float, noun: str) -> str:
+    return f"{value:.0f} {noun}" + ("" if round(value) == 1 else "s")
 
 
 def write_report(

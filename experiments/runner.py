@@ -148,7 +148,11 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
     adapter = make_adapter(run.adapter, raw_env, config.cache_dir)
     env = wrap(raw_env, adapter)
     agent = agents.make_agent(
-        run.agent.type, env.observation_space, env.action_space, seed=run.seed, **run.agent.params
+        run.agent.type,
+        env.observation_space,
+        env.action_space,
+        seed=run.seed,
+        **run.agent.params_for(run.adapter.name),
     )
     started = time.perf_counter()
     with open(run_dir / "episodes.csv", "w", newline="") as handle:

@@ -331,3 +331,24 @@ def test_cli_reports_bad_input_plainly(tmp_path):
     unknown = _cli("describe", "chess")
     assert unknown.returncode == 2 and "maze" in unknown.stderr
     assert "Traceback" not in missing.stderr + bad_state.stderr + unknown.stderr
+
+
+def test_per_adapter_hyperparameters_override_and_are_checked(tmp_path):
+    agent = {
+        "type": "qlearning",
+        "params": {"alpha": 0.2},
+        "per_adapter": {"raw": {"bins": 4, "bounds": [[0, 4], [0, 4]]}},
+    }
+    config = parse_config(tiny_config(tmp_path, agents=[agent]))
+    assert config.agents[0].params_for("raw") == {
+        "alpha": 0.2,
+        "bins": 4,
+        "bounds": [[0, 4], [0, 4]],
+    }
+    assert config.agents[0].params_for("language") == {"alpha": 0.2}
+    unknown = dict(agent, per_adapter={"rwa": {"bins": 4}})
+    with pytest.raises(ConfigError, match="per_adapter names rwa, expected adapter names"):
+        parse_config(tiny_config(tmp_path, agents=[unknown]))
+    bad = dict(agent, per_adapter={"raw": {"bins": 0}})
+    with pytest.raises(ConfigError, match=r"agents\.0\.per_adapter\.raw\.bins"):
+        parse_config(tiny_config(tmp_path, agents=[bad]), "x.yaml")
