@@ -155,8 +155,10 @@ def command_describe(args: argparse.Namespace) -> int:
         if args.host:
             settings["host"] = args.host
     adapter = adapters.make(args.adapter, env, **settings)
-    if hasattr(adapter, "backend_name"):
-        print(f"# LLM backend: {adapter.backend_name}")
+    if args.adapter == "llm":
+        reason = f" ({adapter.choice_reason})" if adapter.choice_reason else ""
+        print(f"# LLM backend: {adapter.chosen_backend or adapter.backend}, "
+              f"model {adapter.model}{reason}")
     if args.state:
         space = env.observation_space
         for text in args.state:
@@ -175,7 +177,8 @@ def command_describe(args: argparse.Namespace) -> int:
     for step in range(args.steps + 1):
         legal = info.get("legal_moves", list(range(env.action_space.n)))
         text = adapter(observation, legal, tuple(history), encode=False)
-        print(f"step {step} state {np.round(observation, 3).tolist()}: {text}")
+        shown = [round(float(value), 3) for value in np.ravel(observation)]
+        print(f"step {step} state {shown}: {text}")
         if step == args.steps:
             break
         action = int(rng.choice(legal))

@@ -352,3 +352,16 @@ def test_per_adapter_hyperparameters_override_and_are_checked(tmp_path):
     bad = dict(agent, per_adapter={"raw": {"bins": 0}})
     with pytest.raises(ConfigError, match=r"agents\.0\.per_adapter\.raw\.bins"):
         parse_config(tiny_config(tmp_path, agents=[bad]), "x.yaml")
+
+
+def test_describe_with_the_embedded_llm_names_its_backend(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", LANGADAPT_CACHE_DIR=str(tmp_path))
+    result = subprocess.run(
+        [str(LANGADAPT), "describe", "maze", "--maze", "umaze", "--adapter", "llm",
+         "--backend", "llamacpp", "--state", "1,1"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    header, line = result.stdout.strip().splitlines()
+    assert header.startswith("# LLM backend: llamacpp, model SmolLM2-135M-Instruct")
+    assert line.startswith("state [1.0, 1.0]: ") and len(line) > len("state [1.0, 1.0]: ") + 10
