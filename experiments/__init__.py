@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Experiments: YAML experiment files, the runner, summaries and plots, the `langadapt` CLI."""

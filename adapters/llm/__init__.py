@@ -18,15 +18,6 @@ from adapters.registry import register_adapter
 
 register_adapter("llm", make_llm_adapter)
 
-# The issue asks for these names to be importable from `adapters` itself; adapters/__init__.py
-# imports this package at its end, so publish them on the parent package here.
-import adapters as _parent  # noqa: E402
-
-for _name in ("LLMAdapter", "OllamaAdapter", "LlamaCppAdapter", "DescriptionCache",
-              "LLMError", "LLMUnavailableError", "ModelNotFoundError", "LLMReplyError",
-              "make_llm_adapter"):
-    setattr(_parent, _name, globals()[_name])
-
 __all__ = [
     "BACKENDS",
     "DEFAULT_BASE_PROMPT",
