@@ -11,7 +11,11 @@ sentence itself; a subclass supplies
 
 The memo maps ``(state bytes, legal moves, history key)`` straight to
 ``(vector, text)``, so a repeated input costs one dict look-up: no string formatting,
-no hashing of text, no encoder. Vectors it returns are **shared and read-only**
+no hashing of text, no encoder. When the text ignores the history, a second index,
+:attr:`BaseAdapter.state_memo`, maps the state bytes alone to ``(legal moves, (vector,
+text))`` of the last memorised input with that state: the warm path looks the state up
+there and compares the legal moves (a list compare) instead of building the full key,
+and falls back to the full key whenever they differ. Vectors it returns are **shared and read-only**
 (``vector.flags.writeable is False``); copy one before changing it. The memo is
 bounded (``memo_capacity`` entries; the oldest entries are dropped first).
 
@@ -154,6 +158,10 @@ class BaseAdapter:
         self.memo_capacity = memo_capacity
         self._history_key = history_key
         self._memo: dict[Hashable, tuple[np.ndarray, str]] = {}
+        # state bytes -> (legal moves as a list, (vector, text)); subset of the memo,
+        # only used when the text ignores the history (see state_memo).
+        self._state_memo: dict[bytes, tuple[list[int], tuple[np.ndarray, str]]] = {}
+        self._state_nbytes = self.state_dtype.itemsize * int(np.prod(self.state_shape))
         self._memo_misses = 0
         self._encoder_calls = 0
         self._cache_hits = 0
@@ -228,9 +236,13 @@ class BaseAdapter:
         """The vector (``encode=True``, shared read-only float32) or the description."""
         try:  # the fast path of adapt(), inlined: this is the per-step hot path
             if state.dtype is self.state_dtype and state.shape == self.state_shape:
-                if type(legal_moves) is not list and type(legal_moves) is not tuple:
-                    legal_moves = tuple(legal_moves)  # bytes(3) would be b"\0\0\0"
                 hk = self._history_key
+                if hk is None and type(legal_moves) is list:  # state index + list compare
+                    entry = self._state_memo.get(state.tobytes())
+                    if entry is not None and entry[0] == legal_moves:
+                        return entry[1][0] if encode else entry[1][1]
+                elif type(legal_moves) is not list and type(legal_moves) is not tuple:
+                    legal_moves = tuple(legal_moves)  # bytes(3) would be b"\0\0\0"
                 if hk is None:
                     hit = self._memo.get(state.tobytes() + bytes(legal_moves))
                 else:
@@ -255,9 +267,13 @@ class BaseAdapter:
         # else (lists, other dtypes, odd legal moves) takes the checked slow path.
         try:
             if state.dtype is self.state_dtype and state.shape == self.state_shape:
-                if type(legal_moves) is not list and type(legal_moves) is not tuple:
-                    legal_moves = tuple(legal_moves)  # bytes(3) would be b"\0\0\0"
                 hk = self._history_key
+                if hk is None and type(legal_moves) is list:  # state index + list compare
+                    entry = self._state_memo.get(state.tobytes())
+                    if entry is not None and entry[0] == legal_moves:
+                        return entry[1]
+                elif type(legal_moves) is not list and type(legal_moves) is not tuple:
+                    legal_moves = tuple(legal_moves)  # bytes(3) would be b"\0\0\0"
                 if hk is None:
                     hit = self._memo.get(state.tobytes() + bytes(legal_moves))
                 else:
@@ -291,8 +307,47 @@ class BaseAdapter:
             return
         memo = self._memo
         if key not in memo and len(memo) >= self.memo_capacity:
-            del memo[next(iter(memo))]
+            oldest = next(iter(memo))
+            del memo[oldest]
+            self._forget_state(oldest)
         memo[key] = pair
+        if self._history_key is None:
+            split = self._split_key(key)
+            if split is not None:
+                self._state_memo[split[0]] = (list(split[1]), pair)
+
+    def _split_key(self, key: Hashable) -> tuple[bytes, tuple[int, ...]] | None:
+        """``(state bytes, legal moves)`` of a memo key made by :meth:`_key` without a
+        history key (``None`` for any other key)."""
+        if type(key) is bytes and len(key) >= self._state_nbytes:
+            n = self._state_nbytes
+            return key[:n], tuple(key[n:])
+        if (
+            type(key) is tuple
+            and len(key) == 2
+            and type(key[0]) is bytes
+            and type(key[1]) is tuple
+        ):
+            return key[0], key[1]
+        return None
+
+    def _forget_state(self, key: Hashable) -> None:
+        """Drop the state-bytes entry of an evicted memo key (if it is that key's)."""
+        if self._history_key is None:
+            split = self._split_key(key)
+            if split is not None:
+                entry = self._state_memo.get(split[0])
+                if entry is not None and entry[0] == list(split[1]):
+                    del self._state_memo[split[0]]
+
+    @property
+    def state_memo(self) -> dict[bytes, tuple[list[int], tuple[np.ndarray, str]]] | None:
+        """The memo's warm index: state bytes -> ``(legal moves, (vector, text))`` of the
+        last memorised input with that state, for a hit with a list of legal moves equal to
+        the stored ones. ``None`` when the text depends on the history (the full memo key
+        is needed then). Read it, never write it: :class:`LanguageObservation` uses its
+        ``get`` for the warm step; any miss or mismatch goes through :meth:`adapt`."""
+        return self._state_memo if self._history_key is None else None
 
     def _lookup(self, texts: list[str]) -> list[np.ndarray]:
         cache = self.cache
@@ -394,6 +449,7 @@ class BaseAdapter:
     def clear_memo(self) -> None:
         """Forget the memo (the embedding cache is kept)."""
         self._memo.clear()
+        self._state_memo.clear()  # cleared in place: wrappers hold its get()
 
 
 def unwrap(env: Any) -> gym.Env:

@@ -652,3 +652,86 @@ def test_sb3_dqn_smoke(minilm):
 @pytest.mark.slow
 def test_sb3_dqn_learns_a_few_thousand_steps(minilm):
     _sb3_dqn_learns(minilm, steps=4_000, maze="medium")
+
+
+# --------------------------------------------------------------------------- warm state index
+class _SwitchingMoves(gym.Wrapper):
+    """Maze whose info["legal_moves"] alternates between the true list and ``[0]`` (and
+    whose observations can be reshaped), to test the state-bytes index of the memo."""
+
+    def __init__(self, env, reshape=None):
+        super().__init__(env)
+        self.count = 0
+        self.reshape = reshape
+
+    def step(self, action):
+        obs, r, te, tr, info = self.env.step(action)
+        self.count += 1
+        if self.count % 2:
+            info["legal_moves"] = [0]
+        if self.reshape is not None:
+            obs = obs.reshape(self.reshape)
+        return obs, r, te, tr, info
+
+
+def test_state_index_never_returns_a_stale_description():
+    env = MazeEnv(maze="umaze")
+    adapter = LanguageAdapter(env, encoder=CountingEncoder())
+    obs = env.observation_of((1, 2))
+    full = env.legal_moves_at((1, 2))
+    for _ in range(2):  # alternate: the index holds one entry per state, the memo both
+        a = adapter(obs, full, encode=False)
+        b = adapter(obs, [0], encode=False)
+        assert a != b and a == adapter.describe(obs, full) and b == adapter.describe(obs, [0])
+        assert adapter(obs, tuple(full), encode=False) == a  # a tuple takes the full key
+        assert adapter(obs, np.array(full), encode=False) == a
+        assert adapter.adapt(obs, full)[1] == a and adapter.adapt(obs, [0])[1] == b
+    assert adapter.stats()["memo_size"] == 2 and adapter.stats()["memo_misses"] == 2
+    assert list(adapter.state_memo) == [obs.tobytes()]
+
+
+def test_wrapper_warm_step_checks_legal_moves_and_gives_fresh_arrays():
+    adapter = LanguageAdapter(MazeEnv(maze="umaze"), encoder=CountingEncoder())
+    adapter.prerender(reachable_inputs(MazeEnv(maze="umaze")), progress=False)
+    env = LanguageObservation(_SwitchingMoves(MazeEnv(maze="umaze")), adapter)
+    obs, _ = env.reset(seed=0)
+    seen = [obs]
+    for action in [1, 1, 2, 2, 0, 0, 3, 3] * 3:
+        obs, _, terminated, truncated, info = env.step(action)
+        raw = env.unwrapped.observation_of(env.unwrapped.cell)
+        assert info["description"] == adapter.describe(raw, info["legal_moves"])
+        np.testing.assert_array_equal(obs, adapter(raw, info["legal_moves"]))
+        assert obs.flags.writeable and not any(np.shares_memory(obs, o) for o in seen)
+        seen.append(obs)
+        if terminated or truncated:
+            env.reset()
+    assert [a for _, a in env.history][-2:] == [3, 3]
+    # A warm state of the wrong shape still errors (the slow path checks it).
+    bad = LanguageObservation(_SwitchingMoves(MazeEnv(maze="umaze"), reshape=(1, 2)), adapter)
+    bad.reset(seed=0)
+    with pytest.raises(ValueError, match="expected shape"):
+        bad.step(1)
+
+
+def test_state_index_follows_memo_eviction_and_clear():
+    env = MazeEnv(maze="umaze")
+    adapter = LanguageAdapter(env, encoder=CountingEncoder(), memo_capacity=2)
+    cells = env.free_cells()[:4]
+    for cell in cells:
+        adapter(env.observation_of(cell), env.legal_moves_at(cell))
+        keys = {adapter._split_key(k)[0] for k in adapter._memo}
+        assert set(adapter.state_memo) <= keys and len(adapter.state_memo) <= 2
+    assert set(adapter.state_memo) == {env.observation_of(c).tobytes() for c in cells[2:]}
+    adapter.clear_memo()
+    assert adapter.state_memo == {} and adapter.stats()["memo_size"] == 0
+    # Text that depends on the history: no state index, the full key every time.
+    history_dependent = LanguageAdapter(
+        env, encoder=CountingEncoder(), describer_options={"include_last_move": True}
+    )
+    assert history_dependent.state_memo is None
+    wrapped = LanguageObservation(MazeEnv(maze="umaze"), history_dependent)
+    wrapped.reset(seed=0)
+    _, _, _, _, info = wrapped.step(2)
+    cell = wrapped.unwrapped.observation_of(wrapped.unwrapped.cell)
+    assert info["description"] == history_dependent.describe(cell, info["legal_moves"], [2])
+    assert info["description"] != history_dependent.describe(cell, info["legal_moves"], [3])

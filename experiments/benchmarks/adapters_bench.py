@@ -19,6 +19,11 @@ much, and every timing is the best of several interleaved repeats):
   texts (target >= 0.9): paired chunks of new texts, alternating order; the ratio of
   summed times, and ``cold_encode_ratio_median_pair`` the median of per-chunk ratios.
 - ``encoder_calls_during_warm_run``: texts encoded while stepping after prerender (0).
+- ``raw_step_us`` / ``wrapper_overhead_us``: the raw Maze step and what the wrapper adds
+  per step (from the best warm timings), and ``cost_*_us``: the pieces of that overhead
+  timed alone (``timeit``, best of repeats): the fresh copy of the 384-float vector, the
+  warm look-up (state bytes -> state index -> legal-moves compare), the full memo key it
+  replaces (state bytes + legal moves as bytes), and recording one history pair.
 
 Run: ``python -m experiments.benchmarks.adapters_bench [--quick]``.
 """
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+import timeit
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +142,26 @@ def run(quick: bool = False) -> dict[str, float | str]:
         own_times.append(time.perf_counter() - start)
     adapter_us = min(own_times) / len(inputs) * 1e6
 
+    # ---------------------------------------------------------------- per-component costs
+    state, legal, _ = inputs[-1]
+    vector = adapter(state, legal)
+    index = adapter.state_memo
+    if index is None:
+        raise RuntimeError("the maze adapter has no state index; expected one")
+    parts = {
+        "copy": lambda: vector.copy(),
+        "warm_lookup": lambda: index.get(state.tobytes())[0] == legal,
+        "full_key": lambda: state.tobytes() + bytes(legal),
+        "history_pair": lambda: history.append((state, 3)),
+    }
+    costs: dict[str, float] = {}
+    for name, part in parts.items():
+        history = []
+        number = 200_000
+        costs[name] = min(timeit.repeat(part, number=number, repeat=repeats)) / number * 1e6
+    empty = min(timeit.repeat(lambda: None, number=200_000, repeat=repeats)) / 200_000 * 1e6
+    costs = {name: max(cost - empty, 0.0) for name, cost in costs.items()}
+
     # ---------------------------------------------------------------- cold encoding
     # Paired trials: each chunk of new texts is encoded by plain SentenceTransformer.encode
     # and through a fresh adapter (cold memo, cold in-memory and SQLite caches), back to
@@ -183,6 +209,12 @@ def run(quick: bool = False) -> dict[str, float | str]:
         "gym_make_raw_steps_per_s": n_steps / min(made_raw_times),
         "warm_step_ratio_gym_make": made_ratio,
         "warm_adapter_us_per_step": adapter_us,
+        "raw_step_us": 1e6 / raw_sps,
+        "wrapper_overhead_us": 1e6 / wrapped_sps - 1e6 / raw_sps,
+        "cost_copy_us": costs["copy"],
+        "cost_warm_lookup_us": costs["warm_lookup"],
+        "cost_full_key_us": costs["full_key"],
+        "cost_history_pair_us": costs["history_pair"],
         "encoder_calls_during_warm_run": float(encoder_calls_warm),
         "prerender_texts": float(distinct),
         "prerender_seconds": prerender_seconds,
