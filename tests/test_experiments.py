@@ -365,3 +365,18 @@ def test_describe_with_the_embedded_llm_names_its_backend(tmp_path):
     header, line = result.stdout.strip().splitlines()
     assert header.startswith("# LLM backend: llamacpp, model SmolLM2-135M-Instruct")
     assert line.startswith("state [1.0, 1.0]: ") and len(line) > len("state [1.0, 1.0]: ") + 10
+
+
+def test_parallel_jobs_give_the_same_episodes_as_one_process(finished_tiny_run, tmp_path):
+    config, out = finished_tiny_run
+    parallel = config.model_copy(update={"output": str(tmp_path / "parallel")})
+    run_experiment(parallel, jobs=2, progress=False, log=lambda _: None)
+
+    def without_wall_time(folder: Path) -> list[tuple]:
+        with open(folder / "episodes.csv", newline="") as handle:
+            return [
+                tuple(v for k, v in row.items() if k != "wall_time")
+                for row in csv.DictReader(handle)
+            ]
+
+    assert without_wall_time(parallel.output_dir) == without_wall_time(out)
