@@ -410,3 +410,27 @@ def test_prerender_with_fallback_counts_and_does_not_memoise(fake, maze, tmp_pat
     state, legal, history = inputs[0]
     assert adapter(state, legal, history, encode=False) == "A cell near the goal."
     assert len(adapter.cache) == len(inputs)
+
+
+def test_wrapper_warm_steps_send_no_request_and_fallbacks_are_asked_again(fake, maze, tmp_path):
+    from adapters import LanguageObservation
+
+    adapter = _adapter(maze, fake, tmp_path, action_history_length=0, retries=1, fallback=True)
+    assert adapter.state_dtype == np.float32 and adapter.state_shape == (2,)
+    fake.queue_faults("500", "500")  # the start cell's first description fails
+    env = LanguageObservation(maze, adapter)
+    _, info = env.reset(seed=0)
+    assert info["description"] == adapter.rule_description(*_first_input(maze))
+    adapter.prerender(adapters.reachable_inputs(maze), progress=False)
+    requests = fake.chat_requests
+    assert adapter.stats()["llm_fallbacks"] == 1
+    # every reachable cell is warm now, the start cell included: stepping is a memo lookup
+    _, info = env.reset(seed=0)
+    assert info["description"] == "A cell near the goal."
+    for action in (2, 6, 7, 3, 2):  # the shortest path to the goal, then up from the start
+        obs, _, terminated, _, info = env.step(action)
+        assert info["description"] == "A cell near the goal."
+        assert obs.flags.writeable and obs.shape == (384,)
+        if terminated:
+            env.reset(seed=0)
+    assert fake.chat_requests == requests

@@ -416,6 +416,23 @@ class LLMAdapter(BaseModel):
             )
         return self._engine
 
+    @property
+    def state_memo(self) -> dict | None:
+        """The shared machinery's warm index (`adapters.base.BaseAdapter.state_memo`), which
+        `LanguageObservation` reads for its warm step; None before `bind` or when the prompt
+        depends on the history. Fallback descriptions never enter it."""
+        return None if self._engine is None else self._engine.state_memo
+
+    @property
+    def state_dtype(self) -> np.dtype | None:
+        """The dtype of the bound environment's observations (None before `bind`)."""
+        return None if self._engine is None else self._engine.state_dtype
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        """The shape of the bound environment's observations (``()`` before `bind`)."""
+        return () if self._engine is None else self._engine.state_shape
+
     def encode_many(self, texts: Iterable[str]) -> np.ndarray:
         """Texts -> float32 array (n, 384) through the embedding cache."""
         return self.engine.encode_many(texts)
