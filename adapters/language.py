@@ -70,6 +70,8 @@ class LanguageAdapter(BaseAdapter):
         self.describer = describer
         space, n_actions = env_spaces(env)
         uses_last = bool(getattr(describer, "uses_last_action", False))
+        #: Whether the describer is given the last action (a plain function is not).
+        self.uses_last_action = uses_last
         super().__init__(
             space,
             n_actions,
@@ -86,5 +88,5 @@ class LanguageAdapter(BaseAdapter):
         self, state: np.ndarray, legal_moves: tuple[int, ...], history: Sequence[Any]
     ) -> str:
         """The describer's sentence (the last action passed when the describer uses it)."""
-        action = last_action(history) if self.describer.uses_last_action else None
+        action = last_action(history) if self.uses_last_action else None
         return self.describer(state, legal_moves, action)

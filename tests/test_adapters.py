@@ -735,3 +735,17 @@ def test_state_index_follows_memo_eviction_and_clear():
     cell = wrapped.unwrapped.observation_of(wrapped.unwrapped.cell)
     assert info["description"] == history_dependent.describe(cell, info["legal_moves"], [2])
     assert info["description"] != history_dependent.describe(cell, info["legal_moves"], [3])
+
+
+def test_plain_function_describer_is_accepted():
+    env = MazeEnv(maze="umaze")
+
+    def describe(state, legal_moves, last):
+        assert last is None
+        return f"cell {int(state[0])} {int(state[1])} moves {list(legal_moves)}"
+
+    adapter = LanguageAdapter(env, describer=describe, encoder=CountingEncoder())
+    assert adapter.uses_last_action is False
+    obs = env.observation_of((1, 2))
+    text = adapter(obs, [0, 1], [(obs, 1)], encode=False)
+    assert text == describe(obs, (0, 1), None)
