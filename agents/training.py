@@ -7,6 +7,7 @@ Legal moves are read from ``info["legal_moves"]`` when the environment provides 
 
 from __future__ import annotations
 
+import copy
 import random
 import time
 from collections.abc import Callable
@@ -61,6 +62,20 @@ def _check_count(name: str, value: int | None) -> None:
         not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1
     ):
         raise ValueError(f"{name} is {value!r}, expected a positive int or None")
+
+
+def _env_rng_state(env: gym.Env) -> Any:
+    """A copy of the environment's ``np_random`` (None when it has none)."""
+    rng = getattr(env.unwrapped, "_np_random", None)
+    if not isinstance(rng, np.random.Generator):
+        return None
+    return copy.deepcopy(rng.bit_generator.state)
+
+
+def _set_env_rng_state(env: gym.Env, state: Any) -> None:
+    rng = getattr(env.unwrapped, "_np_random", None)
+    if isinstance(rng, np.random.Generator):
+        rng.bit_generator.state = state
 
 
 def _check_env(agent: Agent, env: gym.Env) -> None:
@@ -212,6 +227,9 @@ def train(
                 on_episode(record)
             postfix = {"return": f"{ret:.3g}"}
             if eval_every is not None and done_episodes % eval_every == 0:
+                # Evaluating on the training env reseeds it; keep the training episodes'
+                # RNG stream untouched so later start states do not repeat.
+                saved = _env_rng_state(env) if eval_env is env else None
                 evals = evaluate(
                     agent,
                     eval_env,
@@ -220,6 +238,8 @@ def train(
                     total_steps=total,
                     after_episode=done_episodes,
                 )
+                if saved is not None:
+                    _set_env_rng_state(env, saved)
                 for rec in evals:
                     records.append(rec)
                     if on_episode is not None:

@@ -444,6 +444,31 @@ def test_train_step_budget_is_exact_and_partial_episode_dropped():
         train(wrong, env, episodes=1, progress=False)
 
 
+class _ResetRecorder(gym.Wrapper):
+    def __init__(self, env):
+        super().__init__(env)
+        self.starts = []
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.starts.append(np.array(obs))
+        return obs, info
+
+
+def test_evaluating_on_the_training_env_does_not_repeat_training_start_states():
+    env = _ResetRecorder(gym.make("CartPole-v1"))
+    agent = RandomAgent(env.observation_space, env.action_space)
+    train(agent, env, episodes=4, eval_every=1, eval_episodes=1, seed=0, progress=False)
+    # resets alternate train, eval, train, eval, ...
+    train_starts = env.starts[0::2]
+    eval_starts = env.starts[1::2]
+    assert len(train_starts) == 4
+    for i in range(4):
+        for j in range(i + 1, 4):
+            assert not np.array_equal(train_starts[i], train_starts[j])
+    assert all(np.array_equal(eval_starts[0], e) for e in eval_starts)
+
+
 def test_train_sets_dqn_horizon_for_its_schedule():
     env = gym.make("CartPole-v1")
     agent = DQNAgent(env.observation_space, env.action_space, dict(hidden_sizes=[8]))
