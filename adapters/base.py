@@ -234,26 +234,7 @@ class BaseAdapter:
         encode: bool = True,
     ) -> np.ndarray | str:
         """The vector (``encode=True``, shared read-only float32) or the description."""
-        try:  # the fast path of adapt(), inlined: this is the per-step hot path
-            if state.dtype is self.state_dtype and state.shape == self.state_shape:
-                hk = self._history_key
-                if hk is None and type(legal_moves) is list:  # state index + list compare
-                    entry = self._state_memo.get(state.tobytes())
-                    if entry is not None and entry[0] == legal_moves:
-                        return entry[1][0] if encode else entry[1][1]
-                elif type(legal_moves) is not list and type(legal_moves) is not tuple:
-                    legal_moves = tuple(legal_moves)  # bytes(3) would be b"\0\0\0"
-                if hk is None:
-                    hit = self._memo.get(state.tobytes() + bytes(legal_moves))
-                else:
-                    hit = self._memo.get(
-                        (state.tobytes() + bytes(legal_moves), hk(episode_action_history))
-                    )
-                if hit is not None:
-                    return hit[0] if encode else hit[1]
-        except (AttributeError, TypeError, ValueError):
-            pass
-        pair = self._adapt_slow(state, legal_moves, episode_action_history)
+        pair = self.adapt(state, legal_moves, episode_action_history)
         return pair[0] if encode else pair[1]
 
     def adapt(
@@ -272,16 +253,15 @@ class BaseAdapter:
                     entry = self._state_memo.get(state.tobytes())
                     if entry is not None and entry[0] == legal_moves:
                         return entry[1]
-                elif type(legal_moves) is not list and type(legal_moves) is not tuple:
-                    legal_moves = tuple(legal_moves)  # bytes(3) would be b"\0\0\0"
-                if hk is None:
-                    hit = self._memo.get(state.tobytes() + bytes(legal_moves))
-                else:
-                    hit = self._memo.get(
-                        (state.tobytes() + bytes(legal_moves), hk(episode_action_history))
-                    )
-                if hit is not None:
-                    return hit
+                if type(legal_moves) is list or type(legal_moves) is tuple:
+                    # only lists/tuples: bytes() of an int, bytes or a set is no memo key
+                    moves = bytes(legal_moves)
+                    if hk is None:
+                        hit = self._memo.get(state.tobytes() + moves)
+                    else:
+                        hit = self._memo.get((state.tobytes() + moves, hk(episode_action_history)))
+                    if hit is not None:
+                        return hit
         except (AttributeError, TypeError, ValueError):
             pass
         return self._adapt_slow(state, legal_moves, episode_action_history)

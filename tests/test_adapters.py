@@ -749,3 +749,16 @@ def test_plain_function_describer_is_accepted():
     obs = env.observation_of((1, 2))
     text = adapter(obs, [0, 1], [(obs, 1)], encode=False)
     assert text == describe(obs, (0, 1), None)
+
+
+def test_bytes_legal_moves_are_rejected_even_when_warm():
+    env = MazeEnv(maze="umaze")
+    adapter = LanguageAdapter(env, encoder=CountingEncoder())
+    obs = env.observation_of((1, 2))
+    adapter(obs, [0, 1])
+    adapter(obs, (0, 1))  # warm under both the state index and the full key
+    for call in (adapter, adapter.adapt):
+        with pytest.raises(ValueError, match="not a sequence of actions"):
+            call(obs, b"\x00\x01")
+    with pytest.raises(ValueError, match="not a sequence of actions"):
+        adapter(obs, b"\x00\x01", encode=False)
