@@ -16,12 +16,18 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-ADAPTER_TYPES = ("raw", "language", "llm")
-AGENT_TYPES = ("qlearning", "dqn", "random")
-
 
 class ConfigError(ValueError):
     """An experiment file that cannot be used; the message names the file and the key."""
+
+
+Label = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9.+-]*(_[A-Za-z0-9.+-]+)*$",
+        description="letters, digits and _ . + - (no '__'): it names the run folders",
+    ),
+]
 
 
 class _Strict(BaseModel):
@@ -59,7 +65,7 @@ class AdapterSpec(_Strict):
     """
 
     type: Literal["raw", "language", "llm"]
-    label: str | None = Field(default=None, description="name in tables and plots; default: type")
+    label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     settings: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -71,7 +77,7 @@ class AgentSpec(_Strict):
     """One learner: ``qlearning``, ``dqn`` or ``random``, with its hyperparameters."""
 
     type: Literal["qlearning", "dqn", "random"]
-    label: str | None = None
+    label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     per_adapter: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
@@ -130,7 +136,7 @@ class ExperimentConfig(_Strict):
     adapters: list[AdapterSpec] = Field(min_length=1)
     agents: list[AgentSpec] = Field(min_length=1)
     training: TrainingSpec
-    seeds: list[int] | Annotated[int, Field(gt=0)] = Field(
+    seeds: list[int] | int = Field(
         default=3, description="a list of seeds, or a count n meaning seeds 0..n-1"
     )
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
@@ -148,13 +154,28 @@ class ExperimentConfig(_Strict):
     @field_validator("adapters")
     @classmethod
     def _unique_adapters(cls, value: list[AdapterSpec]) -> list[AdapterSpec]:
-        _require_unique([a.name for a in value], "adapter")
+        _require_unique([a.name for a in value], "adapter names")
         return value
 
     @field_validator("agents")
     @classmethod
     def _unique_agents(cls, value: list[AgentSpec]) -> list[AgentSpec]:
-        _require_unique([a.name for a in value], "agent")
+        _require_unique([a.name for a in value], "agent names")
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _usable_seeds(cls, value: list[int] | int) -> list[int] | int:
+        if isinstance(value, int):
+            if value <= 0:
+                raise ValueError(f"a seed count must be positive, got {value}")
+            return value
+        if not value:
+            raise ValueError("the seed list is empty; give at least one seed, or a count")
+        negative = [seed for seed in value if seed < 0]
+        if negative:
+            raise ValueError(f"seeds must be >= 0, got {negative}")
+        _require_unique([str(seed) for seed in value], "seeds")
         return value
 
     @model_validator(mode="after")
@@ -194,19 +215,23 @@ class ExperimentConfig(_Strict):
 def _require_unique(names: list[str], what: str) -> None:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
+        hint = "; give each a distinct 'label'" if what.endswith("names") else ""
         raise ValueError(
-            f"{what} names must be unique, {', '.join(repeated)} appears more than once; "
-            f"give each a distinct 'label'"
+            f"{what} must be unique, {', '.join(repeated)} appears more than once{hint}"
         )
 
 
-def _format_validation_error(path: Path | str, error: ValidationError) -> str:
+def _format_validation_error(
+    path: Path | str, error: ValidationError, loc_prefix: str = ""
+) -> str:
     lines = [f"{path}: invalid experiment file"]
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        where = loc_prefix + ".".join(str(part) for part in item["loc"]) or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown key"
+        elif item["type"] == "value_error":
+            message = str(item.get("ctx", {}).get("error", message))
         elif item["type"] == "literal_error":
             message = f"got {item.get('input')!r}; {message.lower()}"
         lines.append(f"  {where}: {message}")
@@ -241,21 +266,63 @@ def load_config(path: str | Path) -> ExperimentConfig:
 
 
 def _check_component_settings(config: ExperimentConfig, source: Path | str) -> None:
-    """Validate agent hyperparameters against the agents' own pydantic models."""
+    """Validate agent hyperparameters and adapter settings against the pydantic models of
+    the agents and adapters themselves, so a typo fails before anything is written."""
     from agents import DQNConfig, QLearningConfig, RandomConfig
 
     models = {"qlearning": QLearningConfig, "dqn": DQNConfig, "random": RandomConfig}
     for index, spec in enumerate(config.agents):
-        model = models[spec.type]
         checks = [("params", spec.params)] + [
             (f"per_adapter.{name}", spec.params_for(name)) for name in spec.per_adapter
         ]
         for where, params in checks:
-            try:
-                model.model_validate(params)
-            except ValidationError as error:
-                details = _format_validation_error(source, error).splitlines()[1:]
-                prefix = f"  agents.{index}.{where}."
-                prefixed = [line.replace("  ", prefix, 1) for line in details]
-                message = "\n".join([f"{source}: invalid experiment file", *prefixed])
-                raise ConfigError(message) from None
+            _validate(models[spec.type], params, source, f"agents.{index}.{where}.")
+    for index, adapter in enumerate(config.adapters):
+        where = f"adapters.{index}.settings."
+        for model, settings in _adapter_setting_models(adapter):
+            _validate(model, settings, source, where)
+
+
+def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], dict[str, Any]]]:
+    """(pydantic model, settings it must accept) pairs for one adapter entry."""
+    if spec.type == "raw":
+        return [(_NoSettings, spec.settings)]
+    if spec.type == "language":
+        from adapters import LanguageAdapterSettings
+
+        return [(LanguageAdapterSettings, spec.settings)]
+    from adapters.llm.factory import _LLAMACPP_ONLY, _OLLAMA_ONLY, BACKENDS
+    from adapters.llm.llamacpp_adapter import LlamaCppAdapter
+    from adapters.llm.ollama_adapter import OllamaAdapter
+
+    settings = dict(spec.settings)
+    backend = settings.pop("backend", "auto")
+    if backend not in BACKENDS:
+        return [(_BackendSetting, {"backend": backend})]
+    if backend == "ollama":
+        return [(OllamaAdapter, settings)]
+    if backend == "llamacpp":
+        return [(LlamaCppAdapter, settings)]
+    # auto: the settings must suit whichever backend is picked, as make_llm_adapter filters them
+    embedded_only = {k: v for k, v in settings.items() if k not in _OLLAMA_ONLY | {"model"}}
+    return [
+        (OllamaAdapter, {k: v for k, v in settings.items() if k not in _LLAMACPP_ONLY}),
+        (LlamaCppAdapter, {k: v for k, v in embedded_only.items() if k != "concurrency"}),
+    ]
+
+
+class _NoSettings(_Strict):
+    """The raw adapter takes no settings."""
+
+
+class _BackendSetting(_Strict):
+    backend: Literal["ollama", "llamacpp", "auto"]
+
+
+def _validate(
+    model: type[BaseModel], data: dict[str, Any], source: Path | str, loc_prefix: str
+) -> None:
+    try:
+        model.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_format_validation_error(source, error, loc_prefix)) from None

@@ -380,3 +380,39 @@ def test_parallel_jobs_give_the_same_episodes_as_one_process(finished_tiny_run, 
             ]
 
     assert without_wall_time(parallel.output_dir) == without_wall_time(out)
+
+
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [
+        ([], "seeds: the seed list is empty"),
+        ([1, 1], "seeds: seeds must be unique, 1 appears more than once"),
+        ([-1], r"seeds: seeds must be >= 0, got \[-1\]"),
+        (0, "seeds: a seed count must be positive, got 0"),
+    ],
+)
+def test_unusable_seeds_are_named(tmp_path, seeds, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(tiny_config(tmp_path, seeds=seeds), "x.yaml")
+    assert parse_config(tiny_config(tmp_path, seeds=3)).seed_list == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("adapter", "message"),
+    [
+        ({"type": "language", "settings": {"describr_options": {}}},
+         r"adapters\.0\.settings\.describr_options: unknown key"),
+        ({"type": "raw", "settings": {"bins": 3}}, r"adapters\.0\.settings\.bins: unknown key"),
+        ({"type": "llm", "settings": {"backend": "gpt"}},
+         r"adapters\.0\.settings\.backend: got 'gpt'"),
+        ({"type": "llm", "settings": {"temperatur": 0.5}},
+         r"adapters\.0\.settings\.temperatur: unknown key"),
+        ({"type": "llm", "settings": {"backend": "ollama", "action_history_length": -1}},
+         r"adapters\.0\.settings\.action_history_length: Input should be greater"),
+        ({"type": "raw", "label": "raw/x"}, r"adapters\.0\.label: String should match"),
+        ({"type": "raw", "label": "a__b"}, r"adapters\.0\.label: String should match"),
+    ],
+)
+def test_bad_adapter_settings_and_labels_fail_when_the_file_is_read(tmp_path, adapter, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(tiny_config(tmp_path, adapters=[adapter]), "x.yaml")
