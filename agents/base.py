@@ -146,8 +146,14 @@ class Agent:
 
     def check_action(self, action: Any) -> int:
         """``action`` as an int in ``[0, n_actions)``; ValueError otherwise."""
-        a = int(action)
-        if a != action or not 0 <= a < self.n_actions:
+        value = action.item() if isinstance(action, np.ndarray) and action.ndim == 0 else action
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, np.integer, float, np.floating)
+        ):
+            a = None
+        else:
+            a = int(value) if np.isfinite(value) and value == int(value) else None
+        if a is None or not 0 <= a < self.n_actions:
             raise ValueError(f"action is {action!r}, expected an int in [0, {self.n_actions})")
         return a
 

@@ -319,6 +319,10 @@ def test_bad_input_errors(name):
         agent.act(np.zeros(4, np.float32), legal_moves=[0, 3])
     with pytest.raises(ValueError, match=r"action is 7, expected an int in \[0, 3\)"):
         agent.learn(np.zeros(4), 7, 0.0, np.zeros(4), False, False)
+    for bad in [None, np.array([1]), "x", 0.5, True, float("nan")]:
+        with pytest.raises(ValueError, match=r"action is .*expected an int in \[0, 3\)"):
+            agent.check_action(bad)
+    assert agent.check_action(np.int64(2)) == 2 and agent.check_action(np.array(1)) == 1
 
 
 def test_config_and_factory_errors():
