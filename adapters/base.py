@@ -369,6 +369,10 @@ class BaseAdapter:
 
     def encode_many(self, texts: Iterable[str]) -> np.ndarray:
         """Vectors of ``texts`` as a new float32 array ``(n, dimension)`` (cached)."""
+        if isinstance(texts, str):
+            raise ValueError(
+                f"texts={texts!r} is a single str; expected a list of str (wrap it: [text])"
+            )
         vectors = self._lookup(list(texts))
         if not vectors:
             return np.empty((0, self.encoder.dimension), dtype=np.float32)

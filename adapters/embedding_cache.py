@@ -246,6 +246,10 @@ class EmbeddingCache:
         All missing texts go to the encoder in one ``encode_many`` call (so batching and
         length sorting are the encoder's own).
         """
+        if isinstance(texts, str):
+            raise ValueError(
+                f"texts={texts!r} is a single str; expected a list of str (wrap it: [text])"
+            )
         texts = list(texts)
         for text in texts:
             if not isinstance(text, str):

@@ -762,3 +762,15 @@ def test_bytes_legal_moves_are_rejected_even_when_warm():
             call(obs, b"\x00\x01")
     with pytest.raises(ValueError, match="not a sequence of actions"):
         adapter(obs, b"\x00\x01", encode=False)
+
+
+def test_encode_many_rejects_a_single_string():
+    encoder = CountingEncoder()
+    cache = EmbeddingCache(encoder)
+    with pytest.raises(ValueError, match="'abc' is a single str"):
+        cache.lookup_many("abc")
+    adapter = LanguageAdapter(MazeEnv(maze="umaze"), cache=cache)
+    with pytest.raises(ValueError, match="'abc' is a single str"):
+        adapter.encode_many("abc")
+    assert encoder.calls == 0
+    assert adapter.encode_many(["abc"]).shape == (1, encoder.dimension)
