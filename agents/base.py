@@ -157,6 +157,21 @@ class Agent:
             raise ValueError(f"action is {action!r}, expected an int in [0, {self.n_actions})")
         return a
 
+    def check_transition(
+        self, reward: Any, terminated: Any, truncated: Any
+    ) -> tuple[float, bool, bool]:
+        """``(reward, terminated, truncated)`` as ``(float, bool, bool)``; ValueError unless
+        the reward is a finite real number and both flags are bool-like (bool, numpy bool,
+        or the ints 0 / 1)."""
+        r = reward.item() if isinstance(reward, np.ndarray) and reward.ndim == 0 else reward
+        if (
+            isinstance(r, (bool, np.bool_))
+            or not isinstance(r, (int, float, np.integer, np.floating))
+            or not np.isfinite(r)
+        ):
+            raise ValueError(f"reward is {reward!r}, expected a finite real number")
+        return float(r), _flag("terminated", terminated), _flag("truncated", truncated)
+
     def check_header(
         self, header: dict[str, Any], path: str | Path, expected: dict[str, Any]
     ) -> None:
@@ -170,6 +185,14 @@ class Agent:
                 raise ValueError(
                     f"{path} was saved with {key}={got!r}, but this agent has {key}={want!r}"
                 )
+
+
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"{name} is {value!r}, expected a bool")
 
 
 def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -218,6 +218,7 @@ class DQNAgent(Agent):
         arr = self.check_obs(obs)
         next_arr = self.check_obs(next_obs)
         a = self.check_action(action)
+        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
         if terminated or next_legal_moves is None:
             next_mask = self._all_legal  # a terminal state's value is never used
         else:

@@ -192,9 +192,10 @@ class QLearningAgent(Agent):
     ) -> None:
         """One Q-learning update; decays epsilon when the episode ends."""
         a = self.check_action(action)
+        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
         key = self.key(obs)
         next_key = self.key(next_obs)
-        target = float(reward)
+        target = reward
         if not terminated:
             mask = self.legal_mask(next_legal_moves, "next_legal_moves")
             next_row = self.table.get(next_key)

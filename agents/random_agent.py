@@ -59,6 +59,7 @@ class RandomAgent(Agent):
             self.check_obs(obs)
             self.check_obs(next_obs)
         self.check_action(action)
+        self.check_transition(reward, terminated, truncated)
 
     def _header(self) -> dict[str, Any]:
         return {"kind": self.kind, "obs_shape": list(self.obs_shape), "n_actions": self.n_actions}

@@ -323,6 +323,18 @@ def test_bad_input_errors(name):
         with pytest.raises(ValueError, match=r"action is .*expected an int in \[0, 3\)"):
             agent.check_action(bad)
     assert agent.check_action(np.int64(2)) == 2 and agent.check_action(np.array(1)) == 1
+    o = np.zeros(4, np.float32)
+    for reward in [None, float("nan"), float("inf"), "1", True]:
+        with pytest.raises(ValueError, match=r"reward is .*expected a finite real number"):
+            agent.learn(o, 0, reward, o, False, False)
+    for flag in [None, "yes", 2, 0.5]:
+        with pytest.raises(ValueError, match=r"terminated is .*expected a bool"):
+            agent.learn(o, 0, 0.0, o, flag, False)
+        with pytest.raises(ValueError, match=r"truncated is .*expected a bool"):
+            agent.learn(o, 0, 0.0, o, False, flag)
+    agent.learn(o, 0, np.float32(1.0), o, np.bool_(False), np.bool_(True))
+    if name == "dqn":
+        assert agent.buffer.size == 1 and np.isfinite(agent.buffer.rewards[:1]).all()
 
 
 def test_config_and_factory_errors():
