@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict
 
@@ -40,9 +41,8 @@ class RandomAgent(Agent):
             self.check_obs(obs)
         if legal_moves is None:
             return int(self.rng.integers(self.n_actions))
-        legal = [int(a) for a in legal_moves]
-        self.legal_mask(legal, "legal_moves")
-        return legal[int(self.rng.integers(len(legal)))]
+        legal = np.flatnonzero(self.legal_mask(legal_moves, "legal_moves"))
+        return int(legal[self.rng.integers(legal.size)])
 
     def learn(
         self,

@@ -323,6 +323,9 @@ def test_bad_input_errors(name):
         with pytest.raises(ValueError, match=r"action is .*expected an int in \[0, 3\)"):
             agent.check_action(bad)
     assert agent.check_action(np.int64(2)) == 2 and agent.check_action(np.array(1)) == 1
+    for bad in [[0.5], [5], ["a"]]:
+        with pytest.raises(ValueError, match="legal_moves is"):
+            agent.act(np.zeros(4, np.float32), legal_moves=bad)
     o = np.zeros(4, np.float32)
     for reward in [None, float("nan"), float("inf"), "1", True]:
         with pytest.raises(ValueError, match=r"reward is .*expected a finite real number"):
