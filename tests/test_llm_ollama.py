@@ -434,3 +434,24 @@ def test_wrapper_warm_steps_send_no_request_and_fallbacks_are_asked_again(fake, 
         if terminated:
             env.reset(seed=0)
     assert fake.chat_requests == requests
+
+
+@pytest.mark.parametrize(
+    ("bad_item", "match"),
+    [
+        ("pair", "history action None"),
+        (None, "history action None"),
+        ("triple", "has 3 elements"),
+        ("text", "history action 'x'"),
+    ],
+)
+def test_bad_history_items_are_value_errors(fake, maze, tmp_path, bad_item, match):
+    adapter = _adapter(maze, fake, tmp_path, action_history_length=2)
+    obs, legal = _first_input(maze)
+    item = {"pair": (obs, None), "triple": (obs, 1, 2), "text": "x"}.get(bad_item, bad_item)
+    for history in ([item], [(obs, 1), item], (item,)):
+        with pytest.raises(ValueError, match=match):
+            adapter(obs, legal, history)
+    assert fake.chat_requests == 0
+    # plain actions and (state, action) pairs of the same actions give the same prompt key
+    assert adapter._history_key([1, 2]) == adapter._history_key([(None, 1), (None, 2)])

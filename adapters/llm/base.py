@@ -511,19 +511,17 @@ class LLMAdapter(BaseModel):
 
         Called on every step (it is part of the memo key), so it stays cheap.
         """
-        if not history:
-            return ()
         n = self.action_history_length
-        recent = history[-n:] if type(history) in (list, tuple) else list(history)[-n:]
-        out = []
-        for item in recent:
-            if type(item) is tuple or type(item) is list:
-                prev, action = item
-                out.append((prev.tobytes() if type(prev) is np.ndarray else repr(prev),
-                            int(action)))
-            else:
-                out.append(int(item))
-        return tuple(out)
+        if type(history) is list or type(history) is tuple:
+            if not history:
+                return ()
+            pairs = history_pairs(history[-n:])  # checks each item (ValueError when bad)
+        else:
+            pairs = history_pairs(history)[-n:]
+        return tuple(
+            (prev.tobytes() if type(prev) is np.ndarray else repr(prev), action)
+            for prev, action in pairs
+        )
 
     # ---- counters and sharing ------------------------------------------------------------
     def _count(self, name: str, amount: float = 1) -> None:
