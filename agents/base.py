@@ -58,6 +58,19 @@ def discrete_action_count(action_space: spaces.Space) -> int:
     return int(action_space.n)
 
 
+def check_count(name: str, value: Any, minimum: int = 1, optional: bool = True) -> None:
+    """ValueError unless ``value`` is an int >= ``minimum`` (or None when ``optional``).
+
+    The one check behind every step / episode budget and seed argument of the agents and of
+    :func:`agents.train` / :func:`agents.evaluate`.
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        what = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise ValueError(f"{name} is {value!r}, expected {what}" + (" or None" if optional else ""))
+
+
 class Agent:
     """Base class of all agents: space bookkeeping, legal-move masks and input checks.
 
@@ -72,8 +85,7 @@ class Agent:
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a gymnasium space"
             )
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-            raise ValueError(f"seed is {seed!r}, expected an int")
+        check_count("seed", seed, minimum=0, optional=False)
         self.observation_space = observation_space
         self.action_space = action_space
         self.n_actions = discrete_action_count(action_space)
@@ -107,8 +119,10 @@ class Agent:
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
         """Tell the agent how long training will run (``train()`` calls this first).
 
-        Agents whose schedules do not depend on the horizon ignore it.
+        Agents whose schedules do not depend on the horizon ignore it (after checking it).
         """
+        check_count("steps", steps)
+        check_count("episodes", episodes)
 
     # ------------------------------------------------------------------ helpers
     def check_obs(self, obs: Any) -> np.ndarray:

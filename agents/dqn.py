@@ -152,12 +152,9 @@ class DQNAgent(Agent):
     # --------------------------------------------------------------- schedule
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
         """Fix the length of training for the epsilon schedule (``config.total_steps`` wins)."""
+        super().set_training_horizon(steps=steps, episodes=episodes)
         if self.config.total_steps is not None:
             return
-        if steps is not None and steps < 1:
-            raise ValueError(f"steps is {steps}, expected a positive int")
-        if episodes is not None and episodes < 1:
-            raise ValueError(f"episodes is {episodes}, expected a positive int")
         self.horizon_steps = steps
         self.horizon_episodes = None if steps is not None else episodes
 

@@ -20,6 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from agents.base import Agent
+from agents.base import check_count as _check_count
 
 #: Offset added to the training seed to seed evaluation episodes (so they differ from the
 #: training episodes' initial states but are the same at every evaluation round).
@@ -55,13 +56,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def _check_count(name: str, value: int | None) -> None:
-    if value is not None and (
-        not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1
-    ):
-        raise ValueError(f"{name} is {value!r}, expected a positive int or None")
 
 
 def _env_rng_state(env: gym.Env) -> Any:
@@ -106,7 +100,10 @@ def evaluate(
     The first reset uses ``seed`` and later ones continue the environment's RNG, so the
     same ``seed`` gives the same sequence of initial states.
     """
-    _check_count("episodes", episodes)
+    _check_count("episodes", episodes, optional=False)
+    _check_count("seed", seed, minimum=0, optional=False)
+    _check_count("total_steps", total_steps, minimum=0, optional=False)
+    _check_count("after_episode", after_episode, minimum=0, optional=False)
     _check_env(agent, env)
     records = []
     reset_seed: int | None = seed
@@ -164,7 +161,8 @@ def train(
     _check_count("episodes", episodes)
     _check_count("steps", steps)
     _check_count("eval_every", eval_every)
-    _check_count("eval_episodes", eval_episodes)
+    _check_count("eval_episodes", eval_episodes, optional=False)
+    _check_count("seed", seed, minimum=0, optional=False)
     _check_env(agent, env)
     eval_env = env if eval_env is None else eval_env
     if eval_every is not None:

@@ -458,6 +458,26 @@ def test_train_step_budget_is_exact_and_partial_episode_dropped():
         train(agent, env, progress=False)
     with pytest.raises(ValueError, match="eval_every is 0"):
         train(agent, env, episodes=1, eval_every=0, progress=False)
+    for kwargs, message in [
+        (dict(steps=1.5), "steps is 1.5, expected a positive int"),
+        (dict(episodes="3"), "episodes is '3', expected a positive int"),
+        (dict(episodes=1, seed=-1), r"seed is -1, expected an int >= 0"),
+        (dict(episodes=1, seed=1.0), r"seed is 1.0, expected an int >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            train(agent, env, progress=False, **kwargs)
+    with pytest.raises(ValueError, match="episodes is None, expected a positive int"):
+        evaluate(agent, env, None, seed=0)
+    with pytest.raises(ValueError, match="seed is None, expected an int >= 0"):
+        evaluate(agent, env, 1, seed=None)
+    with pytest.raises(ValueError, match="seed is -2"):
+        RandomAgent(BOX1, env.action_space, seed=-2)
+    dqn = DQNAgent(env.observation_space, env.action_space, dict(hidden_sizes=[8]))
+    for horizon in [dict(steps=0), dict(steps=2.5), dict(episodes=True)]:
+        with pytest.raises(ValueError, match="expected a positive int or None"):
+            dqn.set_training_horizon(**horizon)
+        with pytest.raises(ValueError, match="expected a positive int or None"):
+            agent.set_training_horizon(**horizon)
     wrong = RandomAgent(BOX1, env.action_space)
     with pytest.raises(ValueError, match=r"env observation shape is \(4,\).*\(1,\)"):
         train(wrong, env, episodes=1, progress=False)
