@@ -6,7 +6,7 @@ Layout of a results folder::
     runs/<run>/episodes.csv   one row per episode, appended and flushed as each one ends
     runs/<run>/done.json      written when the run finished (wall time, adapter counters)
     prerender.json            what describing and encoding the reachable states cost, per pass
-    episodes.csv              all runs' rows, rebuilt whenever a run finishes
+    episodes.csv              all runs' rows, in the experiment's order, once the runs end
     summary.csv, summary.md   per adapter x agent (see experiments.report)
     learning_curves.png, final_returns.png
 
@@ -51,6 +51,11 @@ greedy evaluation after training, ``episode`` likewise). ``llm_calls``
 and ``cache_hits`` count what the episode cost the adapter: LLM requests made, and
 lookups answered by the persistent description and embedding caches (the adapter's
 in-memory memo, which serves repeated states within a run, is not counted)."""
+
+
+FINAL_EVAL_SEED = 10_000
+"""The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during
+training use ``agents.training.EVAL_SEED_OFFSET``): held-out starts, the same for every run."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,7 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
             on_episode=record,
         )
         final = agents.evaluate(
-            agent, env, episodes=config.evaluation.final_episodes, seed=run.seed + 10_000
+            agent, env, episodes=config.evaluation.final_episodes, seed=run.seed + FINAL_EVAL_SEED
         )
         trained = sum(1 for r in records if r.phase == "train")
         for episode_record in final:
@@ -214,9 +219,27 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
 # ----------------------------------------------------------------------------- the experiment
 
 
+RESULT_FILES = (
+    "config.yaml",
+    "episodes.csv",
+    "summary.csv",
+    "summary.md",
+    "learning_curves.png",
+    "final_returns.png",
+    "prerender.json",
+)
+"""What the runner writes at the top of a results folder (besides ``runs/``)."""
+
+
 def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force: bool) -> None:
-    """Create the results folder, refusing to mix two different experiments in one."""
+    """Create the results folder, refusing to mix two different experiments in one.
+
+    ``force`` replaces an earlier experiment's results (only the files the runner writes);
+    a folder that is not a results folder is never touched.
+    """
     config_file = out_dir / "config.yaml"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_dir} is a file; expected a results folder")
     if config_file.exists():
         try:
             existing = parse_config(yaml.safe_load(config_file.read_text()), config_file)
@@ -224,7 +247,7 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
         except ConfigError:
             same = False
         if force:
-            shutil.rmtree(out_dir)
+            _remove_results(out_dir)
         elif not same:
             raise ConfigError(
                 f"{out_dir} holds the results of a different experiment; choose another "
@@ -235,17 +258,21 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
                 f"{out_dir} already holds results of this experiment; pass --resume to "
                 "continue it or --force to start again"
             )
-    elif out_dir.exists() and any(out_dir.iterdir()) and not force:
+    elif out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(
             f"{out_dir} exists and is not a langadapt results folder (no config.yaml); "
-            "choose another --out folder, or pass --force to replace it"
+            "choose another --out folder (--force replaces only results folders)"
         )
-    elif force and out_dir.exists():
-        shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     resolved = config.resolved()
     resolved["output"] = str(out_dir)
     config_file.write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+def _remove_results(out_dir: Path) -> None:
+    shutil.rmtree(out_dir / "runs", ignore_errors=True)
+    for name in RESULT_FILES:
+        (out_dir / name).unlink(missing_ok=True)
 
 
 def finished_runs(out_dir: Path) -> set[str]:
@@ -325,6 +352,7 @@ def run_experiment(
     from experiments.report import write_report
 
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
+    make_env(config).close()  # bad environment parameters fail before anything is written
     prepare_output(config, out_dir, resume=resume, force=force)
     done = finished_runs(out_dir) if resume else set()
     todo = [run for run in runs_of(config) if run.key not in done]
@@ -334,13 +362,14 @@ def run_experiment(
         f"{len(config.seed_list)} seeds), {len(done)} already finished, results in {out_dir}"
     )
     if todo:
-        record_prerender(out_dir, prerender(config, progress=progress))
+        counters = prerender(config, progress=progress)
+        if counters:
+            record_prerender(out_dir, counters)
     data = config.resolved()
     bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress)
     for key in _execute(data, [run.key for run in todo], str(out_dir), jobs):
         bar.set_postfix_str(key)
         bar.update()
-        merge_episodes(config, out_dir)
     bar.close()
     merge_episodes(config, out_dir)
     write_report(out_dir, log=log)

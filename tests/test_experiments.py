@@ -274,9 +274,37 @@ def test_force_replaces_and_seeds_count_expands(tmp_path):
     config = parse_config(tiny_config(tmp_path, agents=[{"type": "random"}], seeds=[4, 7]))
     assert config.seed_list == [4, 7]
     out = run_experiment(config, progress=False, log=lambda _: None)
+    stale = out / "runs" / "old__run__seed9"
+    stale.mkdir()
+    (out / "notes.txt").write_text("mine")
     run_experiment(config, force=True, progress=False, log=lambda _: None)
     seeds = {e.seed for e in read_episodes(out / "episodes.csv")}
     assert seeds == {4, 7}
+    assert not stale.exists()  # the earlier results were replaced ...
+    assert (out / "notes.txt").read_text() == "mine"  # ... and nothing else was touched
+
+
+def test_force_never_removes_a_folder_that_holds_no_results(tmp_path):
+    precious = tmp_path / "project"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    config = parse_config(tiny_config(tmp_path, agents=[{"type": "random"}]))
+    with pytest.raises(ConfigError, match="not a langadapt results folder"):
+        run_experiment(config, out_dir=precious, force=True, progress=False, log=lambda _: None)
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    with pytest.raises(ConfigError, match="is a file; expected a results folder"):
+        run_experiment(config, out_dir=a_file, force=True, progress=False, log=lambda _: None)
+
+
+def test_bad_environment_parameters_fail_before_anything_is_written(tmp_path):
+    config = parse_config(
+        tiny_config(tmp_path, environment={"id": "langadapt/Maze-v0", "params": {"maze": "nope"}})
+    )
+    with pytest.raises(ValueError, match="nope"):
+        run_experiment(config, progress=False, log=lambda _: None)
+    assert not config.output_dir.exists()
 
 
 def test_summary_of_nothing_reached_says_never(tmp_path):
