@@ -112,3 +112,33 @@ def test_plain_jsonl_lines_import_under_the_importers_key(tmp_path):
     (tmp_path / "broken.jsonl").write_text("{not json\n")
     with pytest.raises(ValueError, match="broken.jsonl:1: not valid JSON"):
         cache.import_jsonl(tmp_path / "broken.jsonl", backend="ollama", options=OPTS, system="s")
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        ({"options": [1, 2]}, r"bad.jsonl:2: field 'options' must be a JSON object"),
+        ({"options": "x"}, r"bad.jsonl:2: field 'options' must be a JSON object"),
+        ({"system": 5}, r"bad.jsonl:2: field 'system' must be a string"),
+        ({"backend": 5}, r"bad.jsonl:2: field 'backend' must be a non-empty string"),
+        ({"backend": ["ollama"]}, r"bad.jsonl:2: field 'backend'"),
+        ({"created": 3}, r"bad.jsonl:2: field 'created' must be a string"),
+    ],
+)
+def test_jsonl_import_rejects_badly_typed_optional_fields(tmp_path, extra, match):
+    good = {"prompt": "p", "description": "d", "model": "m"}
+    src = tmp_path / "bad.jsonl"
+    src.write_text(json.dumps(good) + "\n" + json.dumps({**good, "prompt": "q", **extra}) + "\n")
+    cache = DescriptionCache(tmp_path / "c.sqlite")
+    with pytest.raises(ValueError, match=match):
+        cache.import_jsonl(src, backend="ollama", options=OPTS, system="sys")
+
+
+def test_descriptions_table_of_another_schema_is_a_clear_error(tmp_path):
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE descriptions (id INTEGER, text TEXT)")
+    with pytest.raises(ValueError, match=r"other.sqlite.*columns \['id', 'text'\]"):
+        DescriptionCache(path)
+    with sqlite3.connect(path) as conn:  # the file is left as it was
+        assert [r[1] for r in conn.execute("PRAGMA table_info(descriptions)")] == ["id", "text"]

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS descriptions (
     created TEXT NOT NULL
 )
 """
+_COLUMNS = ["key", "backend", "model", "options", "system", "prompt", "description", "created"]
 
 
 def default_cache_path() -> Path:
@@ -89,10 +90,18 @@ class DescriptionCache:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(_SCHEMA)
+                columns = [row[1] for row in conn.execute("PRAGMA table_info(descriptions)")]
             except sqlite3.DatabaseError as exc:
                 raise ValueError(
                     f"description cache {str(self.path)!r} is not a usable SQLite file: {exc}"
                 ) from exc
+            if columns != _COLUMNS:
+                conn.close()
+                raise ValueError(
+                    f"description cache {str(self.path)!r} has a 'descriptions' table with "
+                    f"columns {columns}; expected {_COLUMNS} (another program's file? pass "
+                    "another cache_path, or move this file away)"
+                )
             self._conn = conn
 
     # ---- reading ---------------------------------------------------------------------
@@ -227,8 +236,23 @@ class DescriptionCache:
                             f"{src}:{lineno}: field {field!r} must be a non-empty string, "
                             f"got {record.get(field)!r}"
                         )
-                rec_backend = record.get("backend") or backend
+                for field, kind in (("backend", "a non-empty string"), ("system", "a string"),
+                                    ("created", "a string")):
+                    value = record.get(field)
+                    if value is not None and (
+                        not isinstance(value, str) or (field == "backend" and not value)
+                    ):
+                        raise ValueError(
+                            f"{src}:{lineno}: field {field!r} must be {kind} (or absent), "
+                            f"got {value!r}"
+                        )
                 rec_options = record.get("options")
+                if rec_options is not None and not isinstance(rec_options, dict):
+                    raise ValueError(
+                        f"{src}:{lineno}: field 'options' must be a JSON object (or absent), "
+                        f"got {rec_options!r}"
+                    )
+                rec_backend = record.get("backend") or backend
                 rec_options = dict(options) if rec_options is None else rec_options
                 rec_system = record.get("system")
                 rec_system = system if rec_system is None else rec_system
