@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -71,16 +71,33 @@ def check_count(name: str, value: Any, minimum: int = 1, optional: bool = True) 
         raise ValueError(f"{name} is {value!r}, expected {what}" + (" or None" if optional else ""))
 
 
+class NoConfig(BaseModel):
+    """Hyperparameters of an agent that has none: rejects any name given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class Agent:
     """Base class of all agents: space bookkeeping, legal-move masks and input checks.
 
-    Subclasses set ``kind`` (the name stored in saved files) and implement ``act``,
-    ``learn``, ``save`` and ``load``.
+    Subclasses set ``kind`` (the name stored in saved files) and ``config_model`` (their
+    pydantic hyperparameters), add their own checks after ``super().__init__`` and implement
+    ``act``, ``learn``, ``save`` and ``load``; ``_header`` / ``read_checked`` give the part of
+    the saved-file header every agent shares.
     """
 
     kind: ClassVar[str] = "agent"
+    #: The pydantic model of the agent's hyperparameters; ``__init__`` parses ``config``
+    #: with it into ``self.config``.
+    config_model: ClassVar[type[BaseModel]] = NoConfig
 
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, seed: int):
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        config: BaseModel | dict[str, Any] | None = None,
+        seed: int = 0,
+    ):
         if not isinstance(observation_space, spaces.Space):
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a gymnasium space"
@@ -93,6 +110,7 @@ class Agent:
         self.seed = int(seed)
         self.rng = np.random.default_rng(self.seed)
         self._all_legal = np.ones(self.n_actions, dtype=bool)
+        self.config = parse_config(config, self.config_model)
 
     # ----------------------------------------------------------------- protocol
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
@@ -185,6 +203,18 @@ class Agent:
         ):
             raise ValueError(f"reward is {reward!r}, expected a finite real number")
         return float(r), _flag("terminated", terminated), _flag("truncated", truncated)
+
+    def _header(self) -> dict[str, Any]:
+        """What a saved file must match to be loaded (subclasses add their own keys)."""
+        return {"kind": self.kind, "obs_shape": list(self.obs_shape), "n_actions": self.n_actions}
+
+    def read_checked(self, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:func:`read_agent_file` plus :meth:`check_header` against :meth:`_header`."""
+        header, payload = read_agent_file(path)
+        expected = self._header()
+        del expected["kind"]
+        self.check_header(header, path, expected)
+        return header, payload
 
     def check_header(
         self, header: dict[str, Any], path: str | Path, expected: dict[str, Any]

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.base import Agent, parse_config, read_agent_file, rng_state, set_rng_state
+from agents.base import Agent, rng_state, set_rng_state
 from agents.buffers import ReplayBuffer
 from agents.policies import QNetwork
 
@@ -112,6 +112,8 @@ class DQNAgent(Agent):
     """DQN on flat (or flattened) Box observations and a Discrete action space."""
 
     kind = "dqn"
+    config_model = DQNConfig
+    config: DQNConfig
 
     def __init__(
         self,
@@ -120,8 +122,8 @@ class DQNAgent(Agent):
         config: DQNConfig | dict[str, Any] | None = None,
         seed: int = 0,
     ):
-        super().__init__(observation_space, action_space, seed)
-        self.config = cfg = parse_config(config, DQNConfig)
+        super().__init__(observation_space, action_space, config, seed)
+        cfg = self.config
         if not isinstance(observation_space, spaces.Box):
             raise ValueError(f"observation_space is {observation_space!r}, expected a Box space")
         if any(w < 1 for w in cfg.hidden_sizes):
@@ -333,10 +335,7 @@ class DQNAgent(Agent):
 
     # ------------------------------------------------------------ save / load
     def _header(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "obs_shape": list(self.obs_shape),
-            "n_actions": self.n_actions,
+        return super()._header() | {
             "hidden_sizes": list(self.config.hidden_sizes),
             "activation": self.config.activation,
         }
@@ -372,10 +371,7 @@ class DQNAgent(Agent):
 
         ValueError if it holds another kind of agent or other shapes / layers.
         """
-        header, payload = read_agent_file(path)
-        expected = self._header()
-        del expected["kind"]
-        self.check_header(header, path, expected)
+        header, payload = self.read_checked(path)
         self.q_net.load_state_dict(payload["q_net"])
         self.target_net.load_state_dict(payload["target_net"])
         self.optimizer.load_state_dict(payload["optimizer"])

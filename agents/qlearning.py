@@ -30,7 +30,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agents.base import Agent, parse_config, read_agent_file, rng_state, set_rng_state
+from agents.base import Agent, rng_state, set_rng_state
 
 
 class QLearningConfig(BaseModel):
@@ -71,6 +71,8 @@ class QLearningAgent(Agent):
     """Tabular Q-learning over a dict keyed by observation bytes or bin indices."""
 
     kind = "qlearning"
+    config_model = QLearningConfig
+    config: QLearningConfig
 
     def __init__(
         self,
@@ -79,8 +81,7 @@ class QLearningAgent(Agent):
         config: QLearningConfig | dict[str, Any] | None = None,
         seed: int = 0,
     ):
-        super().__init__(observation_space, action_space, seed)
-        self.config = parse_config(config, QLearningConfig)
+        super().__init__(observation_space, action_space, config, seed)
         if not isinstance(observation_space, (spaces.Box, spaces.Discrete)):
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a Box or Discrete space"
@@ -213,10 +214,7 @@ class QLearningAgent(Agent):
 
     # ------------------------------------------------------------- save / load
     def _header(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "obs_shape": list(self.obs_shape),
-            "n_actions": self.n_actions,
+        return super()._header() | {
             "bins": self.config.bins,
             "bounds": self.config.bounds,
         }
@@ -245,10 +243,7 @@ class QLearningAgent(Agent):
     def load(self, path: str | Path) -> None:
         """Restore a table saved by :meth:`save`; ValueError if it was saved for another agent,
         observation shape, action count or discretisation."""
-        header, payload = read_agent_file(path)
-        expected = self._header()
-        del expected["kind"]
-        self.check_header(header, path, expected)
+        header, payload = self.read_checked(path)
         key_arr = payload["keys"]
         values = payload["values"]
         self.table = {

@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict
 
-from agents.base import Agent, parse_config, read_agent_file, rng_state, set_rng_state
+from agents.base import Agent, rng_state, set_rng_state
 
 
 class RandomConfig(BaseModel):
@@ -24,16 +24,7 @@ class RandomAgent(Agent):
     """Uniform over the legal moves, with its own seeded RNG."""
 
     kind = "random"
-
-    def __init__(
-        self,
-        observation_space: spaces.Space,
-        action_space: spaces.Space,
-        config: RandomConfig | dict[str, Any] | None = None,
-        seed: int = 0,
-    ):
-        super().__init__(observation_space, action_space, seed)
-        self.config = parse_config(config, RandomConfig)
+    config_model = RandomConfig
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
         """A uniformly random legal action (``explore`` makes no difference)."""
@@ -61,17 +52,11 @@ class RandomAgent(Agent):
         self.check_action(action)
         self.check_transition(reward, terminated, truncated)
 
-    def _header(self) -> dict[str, Any]:
-        return {"kind": self.kind, "obs_shape": list(self.obs_shape), "n_actions": self.n_actions}
-
     def save(self, path: str | Path) -> None:
         """Write kind, shapes and RNG state as JSON."""
         Path(path).write_text(json.dumps({"header": self._header(), "rng": rng_state(self.rng)}))
 
     def load(self, path: str | Path) -> None:
         """Restore the RNG state; ValueError if the file is for another agent or shape."""
-        header, payload = read_agent_file(path)
-        expected = self._header()
-        del expected["kind"]
-        self.check_header(header, path, expected)
+        header, payload = self.read_checked(path)
         set_rng_state(self.rng, payload["rng"])

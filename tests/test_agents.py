@@ -16,9 +16,12 @@ from pydantic import ValidationError
 import agents
 from agents import (
     DQNAgent,
+    DQNConfig,
     EpisodeRecord,
     QLearningAgent,
+    QLearningConfig,
     RandomAgent,
+    RandomConfig,
     ReplayBuffer,
     dqn_targets,
     evaluate,
@@ -354,6 +357,17 @@ def test_config_and_factory_errors():
     assert isinstance(
         make_agent("qlearning", BOX4, spaces.Discrete(2), alpha=0.3).config.alpha, float
     )
+
+
+def test_base_agent_parses_config_with_the_class_config_model():
+    assert QLearningAgent.config_model is QLearningConfig and DQNAgent.config_model is DQNConfig
+    assert RandomAgent.config_model is RandomConfig
+    q = QLearningAgent(BOX4, spaces.Discrete(2), config={"alpha": 0.3}, seed=1)
+    assert isinstance(q.config, QLearningConfig) and q.config.alpha == 0.3 and q.seed == 1
+    with pytest.raises(ValidationError, match="extra"):
+        RandomAgent(BOX4, spaces.Discrete(2), config={"x": 1})
+    with pytest.raises(ValueError, match="expected a QLearningConfig or a dict"):
+        QLearningAgent(BOX4, spaces.Discrete(2), config=RandomConfig())
 
 
 # --------------------------------------------------------------------------- save/load
