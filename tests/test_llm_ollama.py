@@ -455,3 +455,11 @@ def test_bad_history_items_are_value_errors(fake, maze, tmp_path, bad_item, matc
     assert fake.chat_requests == 0
     # plain actions and (state, action) pairs of the same actions give the same prompt key
     assert adapter._history_key([1, 2]) == adapter._history_key([(None, 1), (None, 2)])
+
+
+@pytest.mark.parametrize("timeout", [None, "x", 0, -1.0])
+def test_auto_with_a_bad_timeout_names_the_field(fake, maze, timeout):
+    with pytest.raises(ValidationError, match="timeout") as info:
+        make_llm_adapter(maze, backend="auto", host=fake.host, timeout=timeout, cache_path=None)
+    assert repr(timeout) in str(info.value) or str(timeout) in str(info.value)
+    assert fake.requests.get("/api/tags", 0) == 0 and fake.requests.get("/api/show", 0) == 0

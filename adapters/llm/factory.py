@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.llm.base import LLMAdapter
 from adapters.llm.llamacpp_adapter import LlamaCppAdapter
@@ -36,6 +36,13 @@ class _BackendChoice(BaseModel):
     backend: Backend
 
 
+class _AutoProbe(BaseModel):
+    """The settings the ``auto`` probe reads, checked before it uses them."""
+
+    model_config = ConfigDict(extra="ignore")
+    timeout: float = Field(2.0, gt=0, description="seconds per HTTP request (probe: at most 2)")
+
+
 def make_llm_adapter(env: Any = None, backend: str = "auto", **settings: Any) -> LLMAdapter:
     """An LLM adapter for `env` on `backend` ("ollama", "llamacpp" or "auto").
 
@@ -50,7 +57,8 @@ def make_llm_adapter(env: Any = None, backend: str = "auto", **settings: Any) ->
         return LlamaCppAdapter(env, **settings)
     host = settings.get("host") or default_host()
     model = settings.get("model") or DEFAULT_OLLAMA_MODEL
-    found, reason = ollama_has_model(host, model, timeout=min(2.0, settings.get("timeout", 2.0)))
+    probe = _AutoProbe(**settings)  # a bad timeout is a ValidationError naming `timeout`
+    found, reason = ollama_has_model(host, model, timeout=min(2.0, probe.timeout))
     if found:
         adapter: LLMAdapter = OllamaAdapter(
             env, **{k: v for k, v in settings.items() if k not in _LLAMACPP_ONLY}
