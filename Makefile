@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/langadapt run configs/quickstart.yaml
+	$(VENV)/bin/langadapt run configs/quickstart.yaml --force
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -145,7 +145,16 @@ def command_describe(args: argparse.Namespace) -> int:
         ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
         known = ", ".join([*ENV_ALIASES, *ours])
         raise UsageError(f"unknown environment {args.env!r}; expected one of {known}")
-    params = {"maze": args.maze} if args.maze else {}
+    params = {}
+    if args.maze:
+        if env_id != ENV_ALIASES["maze"]:
+            raise UsageError(f"--maze {args.maze!r} is for the maze; {env_id} has no layouts")
+        params["maze"] = args.maze
+    if args.steps < 0:
+        raise UsageError(f"--steps {args.steps}: expected a number of steps >= 0")
+    given_llm_options = [f"--{k}" for k in ("model", "host") if getattr(args, k)]
+    if args.adapter != "llm" and given_llm_options:
+        raise UsageError(f"{', '.join(given_llm_options)} only apply with --adapter llm")
     env = gymnasium.make(env_id, **params)
     settings = {}
     if args.adapter == "llm":
@@ -245,7 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError, RuntimeError) as error:
+        # ValueError: bad input (config, states, settings); OSError: files and folders;
+        # RuntimeError: adapters.LLMError (no Ollama server, model missing, bad replies)
         print(f"langadapt {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
+
+from experiments.config import load_config
 
 SUMMARY_COLUMNS = (
     "adapter",
@@ -75,23 +76,36 @@ class Episode:
 
 
 def read_episodes(path: Path) -> list[Episode]:
+    """The rows of an ``episodes.csv``; ValueError naming the file if it is not one."""
+    from experiments.runner import EPISODE_COLUMNS
+
     with open(path, newline="") as handle:
-        return [
-            Episode(
-                adapter=row["adapter"],
-                agent=row["agent"],
-                seed=int(row["seed"]),
-                phase=row["phase"],
-                episode=int(row["episode"]),
-                return_=float(row["return"]),
-                length=int(row["length"]),
-                success=row["success"] in ("1", "True", "true"),
-                wall_time=float(row["wall_time"]),
-                llm_calls=int(row["llm_calls"]),
-                cache_hits=int(row["cache_hits"]),
+        reader = csv.DictReader(handle)
+        missing = [c for c in EPISODE_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(
+                f"{path}: not a langadapt episodes file, missing columns {', '.join(missing)}"
             )
-            for row in csv.DictReader(handle)
-        ]
+        try:
+            return [_episode(row) for row in reader]
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{path} line {reader.line_num}: {error}") from None
+
+
+def _episode(row: dict[str, str]) -> Episode:
+    return Episode(
+        adapter=row["adapter"],
+        agent=row["agent"],
+        seed=int(row["seed"]),
+        phase=row["phase"],
+        episode=int(row["episode"]),
+        return_=float(row["return"]),
+        length=int(row["length"]),
+        success=row["success"] in ("1", "True", "true"),
+        wall_time=float(row["wall_time"]),
+        llm_calls=int(row["llm_calls"]),
+        cache_hits=int(row["cache_hits"]),
+    )
 
 
 def mean_and_ci95(values: list[float]) -> tuple[float, float]:
@@ -262,11 +276,12 @@ def write_report(
         raise FileNotFoundError(
             f"{out_dir} is not a langadapt results folder: expected episodes.csv and config.yaml"
         )
-    config = yaml.safe_load(config_file.read_text())
-    threshold = config.get("evaluation", {}).get("threshold")
+    config = load_config(config_file)
+    threshold = config.evaluation.threshold
     episodes = read_episodes(episodes_file)
     rows = summarise(episodes, threshold)
-    title = f"{config.get('name', out_dir.name)} — {config['environment']['id']} {_params(config)}"
+    params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
+    title = f"{config.name} — {config.environment.id} {params}"
     write_summary_csv(rows, out_dir / "summary.csv")
     markdown = summary_markdown(rows, title.strip(), threshold)
     markdown += prerender_markdown(out_dir / "prerender.json")
@@ -278,7 +293,3 @@ def write_report(
         log(f"written: {out_dir}/summary.csv, summary.md, learning_curves.png, final_returns.png")
     return rows
 
-
-def _params(config: dict) -> str:
-    params = config["environment"].get("params") or {}
-    return " ".join(f"{k}={v}" for k, v in params.items())

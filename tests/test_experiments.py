@@ -444,3 +444,29 @@ def test_unusable_seeds_are_named(tmp_path, seeds, message):
 def test_bad_adapter_settings_and_labels_fail_when_the_file_is_read(tmp_path, adapter, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(tiny_config(tmp_path, adapters=[adapter]), "x.yaml")
+
+
+def test_report_refuses_folders_that_are_not_results(finished_tiny_run, tmp_path):
+    _, out = finished_tiny_run
+    broken = tmp_path / "broken"
+    shutil.copytree(out, broken)
+    (broken / "episodes.csv").write_text("adapter,agent\nraw,random\n")
+    with pytest.raises(ValueError, match="missing columns seed, phase"):
+        write_report(broken, log=None)
+    (broken / "config.yaml").write_text("")
+    with pytest.raises(ConfigError, match="config.yaml: expected a mapping"):
+        write_report(broken, log=None)
+
+
+def test_cli_names_bad_options_and_unreachable_servers_without_a_traceback():
+    cases = {
+        ("describe", "sailing", "--maze", "umaze"): "--maze 'umaze' is for the maze",
+        ("describe", "maze", "--steps", "-1"): "--steps -1: expected a number of steps >= 0",
+        ("describe", "maze", "--model", "llama3.2"): "--model only apply with --adapter llm",
+        ("describe", "maze", "--adapter", "llm", "--backend", "ollama",
+         "--host", "http://127.0.0.1:9"): "http://127.0.0.1:9",
+    }
+    for args, message in cases.items():
+        result = _cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
