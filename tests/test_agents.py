@@ -466,8 +466,16 @@ def test_train_records_evaluations_and_is_deterministic():
 def test_train_step_budget_is_exact_and_partial_episode_dropped():
     env = gym.make("CartPole-v1")
     agent = RandomAgent(env.observation_space, env.action_space)
+    calls = []
+    learn = agent.learn
+    agent.learn = lambda *args: (calls.append(args), learn(*args))
     recs = train(agent, env, steps=100, seed=0, progress=False)
     assert sum(r.length for r in recs) <= 100 and recs[-1].total_steps <= 100
+    assert len(calls) == 100
+    # the 100th transition ended no episode, so the partial episode left no record
+    assert not (calls[-1][4] or calls[-1][5])
+    assert recs[-1].total_steps == sum(r.length for r in recs) < 100
+    del agent.learn
     with pytest.raises(ValueError, match="episodes=... or steps="):
         train(agent, env, progress=False)
     with pytest.raises(ValueError, match="eval_every is 0"):

@@ -124,11 +124,14 @@ def test_info_has_legal_moves_and_is_success_on_reset_and_every_step(case):
 
 
 def test_registration_is_idempotent_and_adds_no_time_limit():
-    importlib.reload(environments)
-    importlib.reload(environments)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        importlib.reload(environments)
+        importlib.reload(environments)
+    assert not [w for w in caught if "Overriding environment" in str(w.message)]
     for env_id, cls in [("langadapt/Sailing-v0", SailingEnv), ("langadapt/Maze-v0", MazeEnv),
                         ("langadapt/CartPole-v0", CartPoleEnv)]:
-        assert sum(1 for key in gym.registry if key == env_id) == 1
+        assert env_id in gym.registry
         env = gym.make(env_id)
         assert type(env.unwrapped).__name__ == cls.__name__
         assert env.spec.max_episode_steps is None
