@@ -6,22 +6,23 @@ cell once, so that a training run afterwards makes no encoder call.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from adapters.base import AdapterInput
+from environments.maze import bfs_distances
 
 __all__ = ["reachable_inputs"]
 
-_NEEDED = ("free_cells", "legal_moves_at", "observation_of", "start")
+_NEEDED = ("free_cells", "grid", "legal_moves_at", "observation_of", "start")
 
 
 def reachable_inputs(env: Any, with_last_action: bool = False) -> list[AdapterInput]:
     """``(state, legal_moves, history)`` for every cell reachable from the start.
 
-    ``env``: a discrete grid environment (instance, wrapped or not) with ``start``,
-    ``legal_moves_at(cell)``, ``observation_of(cell)`` and ``free_cells()`` - the maze.
-    Cells are found by breadth-first search over the legal moves (the goal included),
+    ``env``: a discrete grid environment (instance, wrapped or not) with ``grid``,
+    ``start``, ``legal_moves_at(cell)``, ``observation_of(cell)`` and ``free_cells()`` - the
+    maze. Cells are found by the maze's own breadth-first search
+    (:func:`environments.maze.bfs_distances`, the goal included),
     listed in row-major order. ``with_last_action``: also list each cell with every
     possible last action (``history=(action,)``), as needed when the describer mentions
     the last move (an action into a wall leaves the agent in place, so every action can
@@ -34,18 +35,7 @@ def reachable_inputs(env: Any, with_last_action: bool = False) -> list[AdapterIn
             f"environment {type(base).__name__} has no {missing}; reachable_inputs expected a "
             "discrete grid environment such as MazeEnv"
         )
-    start = tuple(base.start)
-    seen = {start}
-    queue = deque([start])
-    deltas = _deltas(base)
-    while queue:
-        cell = queue.popleft()
-        for action in base.legal_moves_at(cell):
-            drow, dcol = deltas[action]
-            target = (cell[0] + drow, cell[1] + dcol)
-            if target not in seen:
-                seen.add(target)
-                queue.append(target)
+    seen = bfs_distances(base.grid, tuple(base.start))
     n_actions = int(base.action_space.n)
     inputs: list[AdapterInput] = []
     for cell in base.free_cells():
@@ -57,11 +47,3 @@ def reachable_inputs(env: Any, with_last_action: bool = False) -> list[AdapterIn
             inputs.extend((state, legal, (a,)) for a in range(n_actions))
     return inputs
 
-
-def _deltas(base: Any) -> tuple[tuple[int, int], ...]:
-    deltas = getattr(base, "action_deltas", None)
-    if deltas is None:
-        from environments.maze import ACTION_DELTAS
-
-        deltas = ACTION_DELTAS
-    return tuple(deltas)
