@@ -268,15 +268,14 @@ def load_config(path: str | Path) -> ExperimentConfig:
 def _check_component_settings(config: ExperimentConfig, source: Path | str) -> None:
     """Validate agent hyperparameters and adapter settings against the pydantic models of
     the agents and adapters themselves, so a typo fails before anything is written."""
-    from agents import DQNConfig, QLearningConfig, RandomConfig
+    from agents import AGENTS
 
-    models = {"qlearning": QLearningConfig, "dqn": DQNConfig, "random": RandomConfig}
     for index, spec in enumerate(config.agents):
         checks = [("params", spec.params)] + [
             (f"per_adapter.{name}", spec.params_for(name)) for name in spec.per_adapter
         ]
         for where, params in checks:
-            _validate(models[spec.type], params, source, f"agents.{index}.{where}.")
+            _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
     for index, adapter in enumerate(config.adapters):
         where = f"adapters.{index}.settings."
         for model, settings in _adapter_setting_models(adapter):
