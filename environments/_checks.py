@@ -77,3 +77,19 @@ def episode_over_error(env_name: str) -> RuntimeError:
         f"{env_name}.step() called outside an episode: call reset() first "
         "(the previous episode terminated or was truncated, or reset() was never called)"
     )
+
+
+def check_reset_options(options: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``options`` as a dict (empty for None); ValueError for a non-mapping or unknown keys."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(
+            f"reset options is {options!r}, expected a dict with any of {list(allowed)} or None"
+        )
+    unknown = set(options) - set(allowed)
+    if unknown:
+        raise ValueError(
+            f"unknown reset options {sorted(unknown)}; expected any of {list(allowed)}"
+        )
+    return options

@@ -19,6 +19,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv as GymCartPoleEn
 from environments._checks import (
     RENDER_MODES,
     check_render_mode,
+    check_reset_options,
     check_step_limit,
     coerce_action,
     episode_over_error,
@@ -73,7 +74,8 @@ class CartPoleEnv(gym.Env[np.ndarray, int]):
         """
         super().reset(seed=seed)
         self.physics.np_random = self.np_random  # one RNG: seeding this env seeds the physics
-        obs, _ = self.physics.reset(options=options)
+        options = check_reset_options(options, ("low", "high"))
+        obs, _ = self.physics.reset(options=options or None)
         self._steps = 0
         self._active = True
         return obs, {"legal_moves": [0, 1], "is_success": False}

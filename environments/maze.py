@@ -21,6 +21,7 @@ from environments._checks import (
     RENDER_MODES,
     check_finite,
     check_render_mode,
+    check_reset_options,
     check_step_limit,
     coerce_action,
     episode_over_error,
@@ -334,10 +335,8 @@ class MazeEnv(gym.Env[np.ndarray, int]):
         """Start an episode in `start` (or ``options["start"]``); the maze itself is fixed."""
         super().reset(seed=seed)
         cell = self.start
+        options = check_reset_options(options, ("start",))
         if options:
-            unknown = set(options) - {"start"}
-            if unknown:
-                raise ValueError(f"unknown reset options {sorted(unknown)}; expected only 'start'")
             if options.get("start") is not None:
                 cell = self._check_cell(options["start"])
                 if cell == self.goal:

@@ -19,6 +19,7 @@ from environments._checks import (
     RENDER_MODES,
     check_finite,
     check_render_mode,
+    check_reset_options,
     check_step_limit,
     coerce_action,
     episode_over_error,
@@ -109,12 +110,8 @@ class SailingEnv(gym.Env[np.ndarray, int]):
         """Put the boat at (0, 0) heading into the wind (or where ``options`` says)."""
         super().reset(seed=seed)
         x, y, theta = 0.0, 0.0, 0.0
+        options = check_reset_options(options, ("x", "y", "theta"))
         if options:
-            unknown = set(options) - {"x", "y", "theta"}
-            if unknown:
-                raise ValueError(
-                    f"unknown reset options {sorted(unknown)}; expected any of 'x', 'y', 'theta'"
-                )
             x = check_finite("x", options.get("x", x))
             y = check_finite("y", options.get("y", y))
             theta = round(check_finite("theta", options.get("theta", theta)), 1)
@@ -136,7 +133,7 @@ class SailingEnv(gym.Env[np.ndarray, int]):
         if not self._active:
             raise episode_over_error(type(self).__name__)
         theta = round(self.theta + TURNS[action], 1)
-        speed = 1.0 - math.exp(-(theta * theta) / THETA_DEAD)
+        speed = boat_speed(theta)
         self.theta = theta
         self.x += speed * math.sin(theta)
         self.y += speed * math.cos(theta)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import environments
 from environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
-from environments.maze import ACTION_DELTAS, ACTION_NAMES, MAZE_NAMES
+from environments.maze import ACTION_DELTAS, ACTION_NAMES, MAZE_NAMES, shortest_path_actions
 from environments.rendering import write_png
 
 # The layouts exactly as written in issue 2 (an independent copy of the published mazes).
@@ -626,3 +626,46 @@ def test_pictures_module_writes_one_small_png_per_environment(tmp_path):
     first = (tmp_path / "sailing.png").read_bytes()
     assert main([str(tmp_path / "again")]) == 0
     assert (tmp_path / "again" / "sailing.png").read_bytes() == first  # deterministic
+
+
+def test_shortest_path_actions_matches_the_independent_bfs():
+    for name in MAZE_NAMES:
+        env = MazeEnv(maze=name)
+        for cell in env.free_cells()[:25]:
+            expected = bfs_path(env.grid, cell, env.goal)
+            got = shortest_path_actions(env.grid, cell, env.goal)
+            assert (got is None) == (expected is None)
+            if got is None:
+                continue
+            assert len(got) == len(expected)
+            env.reset(options={"start": cell} if cell != env.goal else None)
+            if cell == env.goal:
+                continue
+            terminated = False
+            for action in got:
+                assert not terminated
+                _, _, terminated, _, _ = env.step(action)
+            assert terminated
+
+
+@pytest.mark.parametrize("env_id", ["langadapt/Sailing-v0", "langadapt/Maze-v0",
+                                    "langadapt/CartPole-v0"])
+def test_reset_rejects_bad_options(env_id):
+    env = gym.make(env_id)
+    with pytest.raises(ValueError, match="reset options is 'x', expected a dict"):
+        env.reset(options="x")
+    with pytest.raises(ValueError, match=r"unknown reset options \['bogus'\]"):
+        env.reset(options={"bogus": 1})
+    env.reset(options={})
+
+
+def test_sailing_step_speed_is_boat_speed():
+    from environments.sailing import boat_speed
+
+    env = SailingEnv()
+    env.reset(seed=0, options={"theta": 0.3})
+    x0, y0 = env.x, env.y
+    env.step(1)
+    speed = boat_speed(env.theta)
+    assert env.x - x0 == pytest.approx(speed * math.sin(env.theta))
+    assert env.y - y0 == pytest.approx(speed * math.cos(env.theta))
