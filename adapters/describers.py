@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from environments.maze import ACTION_DELTAS, ACTION_NAMES
+
 __all__ = [
     "Describer",
     "SailingDescriber",
@@ -264,28 +266,6 @@ class SailingDescriber(Describer):
 
 
 # --------------------------------------------------------------------------- maze
-_MAZE_DELTAS: tuple[tuple[int, int], ...] = (
-    (0, -1),
-    (0, 1),
-    (-1, 0),
-    (1, 0),
-    (-1, -1),
-    (1, -1),
-    (-1, 1),
-    (1, 1),
-)
-_MAZE_NAMES: tuple[str, ...] = (
-    "left",
-    "right",
-    "up",
-    "down",
-    "up-left",
-    "down-left",
-    "up-right",
-    "down-right",
-)
-
-
 def _cells(n: int) -> str:
     return f"{number_words(n)} cell" + ("" if n == 1 else "s")
 
@@ -362,7 +342,7 @@ class MazeDescriber(Describer):
         """Which neighbouring cells are walls."""
         walls = [
             name
-            for name, (dr, dc) in zip(_MAZE_NAMES, _MAZE_DELTAS, strict=True)
+            for name, (dr, dc) in zip(ACTION_NAMES, ACTION_DELTAS, strict=True)
             if not self._is_free(row + dr, col + dc)
         ]
         if not walls:
@@ -384,14 +364,14 @@ class MazeDescriber(Describer):
             )
         sentences = [self.goal_sentence(row, col), self.wall_sentence(row, col)]
         if legal_moves:
-            sentences.append(f"You can move {_join([_MAZE_NAMES[a] for a in legal_moves], 'or')}.")
+            sentences.append(f"You can move {_join([ACTION_NAMES[a] for a in legal_moves], 'or')}.")
         else:
             sentences.append("You cannot move.")
         if self.include_last_move:
             if last_action is None:
                 sentences.append("You have not moved yet.")
             else:
-                sentences.append(f"Your last move was {_MAZE_NAMES[last_action]}.")
+                sentences.append(f"Your last move was {ACTION_NAMES[last_action]}.")
         return " ".join(sentences)
 
 
