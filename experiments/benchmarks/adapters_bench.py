@@ -49,20 +49,9 @@ from adapters import (
 )
 from adapters.describers import MazeDescriber
 from environments import MazeEnv
+from experiments.benchmarks import replay
 
 __all__ = ["run"]
-
-
-def _steps(env: Any, actions: list[int]) -> float:
-    """Seconds to play ``actions`` on ``env`` (resetting whenever an episode ends)."""
-    env.reset(seed=0)
-    step, reset = env.step, env.reset
-    start = time.perf_counter()
-    for action in actions:
-        _, _, terminated, truncated, _ = step(action)
-        if terminated or truncated:
-            reset()
-    return time.perf_counter() - start
 
 
 def _cold_texts(n: int) -> list[str]:
@@ -110,11 +99,11 @@ def run(quick: bool = False) -> dict[str, float | str]:
     )
     raw_times, wrapped_times, shared_times, made_raw_times, made_times = [], [], [], [], []
     for _ in range(repeats):  # interleaved, best of each
-        raw_times.append(_steps(raw_env, actions))
-        wrapped_times.append(_steps(wrapped, actions))
-        shared_times.append(_steps(shared, actions))
-        made_raw_times.append(_steps(made_raw, actions))
-        made_times.append(_steps(made_wrapped, actions))
+        raw_times.append(replay(raw_env, actions))
+        wrapped_times.append(replay(wrapped, actions))
+        shared_times.append(replay(shared, actions))
+        made_raw_times.append(replay(made_raw, actions))
+        made_times.append(replay(made_wrapped, actions))
     raw_sps = n_steps / min(raw_times)
     wrapped_sps = n_steps / min(wrapped_times)
     shared_sps = n_steps / min(shared_times)

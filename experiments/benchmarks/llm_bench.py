@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from experiments.benchmarks import legal_action_sequence, replay
 
 _TESTS = Path(__file__).resolve().parents[2] / "tests"
 
@@ -44,50 +44,6 @@ def _answer(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
     """A deterministic stand-in for a model: a description derived from the prompt."""
     first = messages[-1]["content"].split("\n")[0].removeprefix("Current state: ")
     return f"The agent observes this: {first}"
-
-
-def _random_run(env: Any, steps: int, seed: int, adapter: Any = None) -> float:
-    """Seconds for `steps` random legal steps (through `LanguageObservation` if adapter)."""
-    from adapters import LanguageObservation
-
-    rng = np.random.default_rng(seed)
-    run_env = env if adapter is None else LanguageObservation(env, adapter)
-    _, info = run_env.reset(seed=seed)
-    start = time.perf_counter()
-    for _ in range(steps):
-        legal = info["legal_moves"]
-        action = int(legal[int(rng.integers(len(legal)))])
-        _, _, terminated, truncated, info = run_env.step(action)
-        if terminated or truncated:
-            _, info = run_env.reset()
-    return time.perf_counter() - start
-
-
-def _legal_action_sequence(env: Any, steps: int, seed: int) -> list[int]:
-    """Random legal actions of one raw run from ``reset(seed=0)``: replayed on the raw and the
-    wrapped environment alike, so both time the same trajectory and no action choice."""
-    rng = np.random.default_rng(seed)
-    _, info = env.reset(seed=0)
-    actions = []
-    for _ in range(steps):
-        legal = info["legal_moves"]
-        actions.append(int(legal[int(rng.integers(len(legal)))]))
-        _, _, terminated, truncated, info = env.step(actions[-1])
-        if terminated or truncated:
-            _, info = env.reset()
-    return actions
-
-
-def _replay(env: Any, actions: list[int]) -> float:
-    """Seconds to play ``actions`` from ``reset(seed=0)``, resetting when an episode ends."""
-    env.reset(seed=0)
-    step, reset = env.step, env.reset
-    start = time.perf_counter()
-    for action in actions:
-        _, _, terminated, truncated, _ = step(action)
-        if terminated or truncated:
-            reset()
-    return time.perf_counter() - start
 
 
 def run(quick: bool = False) -> dict[str, float | str]:
@@ -114,9 +70,10 @@ def run(quick: bool = False) -> dict[str, float | str]:
         settings = dict(host=fake.host, cache_path=tmpdir / "run.sqlite",
                         embedding_cache_path=emb, action_history_length=2)
         first = OllamaAdapter(env, **settings)
-        _random_run(env, run_steps, seed=1, adapter=first)
+        run_actions = legal_action_sequence(env, run_steps, seed=1)
+        replay(LanguageObservation(env, first), run_actions)
         rerun = OllamaAdapter(env, **settings)
-        _random_run(env, run_steps, seed=1, adapter=rerun)
+        replay(LanguageObservation(env, rerun), run_actions)
         results["llm_calls_first_run"] = first.stats()["llm_calls"]
         results["distinct_prompts"] = len(first.cache)
         results["llm_calls_rerun"] = rerun.stats()["llm_calls"]
@@ -130,7 +87,7 @@ def run(quick: bool = False) -> dict[str, float | str]:
                              embedding_cache_path=emb, action_history_length=0)
         warm.prerender(reachable_inputs(env), progress=False)
         calls_before = warm.stats()["llm_calls"]
-        actions = _legal_action_sequence(env, rate_steps, seed=3)
+        actions = legal_action_sequence(env, rate_steps, seed=3)
         made = gym.make("langadapt/Maze-v0", maze=maze_name, max_steps=100)
         contenders = {
             "raw": env,
@@ -142,10 +99,10 @@ def run(quick: bool = False) -> dict[str, float | str]:
         }
         times: dict[str, list[float]] = {name: [] for name in contenders}
         for contender in contenders.values():  # warm-up of every code path
-            _replay(contender, actions[:500])
+            replay(contender, actions[:500])
         for _ in range(5):  # interleaved, best of 5: the machine is shared
             for name, contender in contenders.items():
-                times[name].append(_replay(contender, actions))
+                times[name].append(replay(contender, actions))
         rate = {name: rate_steps / min(t) for name, t in times.items()}
         results["raw_steps_per_s"] = round(rate["raw"])
         results["llm_warm_steps_per_s"] = round(rate["llm"])
