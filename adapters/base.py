@@ -29,7 +29,6 @@ import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -146,7 +145,6 @@ class BaseAdapter:
             raise ValueError("pass cache= or encoder_name=, not both (the cache has its encoder)")
         if cache is not None and cache_path is not None:
             raise ValueError("pass cache= or cache_path=, not both")
-        self.state_space = state_space
         self.state_shape: tuple[int, ...] = tuple(state_space.shape)
         self.state_dtype = np.dtype(state_space.dtype)
         self.n_actions = n_actions
@@ -163,7 +161,6 @@ class BaseAdapter:
         self._state_memo: dict[bytes, tuple[list[int], tuple[np.ndarray, str]]] = {}
         self._state_nbytes = self.state_dtype.itemsize * int(np.prod(self.state_shape))
         self._memo_misses = 0
-        self._encoder_calls = 0
         self._cache_hits = 0
         self._cache_misses = 0
         self._observation_space: spaces.Box | None = None
@@ -336,7 +333,6 @@ class BaseAdapter:
         new_misses = cache.misses - misses
         self._cache_hits += cache.hits - hits
         self._cache_misses += new_misses
-        self._encoder_calls += new_misses
         return vectors
 
     # ------------------------------------------------------------ text and batches
@@ -423,7 +419,7 @@ class BaseAdapter:
         that were described) and ``memo_size``. Memo hits are not counted: that would
         cost the hot path a measurable share of its time."""
         out: dict[str, float | int] = dict.fromkeys(STAT_KEYS, 0)
-        out["encoder_calls"] = self._encoder_calls
+        out["encoder_calls"] = self._cache_misses  # every cache miss is one encoded text
         out["embedding_cache_hits"] = self._cache_hits
         out["embedding_cache_misses"] = self._cache_misses
         out["memo_misses"] = self._memo_misses
@@ -434,8 +430,3 @@ class BaseAdapter:
         """Forget the memo (the embedding cache is kept)."""
         self._memo.clear()
         self._state_memo.clear()  # cleared in place: wrappers hold its get()
-
-
-def unwrap(env: Any) -> gym.Env:
-    """``env.unwrapped`` (or ``env`` itself when it has none)."""
-    return getattr(env, "unwrapped", env)

@@ -324,8 +324,3 @@ class EmbeddingCache:
             return 0
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
-
-    def clear_memory(self) -> None:
-        """Drop the in-memory vectors (the persistent store is kept)."""
-        with self._lock:
-            self._memory.clear()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["last_action", "history_pairs", "history_actions"]
+__all__ = ["last_action", "history_pairs"]
 
 _FAST_TYPES = (list, tuple, deque)
 
@@ -63,11 +63,6 @@ def last_action(history: Iterable[Any] | None) -> int | None:
     if len(history) == 0:
         return None
     return _action_of(history[-1])
-
-
-def history_actions(history: Iterable[Any] | None) -> tuple[int, ...]:
-    """All actions of the history, oldest first, as a tuple of ints (hashable)."""
-    return tuple(_action_of(item) for item in _as_sequence(history))
 
 
 def history_pairs(history: Iterable[Any] | None) -> list[tuple[Any | None, int]]:
