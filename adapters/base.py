@@ -385,6 +385,11 @@ class BaseAdapter:
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+            raise ValueError(
+                f"inputs={inputs!r}: expected an iterable of (state, legal_moves, "
+                "episode_action_history) tuples, e.g. reachable_inputs(env)"
+            )
         keyed: list[tuple[Hashable, str]] = []
         for item in inputs:
             state, legal_moves, history = self._unpack(item)

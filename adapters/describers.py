@@ -212,6 +212,20 @@ _HEADINGS = (
 )
 
 
+def _make_bins(kind: type[BaseModel], bins: Any) -> Any:
+    """``bins`` as a ``kind`` instance (from an instance, a dict of its fields, or None)."""
+    if isinstance(bins, kind):
+        return bins
+    if bins is None:
+        return kind()
+    if not isinstance(bins, dict):
+        raise ValueError(
+            f"bins={bins!r}: expected a {kind.__name__} or a dict of its fields "
+            f"{sorted(kind.model_fields)}"
+        )
+    return kind(**bins)
+
+
 class SailingDescriber(Describer):
     """Sailing: state ``[x, theta]``.
 
@@ -243,7 +257,7 @@ class SailingDescriber(Describer):
         ):
             raise ValueError(f"half_width={half_width!r}: expected a finite positive number")
         self.half_width = float(half_width)
-        self.bins = bins if isinstance(bins, SailingBins) else SailingBins(**(bins or {}))
+        self.bins = _make_bins(SailingBins, bins)
 
     def describe(
         self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
@@ -306,7 +320,12 @@ class MazeDescriber(Describer):
             )
         self.grid = array.astype(np.int8)
         self.height, self.width = self.grid.shape
-        if len(goal) != 2 or not all(isinstance(v, numbers.Integral) for v in goal):
+        if (
+            isinstance(goal, (str, bytes))
+            or not isinstance(goal, Sequence | np.ndarray)
+            or len(goal) != 2
+            or not all(isinstance(v, numbers.Integral) for v in goal)
+        ):
             raise ValueError(f"goal={goal!r}: expected a (row, col) pair of ints")
         self.goal = (int(goal[0]), int(goal[1]))
         if not self._is_free(*self.goal):
@@ -430,7 +449,7 @@ class CartPoleDescriber(Describer):
         include_numbers: bool = False,
         decimals: int = 2,
     ) -> None:
-        self.bins = bins if isinstance(bins, CartPoleBins) else CartPoleBins(**(bins or {}))
+        self.bins = _make_bins(CartPoleBins, bins)
         if isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 6:
             raise ValueError(f"decimals={decimals!r}: expected an int in [0, 6]")
         self.include_numbers = bool(include_numbers)

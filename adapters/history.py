@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -43,8 +43,13 @@ def _as_sequence(history: Iterable[Any] | None) -> Sequence[Any]:
         return ()
     if isinstance(history, np.ndarray):
         return list(history) if history.ndim else [history]
-    if isinstance(history, Sequence) or hasattr(history, "__getitem__"):
-        return history  # type: ignore[return-value]
+    if isinstance(history, (str, bytes, Mapping, Set)) or not isinstance(history, Iterable):
+        raise ValueError(
+            f"episode_action_history {history!r} (type {type(history).__name__}) is not an "
+            "ordered sequence; expected a list/tuple/deque of actions or (state, action) pairs"
+        )
+    if isinstance(history, Sequence):
+        return history
     return list(history)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sqlite3
 import subprocess
 import sys
@@ -774,3 +775,29 @@ def test_encode_many_rejects_a_single_string():
         adapter.encode_many("abc")
     assert encoder.calls == 0
     assert adapter.encode_many(["abc"]).shape == (1, encoder.dimension)
+
+
+def test_public_entry_points_reject_wrong_types_with_value_errors():
+    env = MazeEnv(maze="umaze")
+    adapter = LanguageAdapter(env, encoder=CountingEncoder())
+    for bad in (5, "abc"):
+        with pytest.raises(ValueError, match=f"inputs={bad!r}: expected an iterable"):
+            adapter.prerender(bad, progress=False)
+    for bad in (5, {1: 2}, {3}, "ab", b"\x01"):
+        for helper in (last_action, history_pairs):
+            with pytest.raises(ValueError, match=re.escape(f"history {bad!r} (type")):
+                helper(bad)
+        with pytest.raises(ValueError, match="not an ordered sequence"):
+            LanguageAdapter(
+                env, encoder=CountingEncoder(), describer_options={"include_last_move": True}
+            )(env.observation_of((1, 2)), [0], bad)
+    assert last_action(deque([(None, 3)])) == 3 and history_pairs(iter([1])) == [(None, 1)]
+    with pytest.raises(ValueError, match=r"bins=5: expected a CartPoleBins or a dict"):
+        CartPoleDescriber(bins=5)
+    with pytest.raises(ValueError, match=r"bins=\[1, 2\]: expected a SailingBins or a dict"):
+        SailingDescriber(bins=[1, 2])
+    for goal in (5, "ab", (1,)):
+        expected = re.escape(f"goal={goal!r}: expected a (row, col) pair")
+        with pytest.raises(ValueError, match=expected):
+            MazeDescriber(env.grid, goal=goal)
+    assert MazeDescriber(env.grid, goal=np.array(env.goal)).goal == tuple(env.goal)

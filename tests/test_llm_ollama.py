@@ -463,3 +463,14 @@ def test_auto_with_a_bad_timeout_names_the_field(fake, maze, timeout):
         make_llm_adapter(maze, backend="auto", host=fake.host, timeout=timeout, cache_path=None)
     assert repr(timeout) in str(info.value) or str(timeout) in str(info.value)
     assert fake.requests.get("/api/tags", 0) == 0 and fake.requests.get("/api/show", 0) == 0
+
+
+def test_llm_prerender_and_history_reject_wrong_types(fake, maze, tmp_path):
+    adapter = _adapter(maze, fake, tmp_path, action_history_length=2)
+    with pytest.raises(ValueError, match="inputs=5: expected an iterable"):
+        adapter.prerender(5, progress=False)
+    obs, legal = _first_input(maze)
+    for bad in (5, {1: 2}):
+        with pytest.raises(ValueError, match="not an ordered sequence"):
+            adapter(obs, legal, bad)
+    assert fake.chat_requests == 0

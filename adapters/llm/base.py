@@ -472,6 +472,11 @@ class LLMAdapter(BaseModel):
         """
         from tqdm.auto import tqdm
 
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+            raise ValueError(
+                f"inputs={inputs!r}: expected an iterable of (state, legal_moves, "
+                "episode_action_history) tuples, e.g. reachable_inputs(env)"
+            )
         engine = self.engine
         items, keys = [], []
         for item in inputs:
