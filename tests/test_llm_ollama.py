@@ -415,6 +415,8 @@ def test_prerender_with_fallback_counts_and_does_not_memoise(fake, maze, tmp_pat
 def test_wrapper_warm_steps_send_no_request_and_fallbacks_are_asked_again(fake, maze, tmp_path):
     from adapters import LanguageObservation
 
+    # one distinct answer per prompt, so a stale memo entry would show as a wrong description
+    fake.answer = lambda messages, options: "Seen: " + messages[1]["content"].split("\n")[0]
     adapter = _adapter(maze, fake, tmp_path, action_history_length=0, retries=1, fallback=True)
     assert adapter.state_dtype == np.float32 and adapter.state_shape == (2,)
     fake.queue_faults("500", "500")  # the start cell's first description fails
@@ -424,17 +426,24 @@ def test_wrapper_warm_steps_send_no_request_and_fallbacks_are_asked_again(fake, 
     adapter.prerender(adapters.reachable_inputs(maze), progress=False)
     requests = fake.chat_requests
     assert adapter.stats()["llm_fallbacks"] == 1
+    base = env.unwrapped
+
+    def expected():
+        return adapter.describe(base.observation_of(base.cell), base.legal_moves_at(base.cell))
+
     # every reachable cell is warm now, the start cell included: stepping is a memo lookup
     _, info = env.reset(seed=0)
-    assert info["description"] == "A cell near the goal."
+    assert info["description"] == expected() and info["description"].startswith("Seen: ")
+    seen = {info["description"]}
     for action in (2, 6, 7, 3, 2):  # the shortest path to the goal, then up from the start
         obs, _, terminated, _, info = env.step(action)
-        assert info["description"] == "A cell near the goal."
+        assert info["description"] == expected() and info["description"].startswith("Seen: ")
+        seen.add(info["description"])
         assert obs.flags.writeable and obs.shape == (384,)
         if terminated:
             env.reset(seed=0)
+    assert len(seen) >= 4  # the cells really got different answers
     assert fake.chat_requests == requests
-
 
 @pytest.mark.parametrize(
     ("bad_item", "match"),
