@@ -8,8 +8,8 @@ describers, ``reachable_inputs``, ``last_action``, ``history_pairs``, and the LL
 ``DescriptionCache`` and their errors) from ``adapters.llm``.
 """
 
-from adapters.base import STAT_KEYS, Adapter, BaseAdapter
-from adapters.describers import (
+from langadapt.adapters.base import STAT_KEYS, Adapter, BaseAdapter
+from langadapt.adapters.describers import (
     CartPoleBins,
     CartPoleDescriber,
     Describer,
@@ -19,11 +19,11 @@ from adapters.describers import (
     describer_for,
     register_describer,
 )
-from adapters.embedding_cache import EmbeddingCache, EmbeddingCacheError
-from adapters.encoder import MiniLMEncoder, get_encoder
-from adapters.history import history_pairs, last_action
-from adapters.language import LanguageAdapter, LanguageAdapterSettings
-from adapters.llm import (
+from langadapt.adapters.embedding_cache import EmbeddingCache, EmbeddingCacheError
+from langadapt.adapters.encoder import MiniLMEncoder, get_encoder
+from langadapt.adapters.history import history_pairs, last_action
+from langadapt.adapters.language import LanguageAdapter, LanguageAdapterSettings
+from langadapt.adapters.llm import (
     DescriptionCache,
     LlamaCppAdapter,
     LLMAdapter,
@@ -34,10 +34,10 @@ from adapters.llm import (
     OllamaAdapter,
     make_llm_adapter,
 )
-from adapters.prerender import reachable_inputs
-from adapters.raw import RawAdapter
-from adapters.registry import available_adapters, make, register_adapter
-from adapters.wrapper import LanguageObservation
+from langadapt.adapters.prerender import reachable_inputs
+from langadapt.adapters.raw import RawAdapter
+from langadapt.adapters.registry import available_adapters, make, register_adapter
+from langadapt.adapters.wrapper import LanguageObservation
 
 register_adapter("raw", RawAdapter)
 register_adapter("language", LanguageAdapter)  # "llm" is registered by adapters.llm

@@ -32,9 +32,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from gymnasium import spaces
 
-from adapters.describers import check_legal_moves
-from adapters.embedding_cache import EmbeddingCache
-from adapters.encoder import MiniLMEncoder, get_encoder
+from langadapt.adapters.describers import check_legal_moves
+from langadapt.adapters.embedding_cache import EmbeddingCache
+from langadapt.adapters.encoder import MiniLMEncoder, get_encoder
 
 __all__ = ["Adapter", "BaseAdapter", "STAT_KEYS", "AdapterInput", "env_spaces"]
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from environments.maze import ACTION_DELTAS, ACTION_NAMES
+from langadapt.environments.maze import ACTION_DELTAS, ACTION_NAMES
 
 __all__ = [
     "Describer",
@@ -513,10 +513,10 @@ def _load_builtins() -> None:
     if _BUILTINS_LOADED:
         return
     _BUILTINS_LOADED = True
-    from environments import CartPoleEnv, MazeEnv, SailingEnv
+    from langadapt.environments import CartPoleEnv, MazeEnv, SailingEnv
 
     def sailing(env: Any, **options: Any) -> Describer:
-        from environments.sailing import X_LIMIT
+        from langadapt.environments.sailing import X_LIMIT
 
         options.setdefault("half_width", float(X_LIMIT))
         return SailingDescriber(**options)
@@ -536,7 +536,7 @@ def _resolve_env(env: Any) -> Any:
     if isinstance(env, str):
         import gymnasium
 
-        import environments  # noqa: F401 - registers the langadapt/... ids
+        import langadapt.environments  # noqa: F401 - registers the langadapt/... ids
 
         try:
             env = gymnasium.make(env)

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.base import BaseAdapter, env_spaces
-from adapters.describers import Describer, describer_for
-from adapters.embedding_cache import EmbeddingCache
-from adapters.encoder import MiniLMEncoder
-from adapters.history import last_action
+from langadapt.adapters.base import BaseAdapter, env_spaces
+from langadapt.adapters.describers import Describer, describer_for
+from langadapt.adapters.embedding_cache import EmbeddingCache
+from langadapt.adapters.encoder import MiniLMEncoder
+from langadapt.adapters.history import last_action
 
 __all__ = ["LanguageAdapter", "LanguageAdapterSettings"]
 
@@ -57,7 +57,7 @@ class LanguageAdapter(BaseAdapter):
         **settings: Any,
     ) -> None:
         if isinstance(env, str):
-            from adapters.describers import _resolve_env
+            from langadapt.adapters.describers import _resolve_env
 
             env = _resolve_env(env)
         self.settings = LanguageAdapterSettings(**settings)

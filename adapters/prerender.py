@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.base import AdapterInput
-from environments.maze import bfs_distances
+from langadapt.adapters.base import AdapterInput
+from langadapt.environments.maze import bfs_distances
 
 __all__ = ["reachable_inputs"]
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from adapters.base import STAT_KEYS, AdapterInput, BaseAdapter, env_spaces
-from adapters.describers import check_legal_moves
+from langadapt.adapters.base import STAT_KEYS, AdapterInput, BaseAdapter, env_spaces
+from langadapt.adapters.describers import check_legal_moves
 
 __all__ = ["RawAdapter"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adapters.describers import _resolve_env
+from langadapt.adapters.describers import _resolve_env
 
 __all__ = ["register_adapter", "make", "available_adapters"]
 

@@ -5,13 +5,13 @@ with their pydantic configs, :func:`make_agent`, and the loop (:func:`train`,
 :func:`evaluate`, :class:`EpisodeRecord`). Agents know only gymnasium spaces.
 """
 
-from agents.base import Agent, read_agent_file
-from agents.buffers import ReplayBatch, ReplayBuffer
-from agents.dqn import DQNAgent, DQNConfig, dqn_targets
-from agents.qlearning import QLearningAgent, QLearningConfig
-from agents.random_agent import RandomAgent, RandomConfig
-from agents.registry import AGENTS, make_agent, register_agent
-from agents.training import EpisodeRecord, evaluate, seed_everything, train
+from langadapt.agents.base import Agent, read_agent_file
+from langadapt.agents.buffers import ReplayBatch, ReplayBuffer
+from langadapt.agents.dqn import DQNAgent, DQNConfig, dqn_targets
+from langadapt.agents.qlearning import QLearningAgent, QLearningConfig
+from langadapt.agents.random_agent import RandomAgent, RandomConfig
+from langadapt.agents.registry import AGENTS, make_agent, register_agent
+from langadapt.agents.training import EpisodeRecord, evaluate, seed_everything, train
 
 __all__ = [
     "AGENTS",

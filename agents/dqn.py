@@ -35,9 +35,9 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.base import Agent, rng_state, set_rng_state
-from agents.buffers import ReplayBuffer
-from agents.policies import QNetwork
+from langadapt.agents.base import Agent, rng_state, set_rng_state
+from langadapt.agents.buffers import ReplayBuffer
+from langadapt.agents.policies import QNetwork
 
 
 class DQNConfig(BaseModel):

@@ -30,7 +30,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agents.base import Agent, rng_state, set_rng_state
+from langadapt.agents.base import Agent, rng_state, set_rng_state
 
 
 class QLearningConfig(BaseModel):

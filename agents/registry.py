@@ -6,10 +6,10 @@ from typing import Any
 
 from gymnasium import spaces
 
-from agents.base import Agent
-from agents.dqn import DQNAgent
-from agents.qlearning import QLearningAgent
-from agents.random_agent import RandomAgent
+from langadapt.agents.base import Agent
+from langadapt.agents.dqn import DQNAgent
+from langadapt.agents.qlearning import QLearningAgent
+from langadapt.agents.random_agent import RandomAgent
 
 AGENTS: dict[str, type[Agent]] = {
     "qlearning": QLearningAgent,

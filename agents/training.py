@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from agents.base import Agent
-from agents.base import check_count as _check_count
+from langadapt.agents.base import Agent
+from langadapt.agents.base import check_count as _check_count
 
 #: Offset added to the training seed to seed evaluation episodes (so they differ from the
 #: training episodes' initial states but are the same at every evaluation round).

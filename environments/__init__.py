@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import gymnasium
 
-from environments.cartpole import CartPoleEnv
-from environments.maze import ACTION_DELTAS, ACTION_NAMES, MAZE_LAYOUTS, MAZE_NAMES, MazeEnv
-from environments.sailing import SailingEnv
+from langadapt.environments.cartpole import CartPoleEnv
+from langadapt.environments.maze import ACTION_DELTAS, ACTION_NAMES, MAZE_LAYOUTS, MAZE_NAMES, MazeEnv
+from langadapt.environments.sailing import SailingEnv
 
 #: gymnasium id -> entry point of every environment of this package.
 ENV_IDS: dict[str, str] = {
-    "langadapt/Sailing-v0": "environments.sailing:SailingEnv",
-    "langadapt/Maze-v0": "environments.maze:MazeEnv",
-    "langadapt/CartPole-v0": "environments.cartpole:CartPoleEnv",
+    "langadapt/Sailing-v0": "langadapt.environments.sailing:SailingEnv",
+    "langadapt/Maze-v0": "langadapt.environments.maze:MazeEnv",
+    "langadapt/CartPole-v0": "langadapt.environments.cartpole:CartPoleEnv",
 }
 
 

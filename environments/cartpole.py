@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv as GymCartPoleEnv
 
-from environments._checks import (
+from langadapt.environments._checks import (
     RENDER_MODES,
     check_render_mode,
     check_reset_options,
@@ -24,7 +24,7 @@ from environments._checks import (
     coerce_action,
     episode_over_error,
 )
-from environments.rendering import canvas, draw_line, fill_disk, fill_rect
+from langadapt.environments.rendering import canvas, draw_line, fill_disk, fill_rect
 
 
 def pygame_available() -> bool:

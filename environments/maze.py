@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from environments._checks import (
+from langadapt.environments._checks import (
     RENDER_MODES,
     check_finite,
     check_render_mode,
@@ -26,7 +26,7 @@ from environments._checks import (
     coerce_action,
     episode_over_error,
 )
-from environments.rendering import canvas, fill_disk, fill_rect
+from langadapt.environments.rendering import canvas, fill_disk, fill_rect
 
 Cell = tuple[int, int]
 

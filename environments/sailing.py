@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from environments._checks import (
+from langadapt.environments._checks import (
     RENDER_MODES,
     check_finite,
     check_render_mode,
@@ -24,7 +24,7 @@ from environments._checks import (
     coerce_action,
     episode_over_error,
 )
-from environments.rendering import canvas, draw_arrow, draw_line, fill_disk, fill_rect
+from langadapt.environments.rendering import canvas, draw_arrow, draw_line, fill_disk, fill_rect
 
 #: Half the river's width: |x| > X_LIMIT is the bank.
 X_LIMIT = 10.0

@@ -110,8 +110,8 @@ def _parse_state(text: str) -> list[float]:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from experiments.config import load_config
-    from experiments.runner import run_experiment
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.runner import run_experiment
 
     config = load_config(args.file)
     if args.seeds is not None:
@@ -137,8 +137,8 @@ def command_describe(args: argparse.Namespace) -> int:
     import gymnasium
     import numpy as np
 
-    import adapters
-    import environments  # noqa: F401
+    from langadapt import adapters
+    import langadapt.environments  # noqa: F401
 
     env_id = ENV_ALIASES.get(args.env.lower(), args.env)
     if env_id not in gymnasium.registry:
@@ -206,8 +206,8 @@ def _legal_moves_of(env, state) -> list[int]:
 
 
 def command_prerender(args: argparse.Namespace) -> int:
-    from experiments.config import load_config
-    from experiments.runner import prerender
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.runner import prerender
 
     config = load_config(args.file)
     counters = prerender(config)
@@ -220,7 +220,7 @@ def command_prerender(args: argparse.Namespace) -> int:
 
 
 def command_report(args: argparse.Namespace) -> int:
-    from experiments.report import write_report
+    from langadapt.experiments.report import write_report
 
     write_report(args.folder)
     return 0
@@ -231,7 +231,7 @@ def command_bench(args: argparse.Namespace) -> int:
     figures: dict[str, dict] = {}
     for name in chosen:
         print(f"\n=== benchmark: {name} ===", flush=True)
-        module = importlib.import_module(f"experiments.benchmarks.{name}_bench")
+        module = importlib.import_module(f"langadapt.experiments.benchmarks.{name}_bench")
         figures[name] = module.run(quick=args.quick)
     print("\n=== all figures ===")
     for name, values in figures.items():

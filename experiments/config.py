@@ -45,7 +45,7 @@ class EnvironmentSpec(_Strict):
     def _known_id(cls, value: str) -> str:
         import gymnasium
 
-        import environments  # noqa: F401  (registers the langadapt ids)
+        import langadapt.environments  # noqa: F401  (registers the langadapt ids)
 
         if value not in gymnasium.registry:
             ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
@@ -268,7 +268,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
 def _check_component_settings(config: ExperimentConfig, source: Path | str) -> None:
     """Validate agent hyperparameters and adapter settings against the pydantic models of
     the agents and adapters themselves, so a typo fails before anything is written."""
-    from agents import AGENTS
+    from langadapt.agents import AGENTS
 
     for index, spec in enumerate(config.agents):
         checks = [("params", spec.params)] + [
@@ -287,12 +287,12 @@ def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], di
     if spec.type == "raw":
         return [(_NoSettings, spec.settings)]
     if spec.type == "language":
-        from adapters import LanguageAdapterSettings
+        from langadapt.adapters import LanguageAdapterSettings
 
         return [(LanguageAdapterSettings, spec.settings)]
-    from adapters.llm.factory import _LLAMACPP_ONLY, _OLLAMA_ONLY, BACKENDS
-    from adapters.llm.llamacpp_adapter import LlamaCppAdapter
-    from adapters.llm.ollama_adapter import OllamaAdapter
+    from langadapt.adapters.llm.factory import _LLAMACPP_ONLY, _OLLAMA_ONLY, BACKENDS
+    from langadapt.adapters.llm.llamacpp_adapter import LlamaCppAdapter
+    from langadapt.adapters.llm.ollama_adapter import OllamaAdapter
 
     settings = dict(spec.settings)
     backend = settings.pop("backend", "auto")

@@ -18,7 +18,7 @@ MARKERS = ("o", "s", "^", "D")
 """Lines that lie on top of each other (two adapters that both solved the task) stay visible."""
 
 if TYPE_CHECKING:
-    from experiments.report import Episode, SummaryRow
+    from langadapt.experiments.report import Episode, SummaryRow
 
 
 def _curve_points(episodes: list[Episode]) -> tuple[str, dict[int, list[tuple[int, float]]]]:
@@ -48,7 +48,7 @@ def _curve_points(episodes: list[Episode]) -> tuple[str, dict[int, list[tuple[in
 
 
 def _mean_band(series: dict[int, list[tuple[int, float]]]):
-    from experiments.report import mean_and_ci95
+    from langadapt.experiments.report import mean_and_ci95
 
     by_x: dict[int, list[float]] = defaultdict(list)
     for points in series.values():

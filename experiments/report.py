@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.config import load_config
+from langadapt.experiments.config import load_config
 
 SUMMARY_COLUMNS = (
     "adapter",
@@ -77,7 +77,7 @@ class Episode:
 
 def read_episodes(path: Path) -> list[Episode]:
     """The rows of an ``episodes.csv``; ValueError naming the file if it is not one."""
-    from experiments.runner import EPISODE_COLUMNS
+    from langadapt.experiments.runner import EPISODE_COLUMNS
 
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
@@ -267,7 +267,7 @@ def write_report(
     out_dir: Path | str, log: Callable[[str], None] | None = print
 ) -> list[SummaryRow]:
     """(Re)build ``summary.csv``, ``summary.md`` and the plots from ``episodes.csv``."""
-    from experiments.plots import plot_final_returns, plot_learning_curves
+    from langadapt.experiments.plots import plot_final_returns, plot_learning_curves
 
     out_dir = Path(out_dir)
     episodes_file = out_dir / "episodes.csv"

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from experiments.config import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, parse_config
+from langadapt.experiments.config import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, parse_config
 
 EPISODE_COLUMNS = (
     "adapter",
@@ -86,7 +86,7 @@ def runs_of(config: ExperimentConfig) -> list[Run]:
 def make_env(config: ExperimentConfig, render_mode: str | None = None):
     import gymnasium
 
-    import environments  # noqa: F401  (registers the langadapt ids)
+    import langadapt.environments  # noqa: F401  (registers the langadapt ids)
 
     params = dict(config.environment.params)
     if render_mode is not None:
@@ -114,13 +114,13 @@ def adapter_settings(spec: AdapterSpec, cache_dir: str) -> dict[str, Any]:
 
 
 def make_adapter(spec: AdapterSpec, env, cache_dir: str):
-    import adapters
+    from langadapt import adapters
 
     return adapters.make(spec.type, env, **adapter_settings(spec, cache_dir))
 
 
 def wrap(env, adapter):
-    from adapters import LanguageObservation
+    from langadapt.adapters import LanguageObservation
 
     return LanguageObservation(env, adapter)
 
@@ -139,7 +139,7 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
     """
     import torch
 
-    import agents
+    from langadapt import agents
 
     config = parse_config(config_data, "config.yaml")
     torch.set_num_threads(config.torch_threads)
@@ -303,7 +303,7 @@ def prerender(config: ExperimentConfig, progress: bool = True) -> dict[str, dict
     Only environments with an enumerable state set (the mazes) are prerendered; for the
     others this does nothing. Returns each prerendered adapter's counters.
     """
-    from adapters.prerender import reachable_inputs
+    from langadapt.adapters.prerender import reachable_inputs
 
     env = make_env(config)
     try:
@@ -349,7 +349,7 @@ def run_experiment(
     """Run every combination of ``config``; returns the results folder."""
     from tqdm.auto import tqdm
 
-    from experiments.report import write_report
+    from langadapt.experiments.report import write_report
 
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
     make_env(config).close()  # bad environment parameters fail before anything is written

@@ -20,8 +20,8 @@ from adapter_fixtures import CountingEncoder
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
-import adapters
-from adapters import (
+from langadapt import adapters
+from langadapt.adapters import (
     STAT_KEYS,
     CartPoleDescriber,
     EmbeddingCache,
@@ -36,7 +36,7 @@ from adapters import (
     last_action,
     reachable_inputs,
 )
-from environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
+from langadapt.environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -345,7 +345,7 @@ def test_persistent_cache_never_returns_a_wrong_vector(tmp_path, caplog):
         db.execute("UPDATE embeddings SET vector = ?", (b"\x00" * 12,))
     encoder = CountingEncoder()
     cache = EmbeddingCache(encoder, path=path)
-    with caplog.at_level(logging.WARNING, logger="adapters.embedding_cache"):
+    with caplog.at_level(logging.WARNING, logger="langadapt.adapters.embedding_cache"):
         vectors = cache.get_many(["one", "two"])
     assert encoder.calls == 2 and "integrity check" in caplog.text
     np.testing.assert_array_equal(vectors, CountingEncoder().encode_many(["one", "two"]))
@@ -356,7 +356,7 @@ def test_corrupt_store_is_rebuilt_or_refused(tmp_path, caplog):
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(EmbeddingCacheError, match="not a usable SQLite store"):
         EmbeddingCache(CountingEncoder(), path=path, on_corrupt="error")
-    with caplog.at_level(logging.WARNING, logger="adapters.embedding_cache"):
+    with caplog.at_level(logging.WARNING, logger="langadapt.adapters.embedding_cache"):
         cache = EmbeddingCache(CountingEncoder(), path=path)
     assert "moved it to" in caplog.text
     assert list(tmp_path.glob("emb.sqlite.corrupt-*"))
@@ -373,7 +373,7 @@ _WRITER = textwrap.dedent(
     import sys
     sys.path[:0] = [{repo!r}, {repo!r} + "/tests"]
     from adapter_fixtures import CountingEncoder
-    from adapters.embedding_cache import EmbeddingCache
+    from langadapt.adapters.embedding_cache import EmbeddingCache
     cache = EmbeddingCache(CountingEncoder(), path={path!r}, capacity=1)
     for i in range(150):
         cache.get_many([f"shared {{i}}", f"{{sys.argv[1]}} {{i}}"])

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-import agents
-from agents import (
+from langadapt import agents
+from langadapt.agents import (
     DQNAgent,
     DQNConfig,
     EpisodeRecord,
@@ -28,7 +28,7 @@ from agents import (
     make_agent,
     train,
 )
-from environments import MazeEnv
+from langadapt.environments import MazeEnv
 
 BOX1 = spaces.Box(low=0.0, high=1.0, shape=(1,), dtype=np.float32)
 BOX4 = spaces.Box(low=-1.0, high=1.0, shape=(4,), dtype=np.float32)

@@ -16,10 +16,10 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import environments
-from environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
-from environments.maze import ACTION_DELTAS, ACTION_NAMES, MAZE_NAMES, shortest_path_actions
-from environments.rendering import write_png
+from langadapt import environments
+from langadapt.environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
+from langadapt.environments.maze import ACTION_DELTAS, ACTION_NAMES, MAZE_NAMES, shortest_path_actions
+from langadapt.environments.rendering import write_png
 
 # The layouts exactly as written in issue 2 (an independent copy of the published mazes).
 ISSUE_LAYOUTS = {
@@ -614,7 +614,7 @@ def test_write_png_round_trip(tmp_path):
 
 
 def test_pictures_module_writes_one_small_png_per_environment(tmp_path):
-    from environments.pictures import main, render_all
+    from langadapt.environments.pictures import main, render_all
 
     written = render_all(tmp_path)
     assert sorted(p.name for p in written) == sorted(
@@ -660,7 +660,7 @@ def test_reset_rejects_bad_options(env_id):
 
 
 def test_sailing_step_speed_is_boat_speed():
-    from environments.sailing import boat_speed
+    from langadapt.environments.sailing import boat_speed
 
     env = SailingEnv()
     env.reset(seed=0, options={"theta": 0.3})

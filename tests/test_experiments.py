@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments import runner as runner_module
-from experiments.config import ConfigError, load_config, parse_config
-from experiments.report import read_episodes, summarise, write_report
-from experiments.runner import run_experiment, runs_of
+from langadapt.experiments import runner as runner_module
+from langadapt.experiments.config import ConfigError, load_config, parse_config
+from langadapt.experiments.report import read_episodes, summarise, write_report
+from langadapt.experiments.runner import run_experiment, runs_of
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

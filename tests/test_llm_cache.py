@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.llm.cache import DescriptionCache, description_key
+from langadapt.adapters.llm.cache import DescriptionCache, description_key
 
 REPO = Path(__file__).resolve().parents[1]
 OPTS = {"temperature": 0.0, "max_tokens": 96, "seed": 0, "context_length": 2048}

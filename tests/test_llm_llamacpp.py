@@ -10,8 +10,8 @@ import pytest
 from fake_ollama import FakeOllama
 from pydantic import ValidationError
 
-import environments
-from adapters.llm import LlamaCppAdapter, OllamaAdapter, default_gguf_path
+from langadapt import environments
+from langadapt.adapters.llm import LlamaCppAdapter, OllamaAdapter, default_gguf_path
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,9 +14,9 @@ import pytest
 from fake_ollama import FakeOllama
 from pydantic import ValidationError
 
-import adapters
-import environments
-from adapters.llm import (
+from langadapt import adapters
+from langadapt import environments
+from langadapt.adapters.llm import (
     LlamaCppAdapter,
     LLMAdapter,
     LLMError,
@@ -200,8 +200,8 @@ def test_persistence_across_processes(fake, maze, tmp_path):
     cache = tmp_path / "shared.sqlite"
     script = textwrap.dedent(
         f"""
-        import environments
-        from adapters.llm import OllamaAdapter
+        from langadapt import environments
+        from langadapt.adapters.llm import OllamaAdapter
         env = environments.MazeEnv(maze="umaze")
         obs, info = env.reset(seed=0)
         a = OllamaAdapter(env, host={fake.host!r}, cache_path={str(cache)!r})
@@ -351,10 +351,10 @@ def test_base_class_is_abstract_and_a_subclass_only_needs_generate(maze):
 
 
 def test_public_names_and_the_wrapper(fake, maze, tmp_path):
-    from adapters import LanguageObservation
-    from adapters import LlamaCppAdapter as L
-    from adapters import LLMAdapter as B
-    from adapters import OllamaAdapter as O
+    from langadapt.adapters import LanguageObservation
+    from langadapt.adapters import LlamaCppAdapter as L
+    from langadapt.adapters import LLMAdapter as B
+    from langadapt.adapters import OllamaAdapter as O
 
     assert (B, O, L) == (LLMAdapter, OllamaAdapter, LlamaCppAdapter)
     adapter = _adapter(maze, fake, tmp_path, action_history_length=2)
@@ -413,7 +413,7 @@ def test_prerender_with_fallback_counts_and_does_not_memoise(fake, maze, tmp_pat
 
 
 def test_wrapper_warm_steps_send_no_request_and_fallbacks_are_asked_again(fake, maze, tmp_path):
-    from adapters import LanguageObservation
+    from langadapt.adapters import LanguageObservation
 
     # one distinct answer per prompt, so a stale memo entry would show as a wrong description
     fake.answer = lambda messages, options: "Seen: " + messages[1]["content"].split("\n")[0]

@@ -7,14 +7,14 @@ Importing this package registers the ``"llm"`` adapter: ``adapters.make("llm", e
 backend="ollama" | "llamacpp" | "auto", model=..., host=..., ...)``.
 """
 
-from adapters.llm.base import LLMAdapter
-from adapters.llm.cache import DescriptionCache, default_cache_path, description_key
-from adapters.llm.errors import LLMError, LLMReplyError, LLMUnavailableError, ModelNotFoundError
-from adapters.llm.factory import BACKENDS, make_llm_adapter
-from adapters.llm.llamacpp_adapter import LlamaCppAdapter, default_gguf_path
-from adapters.llm.ollama_adapter import OllamaAdapter, default_host
-from adapters.llm.prompts import DEFAULT_BASE_PROMPT
-from adapters.registry import register_adapter
+from langadapt.adapters.llm.base import LLMAdapter
+from langadapt.adapters.llm.cache import DescriptionCache, default_cache_path, description_key
+from langadapt.adapters.llm.errors import LLMError, LLMReplyError, LLMUnavailableError, ModelNotFoundError
+from langadapt.adapters.llm.factory import BACKENDS, make_llm_adapter
+from langadapt.adapters.llm.llamacpp_adapter import LlamaCppAdapter, default_gguf_path
+from langadapt.adapters.llm.ollama_adapter import OllamaAdapter, default_host
+from langadapt.adapters.llm.prompts import DEFAULT_BASE_PROMPT
+from langadapt.adapters.registry import register_adapter
 
 register_adapter("llm", make_llm_adapter)
 

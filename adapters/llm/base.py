@@ -33,12 +33,12 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from adapters.base import STAT_KEYS, BaseAdapter, env_spaces
-from adapters.describers import check_legal_moves
-from adapters.history import history_pairs, last_action
-from adapters.llm.cache import DescriptionCache, default_cache_path, description_key
-from adapters.llm.errors import LLMReplyError
-from adapters.llm.prompts import (
+from langadapt.adapters.base import STAT_KEYS, BaseAdapter, env_spaces
+from langadapt.adapters.describers import check_legal_moves
+from langadapt.adapters.history import history_pairs, last_action
+from langadapt.adapters.llm.cache import DescriptionCache, default_cache_path, description_key
+from langadapt.adapters.llm.errors import LLMReplyError
+from langadapt.adapters.llm.prompts import (
     DEFAULT_BASE_PROMPT,
     Prompt,
     build_prompt,
@@ -156,7 +156,7 @@ class LLMAdapter(BaseModel):
     def bind(self, env: Any) -> LLMAdapter:
         """Attach the environment (instance or gymnasium id) and build the shared machinery."""
         if isinstance(env, str):
-            from adapters.describers import _resolve_env
+            from langadapt.adapters.describers import _resolve_env
 
             env = _resolve_env(env)
         state_space, n_actions = env_spaces(env)
@@ -558,7 +558,7 @@ class LLMAdapter(BaseModel):
 
 def _find_describer(env: Any) -> Any:
     """The environment's describer, or None when it has none (the prompt then uses numbers)."""
-    from adapters.describers import describer_for
+    from langadapt.adapters.describers import describer_for
 
     try:
         return describer_for(env)
@@ -573,7 +573,7 @@ def _action_names_for(env: Any) -> tuple[str, ...] | None:
     own = getattr(base, "action_names", None)
     if own is not None:
         return tuple(str(n) for n in own)
-    import environments
+    from langadapt import environments
 
     if isinstance(base, environments.MazeEnv):
         return tuple(environments.ACTION_NAMES)

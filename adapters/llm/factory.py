@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.llm.base import LLMAdapter
-from adapters.llm.llamacpp_adapter import LlamaCppAdapter
-from adapters.llm.ollama_adapter import (
+from langadapt.adapters.llm.base import LLMAdapter
+from langadapt.adapters.llm.llamacpp_adapter import LlamaCppAdapter
+from langadapt.adapters.llm.ollama_adapter import (
     DEFAULT_OLLAMA_MODEL,
     OllamaAdapter,
     default_host,

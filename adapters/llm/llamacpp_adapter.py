@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from adapters.llm.base import LLMAdapter
-from adapters.llm.errors import LLMReplyError, LLMUnavailableError
+from langadapt.adapters.llm.base import LLMAdapter
+from langadapt.adapters.llm.errors import LLMReplyError, LLMUnavailableError
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -22,8 +22,8 @@ import ollama
 import pydantic
 from pydantic import Field, PrivateAttr
 
-from adapters.llm.base import LLMAdapter
-from adapters.llm.errors import LLMError, LLMReplyError, LLMUnavailableError, ModelNotFoundError
+from langadapt.adapters.llm.base import LLMAdapter
+from langadapt.adapters.llm.errors import LLMError, LLMReplyError, LLMUnavailableError, ModelNotFoundError
 
 logger = logging.getLogger(__name__)
 

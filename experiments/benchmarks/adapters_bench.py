@@ -40,16 +40,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from adapters import (
+from langadapt.adapters import (
     EmbeddingCache,
     LanguageAdapter,
     LanguageObservation,
     get_encoder,
     reachable_inputs,
 )
-from adapters.describers import MazeDescriber
-from environments import MazeEnv
-from experiments.benchmarks import replay
+from langadapt.adapters.describers import MazeDescriber
+from langadapt.environments import MazeEnv
+from langadapt.experiments.benchmarks import replay
 
 __all__ = ["run"]
 

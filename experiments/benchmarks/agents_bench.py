@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from agents import DQNAgent, QLearningAgent, evaluate, train
+from langadapt.agents import DQNAgent, QLearningAgent, evaluate, train
 
 #: rl-baselines3-zoo hyperparameters for DQN on CartPole-v1 (hyperparams/dqn.yml).
 ZOO_CARTPOLE: dict[str, Any] = {
@@ -195,7 +195,7 @@ def dqn_benchmark(quick: bool) -> dict[str, float | str]:
 # ------------------------------------------------------------------------ Q-learning
 def qlearning_benchmark(quick: bool) -> dict[str, float | str]:
     """Part (c): greedy success of tabular Q-learning on raw mazes and raw Sailing."""
-    from environments import MazeEnv, SailingEnv
+    from langadapt.environments import MazeEnv, SailingEnv
 
     out: dict[str, float | str] = {}
     seeds = [0, 1] if quick else [0, 1, 2, 3, 4]

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.benchmarks import legal_action_sequence, replay
+from langadapt.experiments.benchmarks import legal_action_sequence, replay
 
 _TESTS = Path(__file__).resolve().parents[2] / "tests"
 
@@ -50,9 +50,9 @@ def run(quick: bool = False) -> dict[str, float | str]:
     """Run the three measurements and return the named figures (see the module docstring)."""
     import gymnasium as gym
 
-    import environments
-    from adapters import LanguageObservation, reachable_inputs
-    from adapters.llm import OllamaAdapter
+    from langadapt import environments
+    from langadapt.adapters import LanguageObservation, reachable_inputs
+    from langadapt.adapters.llm import OllamaAdapter
 
     fake_cls = _fake_ollama()
     maze_name = "umaze" if quick else "medium"
