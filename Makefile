@@ -6,26 +6,44 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.langadapt-installed
-export HF_HUB_OFFLINE := 1
-export TRANSFORMERS_OFFLINE := 1
+# Extras the test suite exercises (Ray clusters, GRPO fine-tuning) besides the dev tools.
+EXTRAS := dev,ray,finetune
+SMOKE := $(or $(TMPDIR),/tmp)/langadapt-wheel-smoke
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-slow bench lint clean-venv
+.PHONY: run test test-slow unit-test wheel wheel-smoke bench lint clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --constraint constraints.txt --editable '.[dev]'
+	$(PY) -m pip install --constraint constraints.txt --editable '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/langadapt run configs/quickstart.yaml --force
 
-test: $(STAMP)
+# The test suite, then the installed-wheel smoke from outside the checkout.
+test: unit-test wheel-smoke
+
+unit-test: $(STAMP)
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# A wheel built from the committed files only (git archive of HEAD), as a user gets it.
+wheel: $(STAMP)
+	rm -rf $(SMOKE) && mkdir -p $(SMOKE)/src $(SMOKE)/dist
+	git archive HEAD | tar -x -C $(SMOKE)/src
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(SMOKE)/dist $(SMOKE)/src
+
+# Install that wheel (non-editable) into a fresh virtual environment and use it from a
+# directory outside the repository: imports, every adapter by name, a tiny CLI experiment.
+wheel-smoke: wheel
+	$(PYTHON) -m venv $(SMOKE)/venv
+	$(SMOKE)/venv/bin/python -m pip install --quiet --upgrade pip
+	$(SMOKE)/venv/bin/python -m pip install --quiet --constraint constraints.txt $(SMOKE)/dist/langadapt-*.whl
+	cd $(SMOKE) && $(SMOKE)/venv/bin/python $(CURDIR)/.ci/wheel_smoke.py $(SMOKE)/dist/langadapt-*.whl $(CURDIR)
 
 bench: $(STAMP)
 	$(VENV)/bin/langadapt bench
