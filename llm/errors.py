@@ -1,0 +1,23 @@
+"""Errors of the LLM layer. All are `LLMError`s, itself a `RuntimeError`."""
+
+from __future__ import annotations
+
+
+class LLMError(RuntimeError):
+    """A backend could not produce an answer."""
+
+
+class LLMUnavailableError(LLMError):
+    """The backend cannot be reached (no server at the host, no GGUF file, breaker open)."""
+
+
+class ModelNotFoundError(LLMError):
+    """The backend is there but does not have the requested model."""
+
+
+class LLMReplyError(LLMError):
+    """The backend answered, but not with usable text (empty, malformed, non-text)."""
+
+
+class StructuredOutputError(LLMReplyError):
+    """A JSON schema was asked for and the backend cannot honour it (or its reply breaks it)."""

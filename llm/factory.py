@@ -1,0 +1,96 @@
+"""`make_backend(spec)`: a backend from a name or a dict, including the ``auto`` choice.
+
+``"llamacpp"`` -> `LlamaCppBackend` (the packaged SmolLM2), ``"ollama"`` -> `OllamaBackend`,
+``"auto"`` -> Ollama when a server answers at ``host`` (default ``$OLLAMA_HOST`` or
+127.0.0.1:11434) and has the model, else llama.cpp. A dict gives ``backend`` and the
+backend's fields (``model``, ``host``, ``temperature``, ...), generation options also nested
+under ``options``. With ``auto`` a ``model`` that is a file goes to llama.cpp directly; an
+Ollama model name is dropped when llama.cpp is picked (the reason says so), and so are the
+fields of the backend not picked. The choice is logged and kept in ``choice_reason``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from langadapt.llm.backend import LLMBackend
+from langadapt.llm.llamacpp import LlamaCppBackend
+from langadapt.llm.ollama import DEFAULT_OLLAMA_MODEL, OllamaBackend, default_host, ollama_has_model
+
+__all__ = ["BACKENDS", "backend_fields", "make_backend"]
+
+logger = logging.getLogger("langadapt.llm")
+
+BACKENDS: dict[str, type[LLMBackend]] = {"ollama": OllamaBackend, "llamacpp": LlamaCppBackend}
+_OLLAMA_ONLY = set(OllamaBackend.model_fields) - set(LLMBackend.model_fields)
+_LLAMACPP_ONLY = set(LlamaCppBackend.model_fields) - set(LLMBackend.model_fields)
+
+
+def _flatten(spec: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    fields = dict(spec)
+    choice = fields.pop("backend", "auto")
+    nested = fields.pop("options", None) or {}
+    if not isinstance(nested, Mapping):
+        raise ValueError(f"options={nested!r}: expected a mapping of generation options")
+    both = sorted(set(nested) & set(fields))
+    if both:
+        raise ValueError(f"{both} given both at the top level and under options; give them once")
+    fields.update(nested)
+    if choice not in (*BACKENDS, "auto"):
+        raise ValueError(f"backend={choice!r}: expected one of {[*BACKENDS, 'auto']}")
+    return choice, fields
+
+
+def _is_file(model: Any) -> bool:
+    return isinstance(model, (str, os.PathLike)) and Path(model).expanduser().is_file()
+
+
+def backend_fields(spec: Mapping[str, Any]) -> list[tuple[type[LLMBackend], dict[str, Any]]]:
+    """(backend class, fields it gets) for each backend ``spec`` may build (two for auto),
+    without contacting any server: for checking a spec before a run."""
+    choice, fields = _flatten(spec)
+    if choice != "auto":
+        return [(BACKENDS[choice], fields)]
+    embedded = {k: v for k, v in fields.items() if k not in _OLLAMA_ONLY}
+    if not _is_file(fields.get("model")):
+        embedded.pop("model", None)
+    if _is_file(fields.get("model")):
+        return [(LlamaCppBackend, embedded)]
+    return [(OllamaBackend, {k: v for k, v in fields.items() if k not in _LLAMACPP_ONLY}),
+            (LlamaCppBackend, embedded)]
+
+
+def make_backend(spec: str | Mapping[str, Any] | LLMBackend) -> LLMBackend:
+    """A backend from ``"llamacpp"`` | ``"ollama"`` | ``"auto"``, a dict (see the module
+    docstring) or a backend (returned as it is)."""
+    if isinstance(spec, LLMBackend):
+        return spec
+    if isinstance(spec, str):
+        spec = {"backend": spec}
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"backend spec {spec!r}: expected 'llamacpp', 'ollama', 'auto' or a dict")
+    options = backend_fields(spec)
+    if len(options) == 1:
+        cls, fields = options[0]
+        backend = cls(**fields)
+        if _flatten(spec)[0] == "auto":
+            backend._choice_reason = f"model {fields['model']} is a GGUF file"
+            logger.info("LLM backend auto -> llamacpp (%s)", backend.choice_reason)
+        return backend
+    (_, ollama_fields), (_, embedded) = options
+    OllamaBackend(**ollama_fields)  # a bad field is a ValidationError before any probe
+    LlamaCppBackend(**embedded)
+    host = ollama_fields.get("host") or default_host()
+    model = ollama_fields.get("model") or DEFAULT_OLLAMA_MODEL
+    found, reason = ollama_has_model(host, model, timeout=min(2.0, ollama_fields.get("timeout",
+                                                                                     2.0)))
+    backend = OllamaBackend(**ollama_fields) if found else LlamaCppBackend(**embedded)
+    if not found and "model" in ollama_fields:
+        reason += f"; the Ollama model name {model!r} does not apply to llama.cpp"
+    backend._choice_reason = reason
+    logger.info("LLM backend auto -> %s (%s)", backend.name, reason)
+    return backend

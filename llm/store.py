@@ -1,0 +1,280 @@
+"""One persistent cache: a bounded in-memory LRU in front of an optional SQLite file.
+
+Used by the LLM answer cache (`langadapt.llm.cache.AnswerCache`) and the embedding cache
+(`langadapt.adapters.EmbeddingCache`), so both follow the same rules:
+
+- **file**: one SQLite file in WAL mode, table ``entries(key, value, meta, created)``; many
+  threads and processes may read and write it at once (busy timeout 60 s); every write is
+  committed at once (``INSERT OR IGNORE``: the first writer of a key wins).
+- **size**: at most ``capacity`` entries in memory (least recently used dropped first); the
+  file keeps every entry (delete it to start afresh).
+- **corruption**: a file that is not a usable SQLite database — found when opening it or on
+  any later read or write — is moved aside to ``<path>.corrupt-<unix time>``, one warning
+  names both files, and the cache goes on with a fresh file (what is in memory is kept). A
+  valid SQLite file whose ``entries`` table has other columns belongs to another program:
+  it is left alone and a `CacheError` names it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CacheError", "SQLiteStore", "utc_now"]
+
+logger = logging.getLogger(__name__)
+
+_COLUMNS = ["key", "value", "meta", "created"]
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+    "meta TEXT NOT NULL, created TEXT NOT NULL)"
+)
+_CHUNK = 500  # keys per SELECT ... IN (...)
+BUSY_TIMEOUT_S = 60.0
+
+
+class CacheError(ValueError):
+    """A cache file cannot be used (a directory, another program's table, unwritable)."""
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
+    name = getattr(error, "sqlite_errorname", "")
+    if name:
+        return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+    text = str(error)
+    return "malformed" in text or "not a database" in text
+
+
+class SQLiteStore:
+    """Key -> value in memory (LRU of ``capacity``) and in the SQLite file ``path`` (or None).
+
+    ``decode(stored value) -> object`` turns a value read from the file into what memory
+    holds; it may return None for a value that fails its check (the row is then deleted and
+    counted as missing). Values given to `put_many` are stored as they are (bytes or str).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        capacity: int,
+        what: str = "cache",
+        decode: Callable[[Any], Any] | None = None,
+    ) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity={capacity!r}: expected a positive int")
+        self.path = None if path is None else Path(path).expanduser()
+        self.capacity = capacity
+        self.what = what
+        self.decode = decode
+        self.recovered = 0  # how many times a corrupt file was moved aside
+        self._memory: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.RLock()
+        self._db: sqlite3.Connection | None = None
+        self._inode: int | None = None
+        if self.path is not None:
+            if self.path.is_dir():
+                raise CacheError(f"{what} path {str(self.path)!r} is a directory; expected a file")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._open()
+            except sqlite3.DatabaseError as error:
+                if not _is_corrupt(error):
+                    raise CacheError(f"{what} {str(self.path)!r} cannot be opened: {error}") from error
+                self._recover(error)
+
+    # ---- the file ------------------------------------------------------------------
+    def _open(self) -> None:
+        assert self.path is not None
+        db = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None
+        )
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute(_SCHEMA)
+            columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
+            db.execute("SELECT key FROM entries LIMIT 1").fetchall()
+        except BaseException:
+            db.close()
+            raise
+        if columns != _COLUMNS:
+            db.close()
+            raise CacheError(
+                f"{self.what} {str(self.path)!r} has an 'entries' table with columns {columns}; "
+                f"expected {_COLUMNS} (another program's file? choose another path)"
+            )
+        self._db = db
+        self._inode = os.stat(self.path).st_ino
+
+    def _recover(self, error: sqlite3.DatabaseError) -> None:
+        """Move the corrupt file aside (unless another process already did) and reopen."""
+        assert self.path is not None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        try:
+            same_file = self._inode is None or os.stat(self.path).st_ino == self._inode
+        except FileNotFoundError:
+            same_file = False
+        if same_file and self.path.exists():
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                side = self.path.with_name(self.path.name + suffix)
+                if side.exists():
+                    os.replace(side, aside.with_name(aside.name + suffix))
+            logger.warning(
+                "%s %s is damaged (%s); moved it to %s and continue with a fresh file",
+                self.what, self.path, error, aside,
+            )
+        self.recovered += 1
+        try:
+            self._open()
+        except sqlite3.DatabaseError as again:
+            raise CacheError(
+                f"could not create a fresh {self.what} at {str(self.path)!r}: {again}"
+            ) from again
+
+    def _run(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
+        """``op(connection)`` under the lock; a corrupt file is replaced and ``op`` retried."""
+        if self._db is None:
+            return None
+        try:
+            return op(self._db)
+        except sqlite3.DatabaseError as error:
+            if not _is_corrupt(error):
+                raise CacheError(f"{self.what} {str(self.path)!r}: {error}") from error
+            self._recover(error)
+            return op(self._db)
+
+    # ---- reading -------------------------------------------------------------------
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The known entries among ``keys`` (memory first, then the file)."""
+        found: dict[str, Any] = {}
+        with self._lock:
+            memory = self._memory
+            missing = []
+            for key in dict.fromkeys(keys):
+                value = memory.get(key)
+                if value is None:
+                    missing.append(key)
+                else:
+                    memory.move_to_end(key)
+                    found[key] = value
+            if missing and self._db is not None:
+                rows = self._run(lambda db: _select(db, missing))
+                bad = []
+                for key, stored in rows:
+                    value = stored if self.decode is None else self.decode(stored)
+                    if value is None:
+                        bad.append(key)
+                        continue
+                    found[key] = value
+                    self._remember(key, value)
+                if bad:
+                    logger.warning("%s %s: %d stored value(s) failed their check; deleted",
+                                   self.what, self.path, len(bad))
+                    self._run(lambda db: db.executemany(
+                        "DELETE FROM entries WHERE key = ?", [(k,) for k in bad]))
+        return found
+
+    def get(self, key: str) -> Any:
+        return self.get_many([key]).get(key)
+
+    # ---- writing -------------------------------------------------------------------
+    def put_many(self, items: Iterable[tuple[str, Any, Any, dict[str, Any] | None]]) -> None:
+        """Store ``(key, memory value, stored value, meta)`` items in one transaction."""
+        rows = []
+        with self._lock:
+            for key, value, stored, meta in items:
+                self._remember(key, value)
+                rows.append((key, stored, json.dumps(meta or {}, ensure_ascii=False,
+                                                     sort_keys=True), utc_now()))
+            if rows and self._db is not None:
+                self._run(lambda db: _insert(db, rows))
+
+    def put(self, key: str, value: Any, stored: Any, meta: dict[str, Any] | None = None,
+            created: str | None = None) -> None:
+        if created is None:
+            self.put_many([(key, value, stored, meta)])
+            return
+        with self._lock:
+            self._remember(key, value)
+            row = (key, stored, json.dumps(meta or {}, ensure_ascii=False, sort_keys=True), created)
+            if self._db is not None:
+                self._run(lambda db: _insert(db, [row]))
+
+    def _remember(self, key: str, value: Any) -> None:
+        memory = self._memory
+        memory[key] = value
+        memory.move_to_end(key)
+        if len(memory) > self.capacity:
+            memory.popitem(last=False)
+
+    # ---- inspecting ----------------------------------------------------------------
+    def __len__(self) -> int:
+        """Entries in the file (in memory for a memory-only store)."""
+        with self._lock:
+            if self._db is None:
+                return len(self._memory)
+            return int(self._run(lambda db: db.execute("SELECT COUNT(*) FROM entries")
+                                 .fetchone()[0]))
+
+    @property
+    def memory_size(self) -> int:
+        return len(self._memory)
+
+    def rows(self) -> Iterator[tuple[str, Any, dict[str, Any], str]]:
+        """Every stored ``(key, value, meta, created)``, oldest first (file-backed only)."""
+        if self._db is None:
+            raise CacheError(f"this {self.what} is memory-only (path=None); nothing is stored")
+        with self._lock:
+            rows = self._run(lambda db: db.execute(
+                "SELECT key, value, meta, created FROM entries ORDER BY created, key").fetchall())
+        for key, value, meta, created in rows:
+            yield key, value, json.loads(meta), created
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _select(db: sqlite3.Connection, keys: list[str]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        out.extend(db.execute(f"SELECT key, value FROM entries WHERE key IN ({marks})", chunk))
+    return out
+
+
+def _insert(db: sqlite3.Connection, rows: list[tuple[str, Any, str, str]]) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?)", rows)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
