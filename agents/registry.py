@@ -8,6 +8,7 @@ from gymnasium import spaces
 
 from langadapt.agents.base import Agent
 from langadapt.agents.dqn import DQNAgent
+from langadapt.agents.llm_policy import LLMPolicy
 from langadapt.agents.qlearning import QLearningAgent
 from langadapt.agents.random_agent import RandomAgent
 
@@ -15,6 +16,7 @@ AGENTS: dict[str, type[Agent]] = {
     "qlearning": QLearningAgent,
     "dqn": DQNAgent,
     "random": RandomAgent,
+    "llm_policy": LLMPolicy,
 }
 
 

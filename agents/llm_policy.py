@@ -1,0 +1,358 @@
+"""``LLMPolicy``: an agent that acts by asking a language model (agent type ``llm_policy``).
+
+Each decision formats the raw state with the environment's :class:`ObservationFormatter`
+and asks the backend (``langadapt.llm``, or any object with ``chat(messages, schema=None,
+max_tokens=None) -> str``) for an action:
+
+- ``decoding: structured`` (default): the request carries a JSON schema whose ``action``
+  is an enum of the legal moves; llama.cpp (grammar) and Ollama (``format``) constrain the
+  reply to it, so every reply is a legal action.
+- ``decoding: text``: the reply is read for a line ``Action: N``. When none is found (or
+  ``N`` is not legal) the policy re-prompts once, saying what was wrong; when that fails
+  too it takes a random legal action, counted as a fallback. Never an exception mid-run.
+
+A state with a single legal move needs no call. Replies are cached by the LLM layer under
+the full prompt, so each distinct prompt costs one call per cache (a rerun makes none).
+
+``learn`` teaches the model nothing: a zero-shot policy does not improve with experience.
+It only records the best episode so far (by return), which ``few_shot: k`` puts into later
+prompts as ``k`` example (state, action) turns. ``learns`` is False without few-shot, and
+the experiment runner then skips the training episodes of this agent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field
+
+from langadapt.agents.base import Agent, read_agent_file
+from langadapt.agents.formatters import ActionParseError, DiscreteActionParser, formatter_for
+
+__all__ = ["LLMPolicy", "LLMPolicyConfig", "COUNTERS", "make_llm_backend"]
+
+#: The counters of :meth:`LLMPolicy.llm_stats`.
+COUNTERS = (
+    "decisions", "llm_calls", "cache_hits", "parse_failures", "corrections", "fallbacks",
+    "seconds",
+)
+
+BackendSpec = str | dict[str, Any]
+
+
+class LLMPolicyConfig(BaseModel):
+    """Settings of :class:`LLMPolicy` (all have defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: BackendSpec = Field(
+        "llamacpp",
+        description="LLM backend spec for langadapt.llm.make_backend: 'llamacpp' (packaged "
+        "SmolLM2), 'ollama', or a dict with backend, model, host, temperature, seed, "
+        "context_length",
+    )
+    decoding: Literal["structured", "text"] = Field(
+        "structured", description="structured: JSON schema of legal moves; text: 'Action: N'"
+    )
+    history_length: int = Field(
+        0, ge=0, description="previous actions of the episode shown in the prompt"
+    )
+    few_shot: int = Field(
+        0, ge=0, description="(state, action) examples from the best episode so far; 0 = none"
+    )
+    max_tokens: int | None = Field(
+        None, gt=0, description="reply length limit; default 16 structured, 48 text"
+    )
+    formatter: dict[str, Any] = Field(
+        default_factory=dict, description="options of the environment's formatter"
+    )
+
+
+def make_llm_backend(spec: BackendSpec | Any) -> Any:
+    """``spec`` as a backend: an object with ``chat`` is used as it is, a string or dict goes
+    to ``langadapt.llm.make_backend``."""
+    if callable(getattr(spec, "chat", None)):
+        return spec
+    if not isinstance(spec, (str, dict)):
+        raise ValueError(
+            f"backend is {spec!r}, expected 'llamacpp', 'ollama', a dict spec for "
+            "langadapt.llm.make_backend or an object with chat()"
+        )
+    from langadapt.llm import make_backend
+
+    return make_backend(spec)
+
+
+def _stats(backend: Any) -> tuple[float, float]:
+    """(calls, cache hits) the backend reports so far; (0, 0) when it keeps no counters."""
+    stats = getattr(backend, "stats", None)
+    if not callable(stats):
+        return 0.0, 0.0
+    values = stats()
+    return float(values.get("llm_calls", 0)), float(values.get("llm_cache_hits", 0))
+
+
+class LLMPolicy(Agent):
+    """Acts by asking an LLM (see the module docstring).
+
+    ``backend``: an object with ``chat`` used instead of ``config.backend``. ``formatter``:
+    an :class:`ObservationFormatter`; without one, :meth:`bind` picks the environment's.
+    Observations must be the raw states the formatter describes (the ``raw`` adapter).
+    """
+
+    kind: ClassVar[str] = "llm_policy"
+    config_model = LLMPolicyConfig
+    config: LLMPolicyConfig
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        config: LLMPolicyConfig | dict[str, Any] | None = None,
+        seed: int = 0,
+        *,
+        backend: Any = None,
+        formatter: Any = None,
+    ) -> None:
+        super().__init__(observation_space, action_space, config, seed)
+        self.parser = DiscreteActionParser(n_actions=self.n_actions)
+        self._backend = None if backend is None else make_llm_backend(backend)
+        self.formatter = None
+        if formatter is not None:
+            self.set_formatter(formatter)
+        self._history: Any = None
+        self._last_moves: list[int] = list(range(self.n_actions))
+        self.counters: dict[str, float] = dict.fromkeys(COUNTERS, 0)
+        self.counters["seconds"] = 0.0
+        self._episode: list[tuple[list[float], list[int], int]] = []
+        self._episode_return = 0.0
+        self.best_return: float | None = None
+        self.best_episode: list[tuple[list[float], list[int], int]] = []
+
+    # ------------------------------------------------------------------ setup
+    @property
+    def learns(self) -> bool:
+        """Whether training changes anything (only the few-shot examples can)."""
+        return self.config.few_shot > 0
+
+    @property
+    def backend(self) -> Any:
+        """The LLM backend (made from ``config.backend`` on first use)."""
+        if self._backend is None:
+            self._backend = make_llm_backend(self.config.backend)
+        return self._backend
+
+    def set_formatter(self, formatter: Any) -> None:
+        if formatter.n_actions != self.n_actions:
+            raise ValueError(
+                f"formatter {type(formatter).__name__} names {formatter.n_actions} actions, "
+                f"but this agent has {self.n_actions}"
+            )
+        if tuple(formatter.state_shape) != self.obs_shape:
+            raise ValueError(
+                f"llm_policy reads raw states of shape {tuple(formatter.state_shape)} "
+                f"({type(formatter).__name__}), but its observations have shape "
+                f"{self.obs_shape}; give it the raw adapter's observations"
+            )
+        self.formatter = formatter
+
+    def bind(self, env: Any) -> None:
+        """Take the formatter (unless one was given) and the episode history from ``env``.
+
+        ValueError when no formatter exists for the environment, or when the observations
+        are not its raw states. Call before training or evaluating (the runner does).
+        """
+        if self.formatter is None:
+            self.set_formatter(formatter_for(env, **self.config.formatter))
+        self._history = _find_history(env)
+        if self.config.history_length and self._history is None:
+            raise ValueError(
+                f"history_length is {self.config.history_length}, but {env!r} keeps no "
+                "episode history; wrap it in adapters.LanguageObservation or use 0"
+            )
+        self.check_backend()
+
+    def check_backend(self) -> None:
+        """Build the backend and, in structured mode, check it can honour the action schema
+        (ValueError naming the schema otherwise): bad settings fail before training."""
+        check = getattr(self.backend, "check_schema_support", None)
+        if self.config.decoding != "structured" or not callable(check):
+            return
+        schema = self.parser.schema(range(self.n_actions))
+        try:
+            check(schema)
+        except RuntimeError as error:
+            raise ValueError(
+                f"decoding 'structured' needs the action schema {schema}, which the backend "
+                f"cannot honour ({error}); use decoding: text or another backend"
+            ) from error
+
+    # ------------------------------------------------------------------ acting
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+        state = self.check_obs(obs)
+        history = ()
+        if self._history is not None and self.config.history_length:
+            history = list(self._history)[-self.config.history_length :]
+        return self.decide(state, legal_moves, history)
+
+    def decide(
+        self, state: Any, legal_moves: Sequence[int] | None, history: Sequence[Any] = ()
+    ) -> int:
+        """One decision for ``state`` (the raw state) among ``legal_moves``."""
+        if self.formatter is None:
+            raise ValueError(
+                "llm_policy has no observation formatter; pass formatter=formatter_for(env) "
+                "or call bind(env) first"
+            )
+        moves = self.formatter.check_legal(legal_moves)
+        self._last_moves = list(moves)
+        self.counters["decisions"] += 1
+        if len(moves) == 1:
+            return moves[0]
+        started = time.perf_counter()
+        messages = [{"role": "system", "content": self.formatter.system_prompt}]
+        for ex_state, ex_moves, ex_action in self._examples():
+            messages.append({"role": "user", "content": self._user(ex_state, ex_moves, ())})
+            messages.append({"role": "assistant", "content": self._answer(ex_action)})
+        messages.append({"role": "user", "content": self._user(state, moves, history)})
+        try:
+            if self.config.decoding == "structured":
+                return self._structured(messages, moves)
+            return self._text(messages, moves)
+        finally:
+            self.counters["seconds"] += time.perf_counter() - started
+
+    def _user(self, state: Any, moves: Sequence[int], history: Sequence[Any]) -> str:
+        text = self.formatter.format(state, moves, history)
+        if self.config.decoding == "structured":
+            return text + '\nReply with JSON {"action": N}, N one of the legal actions.'
+        return text + "\n" + self.parser.action_format(moves)
+
+    def _answer(self, action: int) -> str:
+        if self.config.decoding == "structured":
+            return json.dumps({"action": int(action)})
+        return f"Action: {int(action)}"
+
+    def _chat(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> str:
+        default = 16 if schema is not None else 48
+        before = _stats(self.backend)
+        try:
+            return self.backend.chat(
+                messages, schema=schema, max_tokens=self.config.max_tokens or default
+            )
+        finally:
+            if callable(getattr(self.backend, "stats", None)):
+                after = _stats(self.backend)
+                self.counters["llm_calls"] += after[0] - before[0]
+                self.counters["cache_hits"] += after[1] - before[1]
+            else:
+                self.counters["llm_calls"] += 1  # a backend without counters: every request
+
+    def _structured(self, messages: list[dict[str, str]], moves: tuple[int, ...]) -> int:
+        reply = self._chat(messages, self.parser.schema(moves))
+        try:
+            return self.parser.parse_json(reply, moves)
+        except ActionParseError:
+            # the backend promised the schema; count it rather than stop the run
+            self.counters["parse_failures"] += 1
+            return self._fallback(moves)
+
+    def _fallback(self, moves: tuple[int, ...]) -> int:
+        self.counters["fallbacks"] += 1
+        record = getattr(self.backend, "record_fallback", None)
+        if callable(record):
+            record()
+        return int(self.rng.choice(moves))
+
+    def _text(self, messages: list[dict[str, str]], moves: tuple[int, ...]) -> int:
+        reply = self._chat(messages, None)
+        try:
+            return self.parser.parse(reply, moves)
+        except ActionParseError as error:
+            self.counters["parse_failures"] += 1
+            problem = str(error)
+        self.counters["corrections"] += 1
+        retry = [
+            *messages,
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": f"{problem[0].upper()}{problem[1:]}. "
+             + self.parser.action_format(moves)},
+        ]
+        reply = self._chat(retry, None)
+        try:
+            return self.parser.parse(reply, moves)
+        except ActionParseError:
+            self.counters["parse_failures"] += 1
+            return self._fallback(moves)
+
+    # ------------------------------------------------------------------ few-shot
+    def _examples(self) -> list[tuple[list[float], list[int], int]]:
+        k = self.config.few_shot
+        if not k or not self.best_episode:
+            return []
+        picks = np.unique(np.linspace(0, len(self.best_episode) - 1, k).round().astype(int))
+        return [self.best_episode[i] for i in picks]
+
+    def learn(
+        self,
+        obs: Any,
+        action: int,
+        reward: float,
+        next_obs: Any,
+        terminated: bool,
+        truncated: bool,
+        next_legal_moves: Sequence[int] | None = None,
+    ) -> None:
+        """Record the step; at the episode's end keep it when its return is the best yet."""
+        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
+        action = self.check_action(action)
+        if not self.config.few_shot:
+            return
+        self._episode.append((self.check_obs(obs).tolist(), self._last_moves, action))
+        self._episode_return += reward
+        if terminated or truncated:
+            if self.best_return is None or self._episode_return > self.best_return:
+                self.best_return = self._episode_return
+                self.best_episode = self._episode
+            self._episode, self._episode_return = [], 0.0
+
+    # ------------------------------------------------------------------ counters, files
+    def llm_stats(self) -> dict[str, float]:
+        """The counters: decisions, llm_calls, cache_hits, parse_failures, corrections,
+        fallbacks, seconds (time spent waiting for the LLM)."""
+        return {k: (float(v) if k == "seconds" else int(v)) for k, v in self.counters.items()}
+
+    def _header(self) -> dict[str, Any]:
+        return {**super()._header(), "config": self.config.model_dump(mode="json")}
+
+    def save(self, path: str | Path) -> None:
+        data = {
+            "header": self._header(),
+            "best_return": self.best_return,
+            "best_episode": self.best_episode,
+        }
+        Path(path).write_text(json.dumps(data))
+
+    def load(self, path: str | Path) -> None:
+        header, payload = read_agent_file(path)
+        expected = self._header()
+        del expected["kind"]
+        self.check_header(header, path, expected)
+        self.best_return = payload.get("best_return")
+        self.best_episode = [tuple(step) for step in payload.get("best_episode", [])]
+
+
+def _find_history(env: Any) -> Any:
+    """The episode history list of the first LanguageObservation in ``env``'s wrappers."""
+    while env is not None:
+        history = getattr(type(env), "history", None)
+        if isinstance(history, property):
+            return env.history
+        env = getattr(env, "env", None)
+    return None
