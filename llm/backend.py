@@ -304,7 +304,7 @@ class LLMBackend(BaseModel):
                            "no request for %g s", self.where(), self._in_row, error, more,
                            self.breaker_cooldown)
         else:
-            logger.warning("%s failed: %s%s", self.where(), error, more)
+            logger.warning("LLM call failed: %s%s", error, more)
 
     def _count(self, name: str, amount: float = 1) -> None:
         with self._lock:

@@ -12,9 +12,15 @@ endpoints the LLM adapters use, as documented by Ollama (docs/api.md) and as the
 - ``POST /api/chat``    -> streaming NDJSON (the default, ``"stream": true``) or one JSON
   object (``"stream": false``); 404 as above for a model the server does not have.
 
-Answers come from ``answer``: a fixed table (dict: user message -> reply, with
-``default_answer`` for anything else) or a callable ``(messages, options) -> str`` (one
-test plugs in the embedded llama.cpp model). Faults are queued per chat request with
+Answers come from ``reply``, a callable ``(request json) -> str`` given the whole chat
+request body (messages, options, format, ...) when set; else from ``answer``: a fixed table
+(dict: user message -> reply, with ``default_answer`` for anything else) or a callable
+``(messages, options) -> str`` (one test plugs in the embedded llama.cpp model). A request
+with a JSON schema in ``format`` gets, without ``reply``, the smallest JSON value that fits
+the schema (`example_for`). ``structured`` plays servers of other ages: "schema" (honour
+``format``), "ignore" (answer plain text, as Ollama before 0.5 did) or "reject" (HTTP 400
+for a schema ``format``). ``digests`` sets the digest ``/api/tags`` reports per model
+(default: SHA-256 of the name). Faults are queued per chat request with
 `queue_faults` ("500", "503", "empty", "malformed", "non_text", "slow:<seconds>") or set for
 every request with `latency` / `mode`. The server counts requests per path, keeps the
 chat request bodies, and tracks the largest number of chats in flight at once.
@@ -22,6 +28,7 @@ chat request bodies, and tracks the largest number of chats in flight at once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import Counter, deque
@@ -55,9 +62,17 @@ class FakeOllama:
         default_answer: str = "The agent stands in an open cell. It can move left or right.",
         latency: float = 0.0,
         mode: str = "normal",
+        reply: Callable[[dict[str, Any]], str] | None = None,
+        structured: str = "schema",
+        digests: Mapping[str, str] | None = None,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        if structured not in ("schema", "ignore", "reject"):
+            raise ValueError(f"structured must be schema, ignore or reject, got {structured!r}")
+        self.reply = reply
+        self.structured = structured
+        self.digests = {normalise_model_name(k): v for k, v in (digests or {}).items()}
         self.models = [normalise_model_name(m) for m in models]
         self.answer = answer if answer is not None else {}
         self.default_answer = default_answer
@@ -131,13 +146,25 @@ class FakeOllama:
     def chat_requests(self) -> int:
         return self.requests["/api/chat"]
 
-    def reply_for(self, messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
+    def reply_for(self, messages: list[dict[str, Any]], options: dict[str, Any],
+                  body: dict[str, Any] | None = None) -> str:
         """The text this server answers to a chat request."""
+        body = body or {}
+        if self.reply is not None:
+            return str(self.reply(body))
+        schema = body.get("format")
+        if isinstance(schema, dict) and self.structured == "schema":
+            return json.dumps(example_for(schema))
         if callable(self.answer):
             return str(self.answer(messages, options))
         user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"),
                     "")
         return self.answer.get(user, self.default_answer)
+
+    def digest_of(self, model: str) -> str:
+        """The digest ``/api/tags`` reports for ``model``."""
+        name = normalise_model_name(model)
+        return self.digests.get(name) or hashlib.sha256(name.encode()).hexdigest()
 
     def _next_fault(self) -> str | None:
         with self._lock:
@@ -205,7 +232,8 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
             if self.path == "/api/version":
                 self._send_json(200, {"version": "0.6.0"})
             elif self.path == "/api/tags":
-                self._send_json(200, {"models": [_model_entry(m) for m in fake.models]})
+                self._send_json(200, {"models": [_model_entry(m, fake.digest_of(m))
+                                                 for m in fake.models]})
             else:
                 self._send_json(404, {"error": f"404 page not found: {self.path}"})
 
@@ -248,6 +276,10 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                 fault = None
             if delay:
                 fake._sleep(delay)
+            if isinstance(body.get("format"), dict) and fake.structured == "reject":
+                self._send_json(400, {"error": "json: cannot unmarshal object into Go struct "
+                                      "field ChatRequest.format of type string"})
+                return
             if fault in ("500", "502", "503"):
                 self._send_json(int(fault), {"error": f"simulated server error {fault}"})
                 return
@@ -263,7 +295,7 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
             elif mode == "non_text":
                 content = {"text": "not a string"}
             else:
-                content = fake.reply_for(messages, options)
+                content = fake.reply_for(messages, options, body)
             stream = body.get("stream", True)
             if stream:
                 self._stream(model, content)
@@ -316,13 +348,39 @@ def _details() -> dict[str, Any]:
     }
 
 
-def _model_entry(name: str) -> dict[str, Any]:
+def example_for(schema: Any) -> Any:
+    """The smallest JSON value that fits a (simple) JSON schema."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for word in ("anyOf", "oneOf"):
+        if schema.get(word):
+            return example_for(schema[word][0])
+    kind = schema.get("type", "object")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: example_for(sub) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [example_for(schema.get("items", {}))] * int(schema.get("minItems", 0))
+    if kind == "string":
+        return "x" * int(schema.get("minLength", 1))
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return None
+
+
+def _model_entry(name: str, digest: str) -> dict[str, Any]:
     return {
         "name": name,
         "model": name,
         "modified_at": _now(),
         "size": 100_000_000,
-        "digest": "0" * 64,
+        "digest": digest,
         "details": _details(),
     }
 
