@@ -1,0 +1,298 @@
+"""Advice during training: an LLM (or an oracle, or chance) picks some of the actions.
+
+:class:`LLMAdvisor` wraps any agent of this package. While training (``explore=True``),
+with probability ``p(t)`` the action taken is the advisor's suggestion for the state instead
+of the agent's own (exploratory) choice; the agent still learns from every transition, the
+advised ones included (off-policy: Q-learning and DQN learn from any behaviour). ``p``
+starts at ``probability`` and falls linearly to 0 at ``decay_fraction`` of training (the
+horizon ``train()`` announces), so the advice fades away and the final policy is the
+agent's own. Evaluation (``explore=False``) never asks for advice: zero LLM calls.
+
+Sources (``source``):
+
+- ``llm``: the LLM's action for the state (an :class:`LLMPolicy` decision: structured output
+  over the legal moves; each distinct prompt costs one call per answer cache);
+- ``oracle``: on a maze, a legal move that lowers the shortest-path (BFS) distance to the goal
+  the most - the upper bound of what advice can do;
+- ``random``: a uniformly random legal move - the lower bound.
+
+The advisor reads the raw state from the environment it is bound to (:meth:`LLMAdvisor.bind`,
+which the experiment runner calls), so the agent may learn from any adapter's observations.
+
+Stable-Baselines3 (or any library with its own loop): wrap the raw environment in
+:class:`AdvisedActions` (it replaces actions during training and reports the executed one
+in ``info["executed_action"]``) and pass :func:`sb3_advice_callback` to ``model.learn`` so
+the replay buffer stores the executed action, not the one the model proposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from langadapt.agents.base import Agent, check_count
+from langadapt.agents.formatters import formatter_for
+from langadapt.agents.llm_policy import COUNTERS, BackendSpec, LLMPolicy
+
+__all__ = ["AdvisorConfig", "Advice", "LLMAdvisor", "AdvisedActions", "sb3_advice_callback"]
+
+
+class AdvisorConfig(BaseModel):
+    """Settings of an advisor (the ``advisor:`` block of an agent in an experiment file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Literal["llm", "oracle", "random"] = Field("llm", description="who advises")
+    probability: float = Field(0.5, description="chance of taking the advice at the start")
+    decay_fraction: float = Field(
+        0.5, description="fraction of training after which the advice is never taken"
+    )
+    backend: BackendSpec = Field("llamacpp", description="LLM backend spec (source llm)")
+    decoding: Literal["structured", "text"] = Field("structured", description="source llm")
+    formatter: dict[str, Any] = Field(default_factory=dict, description="formatter options")
+
+    @field_validator("probability")
+    @classmethod
+    def _probability(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"advisor probability is {value!r}, expected a number in [0, 1]")
+        return value
+
+    @field_validator("decay_fraction")
+    @classmethod
+    def _fraction(cls, value: float) -> float:
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"advisor decay_fraction is {value!r}, expected a number in (0, 1]")
+        return value
+
+
+class Advice:
+    """A suggestion source with its schedule and counters (used by both advisor forms)."""
+
+    def __init__(
+        self, config: AdvisorConfig | dict[str, Any] | None, n_actions: int, seed: int = 0,
+        backend: Any = None,
+    ) -> None:
+        self.config = config if isinstance(config, AdvisorConfig) else AdvisorConfig(
+            **(config or {})
+        )
+        self.n_actions = n_actions
+        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self._backend = backend
+        self.env: Any = None
+        self.formatter: Any = None
+        self.policy: LLMPolicy | None = None
+        self.distance: dict[tuple[int, int], int] = {}
+        self.counters = {"advised": 0}
+
+    def probability(self, progress: float) -> float:
+        """``p`` after ``progress`` (0..1) of training: linear from ``probability`` to 0."""
+        left = 1.0 - progress / self.config.decay_fraction
+        return self.config.probability * min(1.0, max(0.0, left))
+
+    def bind(self, env: Any) -> None:
+        """Read states from ``env`` (ValueError when the source cannot serve it)."""
+        self.env = getattr(env, "unwrapped", env)
+        if self.config.source == "random":
+            return
+        self.formatter = formatter_for(env, **self.config.formatter)
+        if self.config.source == "oracle":
+            grid, goal = getattr(self.env, "grid", None), getattr(self.env, "goal", None)
+            if grid is None or goal is None:
+                raise ValueError(
+                    f"advisor source 'oracle' needs a maze (an environment with grid and goal), "
+                    f"got {type(self.env).__name__}; use source llm or random"
+                )
+            from langadapt.environments.maze import bfs_distances
+
+            self.distance = bfs_distances(np.asarray(grid), tuple(goal))
+            return
+        shape = tuple(self.formatter.state_shape)
+        box = spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)
+        self.policy = LLMPolicy(
+            box, spaces.Discrete(self.n_actions), seed=self.seed, backend=self._backend,
+            formatter=self.formatter,
+            config={"backend": self.config.backend, "decoding": self.config.decoding},
+        )
+        self.policy.check_backend()
+
+    def suggest(self, obs: Any, legal_moves: Sequence[int] | None) -> int:
+        """The advised action in the current state."""
+        self.counters["advised"] += 1
+        moves = list(range(self.n_actions)) if legal_moves is None else [int(m) for m in
+                                                                          legal_moves]
+        if self.config.source == "random":
+            return int(self.rng.choice(moves))
+        if self.env is None:
+            raise ValueError(f"advisor source {self.config.source!r} needs bind(env) first")
+        state = self.formatter.state_of(self.env)
+        if self.config.source == "oracle":
+            from langadapt.environments.maze import ACTION_DELTAS
+
+            row, col = int(state[0]), int(state[1])
+            far = len(self.distance) + 1
+            return min(moves, key=lambda a: self.distance.get(
+                (row + ACTION_DELTAS[a][0], col + ACTION_DELTAS[a][1]), far))
+        return self.policy.decide(state, moves)
+
+    def llm_stats(self) -> dict[str, float]:
+        """``advised`` plus the LLM counters of the ``llm`` source (zeros otherwise)."""
+        stats = self.policy.llm_stats() if self.policy is not None else dict.fromkeys(COUNTERS, 0)
+        return {**stats, **self.counters}
+
+
+class LLMAdvisor(Agent):
+    """Wrap ``agent``: during training take the advice with probability ``p(t)``.
+
+    Saves, loads and evaluates as the wrapped agent; ``llm_stats()`` counts the advice.
+    """
+
+    config_model = AdvisorConfig
+    config: AdvisorConfig
+
+    def __init__(
+        self, agent: Agent, config: AdvisorConfig | dict[str, Any] | None = None, *,
+        backend: Any = None,
+    ) -> None:
+        if not isinstance(agent, Agent):
+            raise ValueError(f"agent is {agent!r}, expected an agent of langadapt.agents")
+        super().__init__(agent.observation_space, agent.action_space, config, agent.seed)
+        self.agent = agent
+        self.kind = agent.kind
+        self.advice = Advice(self.config, self.n_actions, agent.seed, backend)
+        self.steps = 0
+        self.episodes = 0
+        self._horizon: tuple[int | None, int | None] = (None, None)
+
+    @property
+    def learns(self) -> bool:
+        return getattr(self.agent, "learns", True)
+
+    def bind(self, env: Any) -> None:
+        """Read the raw states from ``env`` (also binds the wrapped agent if it binds)."""
+        self.advice.bind(env)
+        inner = getattr(self.agent, "bind", None)
+        if callable(inner):
+            inner(env)
+
+    def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
+        check_count("steps", steps)
+        check_count("episodes", episodes)
+        self._horizon = (steps, episodes)
+        self.steps = self.episodes = 0
+        self.agent.set_training_horizon(steps=steps, episodes=episodes)
+
+    @property
+    def progress(self) -> float:
+        """Fraction of training done (by steps when the horizon is in steps); 0 if unknown."""
+        steps, episodes = self._horizon
+        if steps:
+            return self.steps / steps
+        if episodes:
+            return self.episodes / episodes
+        return 0.0
+
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+        action = self.agent.act(obs, legal_moves, explore)
+        if explore:
+            p = self.advice.probability(self.progress)
+            if p > 0.0 and self.rng.random() < p:
+                return self.advice.suggest(obs, legal_moves)
+        return action
+
+    def learn(
+        self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
+        truncated: bool, next_legal_moves: Sequence[int] | None = None,
+    ) -> None:
+        self.agent.learn(obs, action, reward, next_obs, terminated, truncated, next_legal_moves)
+        self.steps += 1
+        if terminated or truncated:
+            self.episodes += 1
+
+    def llm_stats(self) -> dict[str, float]:
+        inner = getattr(self.agent, "llm_stats", None)
+        stats = self.advice.llm_stats()
+        if callable(inner):
+            for key, value in inner().items():
+                stats[key] = stats.get(key, 0) + value
+        return stats
+
+    def save(self, path: str | Path) -> None:
+        self.agent.save(path)
+
+    def load(self, path: str | Path) -> None:
+        self.agent.load(path)
+
+
+class AdvisedActions(gym.Wrapper):
+    """A gymnasium wrapper that takes the advice with probability ``p(t)`` (for libraries
+    with their own training loop, e.g. Stable-Baselines3).
+
+    ``total_steps`` is the training length the schedule spans. The executed action is put in
+    ``info["executed_action"]``; set ``training = False`` (or evaluate on an unwrapped env)
+    for evaluation. Put it under :class:`~langadapt.adapters.LanguageObservation` or around
+    any other wrapper: it reads the raw state from the unwrapped environment.
+    """
+
+    def __init__(
+        self, env: gym.Env, config: AdvisorConfig | dict[str, Any] | None = None, *,
+        total_steps: int, seed: int = 0, backend: Any = None,
+    ) -> None:
+        super().__init__(env)
+        check_count("total_steps", total_steps, optional=False)
+        if not isinstance(env.action_space, spaces.Discrete):
+            raise ValueError(f"action_space is {env.action_space!r}, expected Discrete")
+        self.advice = Advice(config, int(env.action_space.n), seed, backend)
+        self.advice.bind(env)
+        self.total_steps = int(total_steps)
+        self.steps = 0
+        self.training = True
+        self.rng = np.random.default_rng(seed)
+        self._legal: list[int] | None = None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self._legal = info.get("legal_moves")
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        action = int(action)
+        if self.training:
+            p = self.advice.probability(self.steps / self.total_steps)
+            self.steps += 1
+            if p > 0.0 and self.rng.random() < p:
+                action = self.advice.suggest(None, self._legal)
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._legal = info.get("legal_moves")
+        info["executed_action"] = action
+        return obs, reward, terminated, truncated, info
+
+
+def sb3_advice_callback() -> Any:
+    """A Stable-Baselines3 callback that stores the executed (advised) actions of
+    :class:`AdvisedActions` in the replay buffer instead of the model's proposals.
+
+    SB3's off-policy loop calls ``on_step`` after ``env.step`` and before storing the
+    transition, with the action arrays in ``locals``; the callback overwrites them in place.
+    """
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class AdviceCallback(BaseCallback):
+        def _on_step(self) -> bool:
+            infos = self.locals.get("infos") or []
+            for name in ("buffer_actions", "actions"):
+                array = self.locals.get(name)
+                if isinstance(array, np.ndarray):
+                    for i, info in enumerate(infos):
+                        if "executed_action" in info:
+                            array.reshape(len(infos), -1)[i] = info["executed_action"]
+            return True
+
+    return AdviceCallback()
