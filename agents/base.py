@@ -1,4 +1,4 @@
-"""The agent protocol shared by every agent, and the checks they all need.
+"""The agent protocol shared by every agent, its input checks and the one save format.
 
 An agent is built from gymnasium spaces only (it knows nothing about adapters or our
 environments)::
@@ -8,24 +8,38 @@ environments)::
     agent.learn(obs, action, reward, next_obs, terminated, truncated, next_legal_moves=None)
     agent.save(path); agent.load(path)
 
-``legal_moves`` is a sequence of action indices (``None`` means every action is legal).
-``terminated`` means the episode ended in a terminal state (no bootstrapping);
+``legal_moves`` is a sequence of distinct action indices (``None`` means every action is
+legal). ``terminated`` means the episode ended in a terminal state (no bootstrapping);
 ``truncated`` means it was cut off by a time limit (the value of ``next_obs`` still counts).
+
+Saved files: one format for every agent, a torch file holding ``{"header": JSON text,
+"tensors": {name: tensor}}`` (read with ``torch.load(weights_only=True)``). The header
+names the format and its version, the agent kind, the shapes and the agent's own settings
+that a loading agent must match, and the agent's JSON state (counters, RNG).
 """
 
 from __future__ import annotations
 
 import json
-import zipfile
+import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
+import torch
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict
 
+from langadapt.adapters.describers import check_legal_moves
+from langadapt.environments import check_action
+
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+#: Name and version written into every saved file's header.
+FILE_FORMAT = "langadapt-agent"
+FILE_VERSION = 1
 
 
 def parse_config(config: BaseModel | dict[str, Any] | None, model: type[ConfigT]) -> ConfigT:
@@ -36,34 +50,14 @@ def parse_config(config: BaseModel | dict[str, Any] | None, model: type[ConfigT]
         return config
     if isinstance(config, dict):
         return model(**config)
-    if isinstance(config, BaseModel):
-        raise ValueError(
-            f"config is a {type(config).__name__}, expected a {model.__name__} or a dict"
-        )
     raise ValueError(
         f"config is {config!r} ({type(config).__name__}), expected a {model.__name__}, "
         "a dict of hyperparameters or None"
     )
 
 
-def discrete_action_count(action_space: spaces.Space) -> int:
-    """Number of actions of a ``Discrete`` action space starting at 0; ValueError otherwise."""
-    if not isinstance(action_space, spaces.Discrete):
-        raise ValueError(f"action_space is {action_space!r}, expected gymnasium.spaces.Discrete")
-    if int(action_space.start) != 0:
-        raise ValueError(
-            f"action_space {action_space!r} starts at {int(action_space.start)}, expected a "
-            "Discrete space starting at 0"
-        )
-    return int(action_space.n)
-
-
 def check_count(name: str, value: Any, minimum: int = 1, optional: bool = True) -> None:
-    """ValueError unless ``value`` is an int >= ``minimum`` (or None when ``optional``).
-
-    The one check behind every step / episode budget and seed argument of the agents and of
-    :func:`agents.train` / :func:`agents.evaluate`.
-    """
+    """ValueError unless ``value`` is an int >= ``minimum`` (or None when ``optional``)."""
     if value is None and optional:
         return
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
@@ -78,18 +72,19 @@ class NoConfig(BaseModel):
 
 
 class Agent:
-    """Base class of all agents: space bookkeeping, legal-move masks and input checks.
+    """Base class of all agents: spaces, input checks, legal-move masks, save / load.
 
     Subclasses set ``kind`` (the name stored in saved files) and ``config_model`` (their
-    pydantic hyperparameters), add their own checks after ``super().__init__`` and implement
-    ``act``, ``learn``, ``save`` and ``load``; ``_header`` / ``read_checked`` give the part of
-    the saved-file header every agent shares.
+    pydantic hyperparameters) and implement ``act``, ``learn``, ``get_state`` /
+    ``set_state`` (what a saved file holds) and ``snapshot`` / ``restore`` (an in-memory
+    copy of the policy, for best-policy retention).
     """
 
     kind: ClassVar[str] = "agent"
-    #: The pydantic model of the agent's hyperparameters; ``__init__`` parses ``config``
-    #: with it into ``self.config``.
     config_model: ClassVar[type[BaseModel]] = NoConfig
+    #: True when the agent takes the state's description (``info["description"]``) as
+    #: its observation; :func:`agents.train` and :func:`agents.evaluate` then pass it.
+    reads_description: bool = False
 
     def __init__(
         self,
@@ -102,14 +97,21 @@ class Agent:
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a gymnasium space"
             )
+        if not isinstance(action_space, spaces.Discrete) or int(action_space.start) != 0:
+            raise ValueError(
+                f"action_space is {action_space!r}, expected gymnasium.spaces.Discrete "
+                "starting at 0"
+            )
         check_count("seed", seed, minimum=0, optional=False)
         self.observation_space = observation_space
         self.action_space = action_space
-        self.n_actions = discrete_action_count(action_space)
+        self.n_actions = int(action_space.n)
         self.obs_shape: tuple[int, ...] = tuple(observation_space.shape or ())
         self.seed = int(seed)
         self.rng = np.random.default_rng(self.seed)
         self._all_legal = np.ones(self.n_actions, dtype=bool)
+        self._all_legal.flags.writeable = False
+        self._masks: dict[tuple[int, ...], np.ndarray] = {}
         self.config = parse_config(config, self.config_model)
 
     # ----------------------------------------------------------------- protocol
@@ -128,66 +130,78 @@ class Agent:
     ) -> None:
         raise NotImplementedError
 
-    def save(self, path: str | Path) -> None:
-        raise NotImplementedError
-
-    def load(self, path: str | Path) -> None:
-        raise NotImplementedError
-
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
-        """Tell the agent how long training will run (``train()`` calls this first).
-
-        Agents whose schedules do not depend on the horizon ignore it (after checking it).
-        """
+        """Tell the agent how long training will run (``train()`` calls this first)."""
         check_count("steps", steps)
         check_count("episodes", episodes)
 
-    # ------------------------------------------------------------------ helpers
+    def snapshot(self) -> Any:
+        """An in-memory copy of the policy (weights or table), for :meth:`restore`."""
+        return None
+
+    def restore(self, snapshot: Any) -> None:
+        """Make the policy the one :meth:`snapshot` copied."""
+
+    def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """What a saved file holds: (JSON-serialisable state, named tensors)."""
+        return {"rng": self.rng.bit_generator.state}, {}
+
+    def set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`get_state`'s output (already checked against the file's header);
+        ValueError when a tensor has the wrong shape."""
+        self.rng.bit_generator.state = state["rng"]
+
+    # ------------------------------------------------------------------ checks
     def check_obs(self, obs: Any) -> np.ndarray:
-        """``obs`` as a float32 array of the agent's observation shape; ValueError otherwise."""
-        arr = np.asarray(obs, dtype=np.float32)
+        """``obs`` as a finite float32 array of the agent's observation shape; else ValueError."""
+        try:
+            arr = np.asarray(obs, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"observation is {obs!r}, expected numbers of shape {self.obs_shape}"
+            ) from None
         if arr.shape != self.obs_shape:
             raise ValueError(
                 f"observation has shape {arr.shape}, but this {self.kind} agent was built for "
                 f"observation shape {self.obs_shape}"
             )
+        # One sum is cheaper than an elementwise isfinite; it is inf/nan only if some value
+        # is (or the sum overflows, which the exact check below then clears).
+        if not math.isfinite(arr.sum()) and not np.isfinite(arr).all():
+            raise ValueError(f"observation {arr.tolist()!r} contains NaN or inf (or None)")
         return arr
 
-    def legal_mask(self, legal_moves: Sequence[int] | np.ndarray | None, what: str) -> np.ndarray:
-        """Boolean mask over actions from a list of legal moves (``None`` = all legal).
+    def legal_mask(self, legal_moves: Sequence[int] | None, what: str) -> np.ndarray:
+        """Read-only boolean mask over actions from distinct legal moves (``None`` = all).
 
-        Raises ValueError for an empty list or an action outside ``[0, n_actions)``.
+        ValueError for an empty list, a repeated move, a non-int move (bools included) or
+        one outside ``[0, n_actions)``. Masks of int tuples seen before are memorised.
         """
         if legal_moves is None:
             return self._all_legal
-        moves = np.asarray(legal_moves)
-        if moves.size == 0:
+        key = tuple(legal_moves) if type(legal_moves) in (list, tuple) else None
+        if key is not None and all(type(m) is int for m in key):
+            mask = self._masks.get(key)
+            if mask is not None:
+                return mask
+        else:
+            key = None  # (False, 5) == (0, 5) as a dict key: only exact ints are memorised
+        moves = check_legal_moves(legal_moves, self.n_actions)
+        if not moves:
             raise ValueError(
                 f"{what} is empty: the agent needs at least one legal action out of "
                 f"{self.n_actions} (pass None when every action is legal)"
             )
-        if moves.ndim != 1 or not np.issubdtype(moves.dtype, np.integer):
-            raise ValueError(f"{what} is {legal_moves!r}, expected a sequence of action indices")
-        if moves.min() < 0 or moves.max() >= self.n_actions:
-            raise ValueError(
-                f"{what} is {list(moves)!r}, expected action indices in [0, {self.n_actions})"
-            )
         mask = np.zeros(self.n_actions, dtype=bool)
-        mask[moves] = True
+        mask[list(moves)] = True
+        mask.flags.writeable = False
+        if key is not None and len(self._masks) < 4096:
+            self._masks[key] = mask
         return mask
 
     def check_action(self, action: Any) -> int:
         """``action`` as an int in ``[0, n_actions)``; ValueError otherwise."""
-        value = action.item() if isinstance(action, np.ndarray) and action.ndim == 0 else action
-        if isinstance(value, (bool, np.bool_)) or not isinstance(
-            value, (int, np.integer, float, np.floating)
-        ):
-            a = None
-        else:
-            a = int(value) if np.isfinite(value) and value == int(value) else None
-        if a is None or not 0 <= a < self.n_actions:
-            raise ValueError(f"action is {action!r}, expected an int in [0, {self.n_actions})")
-        return a
+        return check_action(action, self.n_actions)
 
     def check_transition(
         self, reward: Any, terminated: Any, truncated: Any
@@ -199,36 +213,43 @@ class Agent:
         if (
             isinstance(r, (bool, np.bool_))
             or not isinstance(r, (int, float, np.integer, np.floating))
-            or not np.isfinite(r)
+            or not math.isfinite(r)
         ):
             raise ValueError(f"reward is {reward!r}, expected a finite real number")
         return float(r), _flag("terminated", terminated), _flag("truncated", truncated)
 
-    def _header(self) -> dict[str, Any]:
-        """What a saved file must match to be loaded (subclasses add their own keys)."""
+    # -------------------------------------------------------------- save / load
+    def header(self) -> dict[str, Any]:
+        """What a saved file must match to be loaded (subclasses add their settings)."""
         return {"kind": self.kind, "obs_shape": list(self.obs_shape), "n_actions": self.n_actions}
 
-    def read_checked(self, path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-        """:func:`read_agent_file` plus :meth:`check_header` against :meth:`_header`."""
-        header, payload = read_agent_file(path)
-        expected = self._header()
-        del expected["kind"]
-        self.check_header(header, path, expected)
-        return header, payload
+    def save(self, path: str | Path) -> None:
+        """Write the agent to ``path`` atomically (a temporary file renamed into place)."""
+        state, tensors = self.get_state()
+        header = {"format": FILE_FORMAT, "version": FILE_VERSION, **self.header(), "state": state}
+        write_agent_file(path, header, tensors)
 
-    def check_header(
-        self, header: dict[str, Any], path: str | Path, expected: dict[str, Any]
-    ) -> None:
-        """Compare what a saved file says about itself with this agent; ValueError on mismatch."""
-        kind = header.get("kind")
-        if kind != self.kind:
-            raise ValueError(f"{path} holds a {kind!r} agent, but this is a {self.kind!r} agent")
-        for key, want in expected.items():
+    def load(self, path: str | Path) -> None:
+        """Restore a file written by :meth:`save`: ValueError naming the file and what is
+        wrong when it is damaged, not an agent file, or saved by another agent kind, for
+        other shapes or settings, or by a newer format."""
+        header, tensors = read_agent_file(path)
+        for key, want in self.header().items():
             got = header.get(key)
-            if _normalise(got) != _normalise(want):
+            if json.loads(json.dumps(got)) != json.loads(json.dumps(want)):
+                if key == "kind":
+                    raise ValueError(
+                        f"{path} holds a {got!r} agent, but this is a {want!r} agent"
+                    )
                 raise ValueError(
                     f"{path} was saved with {key}={got!r}, but this agent has {key}={want!r}"
                 )
+        try:
+            self.set_state(header["state"], tensors)
+        except (KeyError, TypeError, RuntimeError) as error:
+            raise ValueError(f"{path}: saved state does not fit this agent: {error}") from None
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -239,62 +260,73 @@ def _flag(name: str, value: Any) -> bool:
     raise ValueError(f"{name} is {value!r}, expected a bool")
 
 
-def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Read any file written by an agent's ``save``: returns ``(header, payload)``.
+def write_agent_file(path: str | Path, header: dict[str, Any], tensors: dict[str, Any]) -> None:
+    """Save ``{"header": JSON, "tensors": tensors}`` with torch, atomically."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save({"header": json.dumps(header), "tensors": tensors}, temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
-    Three formats exist: ``.npz`` (tables; header stored as JSON in the ``header`` entry),
-    a torch zip archive (networks; loaded with ``weights_only=True``) and JSON (agents with
-    no parameters). ValueError when ``path`` is none of these.
+
+def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """``(header, tensors)`` of a file written by an agent's ``save``.
+
+    One ValueError naming the file for anything that is not an intact agent file of this
+    format version or an older one: missing, truncated, another zip or torch file, a
+    header that is not JSON, a missing entry, non-tensor payload, NaN / inf values.
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path} does not exist or is not a file")
-    with path.open("rb") as f:
-        head = f.read(4)
-    if head.startswith(b"{"):
-        try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path} is not a saved agent: invalid JSON ({err})") from None
-        return _header_of(data, path), data
-    if head == b"PK\x03\x04":
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-        if "header.npy" in names:
-            with np.load(path, allow_pickle=False) as npz:
-                payload = {k: npz[k] for k in npz.files}
-            header = json.loads(str(payload.pop("header")))
-            return _header_of(header, path), payload
-        import torch
-
+    try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(data, dict):
-            raise ValueError(f"{path} is not a saved agent: a torch file without a header")
-        return _header_of(data, path), data
-    raise ValueError(f"{path} is not a saved agent (expected .npz, torch or JSON content)")
+    except Exception as error:  # torch raises many types for damaged or foreign files
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(
+            f"{path} is not a saved agent (damaged, truncated or another format): {reason}"
+        ) from None
+    if not isinstance(data, dict) or not {"header", "tensors"} <= set(data):
+        found = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ValueError(
+            f"{path} is not a saved agent: expected entries 'header' and 'tensors', found {found}"
+        )
+    try:
+        header = json.loads(data["header"])
+    except (TypeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a saved agent: the header is not JSON ({error})") from None
+    if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
+        raise ValueError(f"{path} is not a saved agent: its header does not name {FILE_FORMAT!r}")
+    version = header.get("version")
+    if not isinstance(version, int) or version > FILE_VERSION:
+        raise ValueError(
+            f"{path} was saved in format version {version!r}; this langadapt reads versions "
+            f"up to {FILE_VERSION} (upgrade langadapt to load it)"
+        )
+    if "state" not in header or "kind" not in header:
+        raise ValueError(f"{path} is not a saved agent: the header has no 'kind' or 'state'")
+    tensors = data["tensors"]
+    if not isinstance(tensors, dict):
+        raise ValueError(f"{path}: 'tensors' is a {type(tensors).__name__}, expected a dict")
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError(f"{path}: entry {name!r} is not a tensor")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{path}: tensor {name!r} contains NaN or inf values")
+    return header, tensors
 
 
-def _header_of(data: Any, path: Path) -> dict[str, Any]:
-    header = data.get("header", data) if isinstance(data, dict) else None
-    if isinstance(header, str):
-        header = json.loads(header)
-    if not isinstance(header, dict) or "kind" not in header:
-        raise ValueError(f"{path} is not a saved agent: no header naming the agent kind")
-    return header
-
-
-def _normalise(value: Any) -> Any:
-    """Lists and tuples compare equal after a JSON round trip."""
-    if isinstance(value, (list, tuple)):
-        return [_normalise(v) for v in value]
-    return value
-
-
-def rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    """The JSON-serialisable state of a numpy Generator."""
-    return rng.bit_generator.state
-
-
-def set_rng_state(rng: np.random.Generator, state: dict[str, Any]) -> None:
-    """Restore a state returned by :func:`rng_state`."""
-    rng.bit_generator.state = state
+def take(tensors: dict[str, torch.Tensor], name: str, shape: Sequence[int]) -> torch.Tensor:
+    """``tensors[name]`` checked against ``shape`` (-1 = any size); ValueError otherwise."""
+    if name not in tensors:
+        raise ValueError(f"missing tensor {name!r}")
+    tensor = tensors[name]
+    if tensor.dim() != len(shape) or any(
+        want not in (-1, got) for want, got in zip(shape, tensor.shape, strict=True)
+    ):
+        raise ValueError(
+            f"tensor {name!r} has shape {tuple(tensor.shape)}, expected {tuple(shape)}"
+        )
+    return tensor

@@ -6,9 +6,6 @@ A transition stores ``next_obs`` explicitly, so the final observation of a trunc
 episode is kept (not the first observation of the next episode), together with the
 ``terminated`` flag (1.0 only for true terminal states; truncation is 0.0 so the learner
 bootstraps) and the boolean mask of the actions legal in ``next_obs``.
-
-Sampling returns torch tensors that share memory with freshly gathered numpy arrays
-(no extra copy, no per-transition Python objects).
 """
 
 from __future__ import annotations
@@ -20,38 +17,31 @@ import torch
 
 
 class ReplayBatch(NamedTuple):
-    """A batch of transitions as torch tensors (first dimension = batch)."""
+    """Batches of transitions as torch tensors, shaped ``(rounds, batch, ...)``."""
 
-    obs: torch.Tensor  # float32 (B, *obs_shape)
-    actions: torch.Tensor  # int64 (B, 1)
-    rewards: torch.Tensor  # float32 (B,)
-    next_obs: torch.Tensor  # float32 (B, *obs_shape)
-    terminated: torch.Tensor  # float32 (B,), 1.0 = terminal state, no bootstrap
-    next_masks: torch.Tensor  # bool (B, n_actions), actions legal in next_obs
+    obs: torch.Tensor  # float32 (R, B, obs_dim)
+    actions: torch.Tensor  # int64 (R, B, 1)
+    rewards: torch.Tensor  # float32 (R, B)
+    next_obs: torch.Tensor  # float32 (R, B, obs_dim)
+    terminated: torch.Tensor  # float32 (R, B), 1.0 = terminal state, no bootstrap
+    next_masks: torch.Tensor | None  # bool (R, B, n_actions); None when all were legal
 
 
 class ReplayBuffer:
     """Fixed-capacity FIFO store of transitions; the oldest is overwritten when full."""
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], n_actions: int):
-        if capacity < 1:
-            raise ValueError(f"capacity is {capacity}, expected a positive int")
+    def __init__(self, capacity: int, obs_dim: int, n_actions: int):
         self.capacity = int(capacity)
-        self.obs_shape = tuple(obs_shape)
-        self.n_actions = int(n_actions)
-        self.obs = np.zeros((self.capacity, *self.obs_shape), dtype=np.float32)
-        self.next_obs = np.zeros((self.capacity, *self.obs_shape), dtype=np.float32)
+        self.obs = np.zeros((self.capacity, obs_dim), dtype=np.float32)
+        self.next_obs = np.zeros((self.capacity, obs_dim), dtype=np.float32)
         self.actions = np.zeros((self.capacity, 1), dtype=np.int64)
         self.rewards = np.zeros(self.capacity, dtype=np.float32)
         self.terminated = np.zeros(self.capacity, dtype=np.float32)
-        self.next_masks = np.ones((self.capacity, self.n_actions), dtype=bool)
+        self.next_masks = np.ones((self.capacity, n_actions), dtype=bool)
         self.pos = 0
         self.size = 0
         #: True once any stored next-state mask excludes an action (lets learners skip masking).
         self.has_illegal = False
-
-    def __len__(self) -> int:
-        return self.size
 
     def add(
         self,
@@ -76,23 +66,21 @@ class ReplayBuffer:
         if self.size < self.capacity:
             self.size += 1
 
-    def sample_indices(self, rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
-        """Uniform indices (with replacement) into the stored transitions."""
-        if self.size == 0:
-            raise ValueError("cannot sample from an empty replay buffer")
-        return rng.integers(0, self.size, size=shape)
+    def sample(
+        self, rng: np.random.Generator, rounds: int, batch_size: int, device: torch.device
+    ) -> ReplayBatch:
+        """``rounds`` uniform batches of ``batch_size`` transitions (with replacement), drawn
+        with one index draw and one gather."""
+        idx = rng.integers(0, self.size, size=(rounds, batch_size))
 
-    def gather(self, indices: np.ndarray) -> ReplayBatch:
-        """The transitions at ``indices`` (1-D) as a :class:`ReplayBatch`."""
+        def field(array: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(array[idx]).to(device, non_blocking=True)
+
         return ReplayBatch(
-            obs=torch.from_numpy(self.obs[indices]),
-            actions=torch.from_numpy(self.actions[indices]),
-            rewards=torch.from_numpy(self.rewards[indices]),
-            next_obs=torch.from_numpy(self.next_obs[indices]),
-            terminated=torch.from_numpy(self.terminated[indices]),
-            next_masks=torch.from_numpy(self.next_masks[indices]),
+            obs=field(self.obs),
+            actions=field(self.actions),
+            rewards=field(self.rewards),
+            next_obs=field(self.next_obs),
+            terminated=field(self.terminated),
+            next_masks=field(self.next_masks) if self.has_illegal else None,
         )
-
-    def sample(self, batch_size: int, rng: np.random.Generator) -> ReplayBatch:
-        """A uniform random batch of ``batch_size`` transitions."""
-        return self.gather(self.sample_indices(rng, batch_size))

@@ -1,7 +1,8 @@
 """Deep Q-Network (Mnih et al. 2015) with Double DQN, in the shape of Stable-Baselines3's DQN.
 
-The algorithm lives here; the replay buffer is :mod:`agents.buffers` and the network
-:mod:`agents.policies` (the SB3 split into algorithm / buffer / policy).
+The Q-network is an ordinary ``nn.Sequential`` MLP trained with autograd, ``torch.optim.Adam``
+and ``clip_grad_norm_``; the target network follows it by ``load_state_dict`` (or a Polyak
+step). The replay buffer is :mod:`agents.buffers`.
 
 Semantics follow SB3 so that its published hyperparameters (rl-baselines3-zoo) carry over:
 
@@ -20,24 +21,27 @@ Semantics follow SB3 so that its published hyperparameters (rl-baselines3-zoo) c
   ``a* = argmax_{a' legal} Q_online(s', a')`` (Double DQN, default) or
   ``max_{a' legal} Q_target(s', a')``: truncated transitions bootstrap, terminal ones do not;
 - Huber (smooth L1) loss, Adam, gradient norm clipped to ``max_grad_norm``.
+
+Acting (one observation) multiplies numpy views of the module's weights: the same function
+as ``q_net(obs)`` in a few microseconds instead of tens; the optimiser and
+``load_state_dict`` write into the weights in place, so the views always see them. On
+``device="cuda"`` acting goes through the module.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
 
-from langadapt.agents.base import Agent, rng_state, set_rng_state
+from langadapt.agents.base import Agent, take
 from langadapt.agents.buffers import ReplayBuffer
-from langadapt.agents.policies import QNetwork
 
 
 class DQNConfig(BaseModel):
@@ -48,7 +52,7 @@ class DQNConfig(BaseModel):
     hidden_sizes: list[int] = Field(
         default_factory=lambda: [256, 256], description="Widths of the hidden layers."
     )
-    activation: str = Field("relu", description='Hidden activation: "relu" or "tanh".')
+    activation: Literal["relu", "tanh"] = Field("relu", description="Hidden activation.")
     learning_rate: float = Field(1e-3, gt=0.0, description="Adam learning rate.")
     buffer_size: int = Field(100_000, ge=1, description="Replay buffer capacity (transitions).")
     learning_starts: int = Field(
@@ -71,6 +75,9 @@ class DQNConfig(BaseModel):
     )
     exploration_initial_eps: float = Field(1.0, ge=0.0, le=1.0, description="Epsilon at start.")
     exploration_final_eps: float = Field(0.05, ge=0.0, le=1.0, description="Epsilon at the end.")
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu", description='Where the networks train; "auto" = cuda when available.'
+    )
     total_steps: int | None = Field(
         None,
         ge=1,
@@ -108,6 +115,19 @@ def dqn_targets(
     return rewards + gamma * (1.0 - terminated) * next_v
 
 
+def q_network(
+    obs_dim: int, n_actions: int, hidden_sizes: list[int], activation: str
+) -> nn.Sequential:
+    """The MLP ``obs -> Q(obs, .)``: ``nn.Linear`` layers (default initialisation, as SB3)."""
+    act = {"relu": nn.ReLU, "tanh": nn.Tanh}[activation]
+    sizes = [obs_dim, *hidden_sizes]
+    layers: list[nn.Module] = []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
+        layers += [nn.Linear(n_in, n_out), act()]
+    layers.append(nn.Linear(sizes[-1], n_actions))
+    return nn.Sequential(*layers)
+
+
 class DQNAgent(Agent):
     """DQN on flat (or flattened) Box observations and a Discrete action space."""
 
@@ -128,17 +148,17 @@ class DQNAgent(Agent):
             raise ValueError(f"observation_space is {observation_space!r}, expected a Box space")
         if any(w < 1 for w in cfg.hidden_sizes):
             raise ValueError(f"hidden_sizes is {cfg.hidden_sizes}, expected positive widths")
+        self.device = _device(cfg.device)
         self.obs_dim = int(np.prod(self.obs_shape))
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]):  # seeded init; the caller's RNG untouched
             torch.manual_seed(self.seed)
-            self.q_net = QNetwork(self.obs_dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
-            self.target_net = QNetwork(
-                self.obs_dim, self.n_actions, cfg.hidden_sizes, cfg.activation
-            )
-        self.target_net.load_state_dict(self.q_net.state_dict())
+            self.q_net = q_network(self.obs_dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
+        self.q_net.to(self.device)
+        self.target_net = q_network(self.obs_dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
+        self.target_net.to(self.device).load_state_dict(self.q_net.state_dict())
         self.target_net.requires_grad_(False)
         self.optimizer = _adam(self.q_net.parameters(), cfg.learning_rate)
-        self.buffer = ReplayBuffer(cfg.buffer_size, (self.obs_dim,), self.n_actions)
+        self.buffer = ReplayBuffer(cfg.buffer_size, self.obs_dim, self.n_actions)
         self.gradient_steps = cfg.train_freq if cfg.gradient_steps == -1 else cfg.gradient_steps
         if self.gradient_steps < 1:
             raise ValueError(f"gradient_steps is {cfg.gradient_steps}, expected >= 1 or -1")
@@ -148,8 +168,15 @@ class DQNAgent(Agent):
         self.epsilon = cfg.exploration_initial_eps
         self.horizon_steps: int | None = cfg.total_steps
         self.horizon_episodes: int | None = None
-        self._trained_since_sync = False
-        self._last_batch: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.last_loss: float | None = None
+        self._views = self._numpy_views()
+
+    def _numpy_views(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """(weight, bias) numpy views of the online network's layers (None off the CPU)."""
+        if self.device.type != "cpu":
+            return None
+        linears = [m for m in self.q_net if isinstance(m, nn.Linear)]
+        return [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in linears]
 
     # --------------------------------------------------------------- schedule
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
@@ -184,7 +211,24 @@ class DQNAgent(Agent):
     # --------------------------------------------------------------- protocol
     def q_values(self, obs: Any) -> np.ndarray:
         """Online-network action values of one observation (float32 numpy array)."""
-        return self.q_net.numpy_forward(self.check_obs(obs).reshape(-1)).copy()
+        return self._q(self.check_obs(obs).reshape(-1)).copy()
+
+    def _q(self, x: np.ndarray) -> np.ndarray:
+        views = self._views
+        if views is None:
+            with torch.no_grad():
+                return self.q_net(torch.from_numpy(x).to(self.device)).cpu().numpy()
+        relu = self.config.activation == "relu"
+        last = len(views) - 1
+        for i, (w, b) in enumerate(views):
+            x = w @ x
+            x += b
+            if i < last:
+                if relu:
+                    np.maximum(x, 0.0, out=x)
+                else:
+                    np.tanh(x, out=x)
+        return x
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
         """Epsilon-greedy (``explore``) or greedy action among the legal moves."""
@@ -197,7 +241,7 @@ class DQNAgent(Agent):
                 return int(self.rng.integers(self.n_actions))
             legal = np.flatnonzero(mask)
             return int(legal[self.rng.integers(legal.size)])
-        q = self.q_net.numpy_forward(arr.reshape(-1))
+        q = self._q(arr.reshape(-1))
         if mask is not None:
             q = np.where(mask, q, -np.inf)
         return int(q.argmax())
@@ -237,153 +281,124 @@ class DQNAgent(Agent):
     def update_target(self) -> None:
         """Hard copy (``tau == 1``) or Polyak step of the online weights into the target."""
         tau = self.config.tau
-        if tau == 1.0 and not self._trained_since_sync:
-            return  # the online net has not changed since the last copy
+        if tau == 1.0:
+            self.target_net.load_state_dict(self.q_net.state_dict())
+            return
         with torch.no_grad():
-            if tau == 1.0:
-                self.target_net.flat.copy_(self.q_net.flat)
-            else:
-                self.target_net.flat.lerp_(self.q_net.flat, tau)
-        self._trained_since_sync = False
-
-    def target_q_values(
-        self,
-        next_obs: torch.Tensor,
-        rewards: torch.Tensor,
-        terminated: torch.Tensor,
-        next_masks: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """TD targets of a batch with the current networks (see :func:`dqn_targets`)."""
-        with torch.no_grad():
-            next_q_target = self.target_net(next_obs)
-            next_q_online = self.q_net(next_obs) if self.config.double_dqn else None
-            return dqn_targets(
-                rewards, terminated, self.config.gamma, next_q_target, next_q_online, next_masks
-            )
+            for target, online in zip(
+                self.target_net.parameters(), self.q_net.parameters(), strict=True
+            ):
+                target.lerp_(online, tau)
 
     def train_steps(self, gradient_steps: int) -> None:
         """``gradient_steps`` gradient steps on uniformly sampled batches.
 
-        Equivalent to the textbook loop (sample, compute targets, Huber loss, backward, clip,
-        Adam step) but organised for speed: all batches of the round come from one index draw
-        and one gather; the target network, which does not change during a round, is
-        evaluated on all of them in one pass; with Double DQN the online network sees
-        ``[obs; next_obs]`` in one forward pass; the backward pass is
-        :meth:`QNetwork.backward_into_grad`.
+        The batches of a round come from one index draw, and the target network (which does
+        not change within a round) evaluates all of them in one pass; each step is then the
+        textbook one: targets, Huber loss, backward, clip, Adam. ``last_loss`` is the loss
+        of the round's last batch, before its step.
         """
         cfg = self.config
-        bsz, n, dim = cfg.batch_size, gradient_steps, self.obs_dim
-        buf = self.buffer
-        idx = buf.sample_indices(self.rng, n * bsz)
-        obs = buf.obs[idx].reshape(n, bsz, dim)
-        next_obs = buf.next_obs[idx].reshape(n, bsz, dim)
-        actions = torch.from_numpy(buf.actions[idx].reshape(n, bsz, 1))
-        rewards = torch.from_numpy(buf.rewards[idx].reshape(n, bsz))
-        terminated = torch.from_numpy(buf.terminated[idx].reshape(n, bsz))
-        masks = (
-            torch.from_numpy(buf.next_masks[idx].reshape(n, bsz, self.n_actions))
-            if buf.has_illegal
-            else None
-        )
+        batch = self.buffer.sample(self.rng, gradient_steps, cfg.batch_size, self.device)
+        masks = batch.next_masks
         with torch.no_grad():
-            next_q_target = self.target_net(torch.from_numpy(next_obs)).view(n, bsz, -1)
-        if cfg.double_dqn:
-            inputs = torch.from_numpy(np.concatenate([obs, next_obs], axis=1))  # (n, 2B, D)
-            targets = None
-        else:
-            inputs = torch.from_numpy(obs)
-            targets = dqn_targets(rewards, terminated, cfg.gamma, next_q_target, None, masks)
-        # d(mean Huber)/d(Q(s, a)) = clamp(Q(s, a) - y, -1, 1) / B, scattered to column a.
-        one_hot = torch.zeros(n, bsz, self.n_actions).scatter_(2, actions, 1.0 / bsz)
-        net = self.q_net
-        net.grad_views()  # allocates flat.grad once
-        flat_grad = net.flat.grad
-        max_norm = cfg.max_grad_norm
-        q_taken = target = None
-        for g in range(n):
-            out, layer_inputs = net.forward_train(inputs[g])
-            if targets is None:
-                target = dqn_targets(
-                    rewards[g],
-                    terminated[g],
-                    cfg.gamma,
-                    next_q_target[g],
-                    out[bsz:],
-                    None if masks is None else masks[g],
+            next_q_target = self.target_net(batch.next_obs)
+            if not cfg.double_dqn:  # the targets need only the target network: all at once
+                all_targets = dqn_targets(
+                    batch.rewards, batch.terminated, cfg.gamma, next_q_target, None, masks
                 )
+        for g in range(gradient_steps):
+            if cfg.double_dqn:
+                with torch.no_grad():
+                    targets = dqn_targets(
+                        batch.rewards[g],
+                        batch.terminated[g],
+                        cfg.gamma,
+                        next_q_target[g],
+                        self.q_net(batch.next_obs[g]),
+                        None if masks is None else masks[g],
+                    )
             else:
-                target = targets[g]
-            q_taken = out[:bsz].gather(1, actions[g]).squeeze(1)
-            delta = (q_taken - target).clamp_(-1.0, 1.0)
-            net.backward_into_grad(one_hot[g] * delta.unsqueeze(1), layer_inputs)
-            # clip_grad_norm_ on the single flat gradient
-            norm = torch.linalg.vector_norm(flat_grad)
-            flat_grad.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
+                targets = all_targets[g]
+            q_taken = self.q_net(batch.obs[g]).gather(1, batch.actions[g]).squeeze(1)
+            loss = F.smooth_l1_loss(q_taken, targets)
+            self.optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.q_net.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
-        self.n_updates += n
-        self._trained_since_sync = True
-        if q_taken is not None:
-            self._last_batch = (q_taken, target)
+        self.n_updates += gradient_steps
+        self.last_loss = loss.item()
 
-    @property
-    def last_loss(self) -> float | None:
-        """Huber loss of the last gradient step's batch, before that step (None before
-        training)."""
-        if self._last_batch is None:
-            return None
-        return float(F.smooth_l1_loss(*self._last_batch))
+    # ------------------------------------------------------------ snapshots / files
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """A copy of the online and target weights."""
+        return {
+            **{f"q_net.{k}": v.clone() for k, v in self.q_net.state_dict().items()},
+            **{f"target_net.{k}": v.clone() for k, v in self.target_net.state_dict().items()},
+        }
 
-    # ------------------------------------------------------------ save / load
-    def _header(self) -> dict[str, Any]:
-        return super()._header() | {
+    def restore(self, snapshot: dict[str, torch.Tensor]) -> None:
+        """Copy weights from :meth:`snapshot` (in place: the acting views stay valid)."""
+        for name, net in (("q_net", self.q_net), ("target_net", self.target_net)):
+            want = net.state_dict()
+            net.load_state_dict(
+                {k: take(snapshot, f"{name}.{k}", tuple(v.shape)) for k, v in want.items()}
+            )
+
+    def header(self) -> dict[str, Any]:
+        return super().header() | {
             "hidden_sizes": list(self.config.hidden_sizes),
             "activation": self.config.activation,
         }
 
-    def save(self, path: str | Path) -> None:
-        """Write networks, optimiser, counters and RNG state to a torch file at ``path``.
-
-        The replay buffer is not saved: a loaded agent acts identically and can continue
-        training, refilling its buffer from new experience.
-        """
-        header = self._header() | {
+    def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """Networks, Adam moments, counters and RNG state. The replay buffer is not saved:
+        a loaded agent acts identically and can continue training, refilling its buffer."""
+        state, _ = super().get_state()
+        tensors = {k: v.cpu() for k, v in self.snapshot().items()}
+        for index, moments in self.optimizer.state_dict()["state"].items():
+            tensors |= {f"optimizer.{index}.{k}": v.cpu() for k, v in moments.items()}
+        state |= {
             "num_timesteps": self.num_timesteps,
             "episodes": self.episodes,
             "n_updates": self.n_updates,
             "epsilon": self.epsilon,
             "horizon_steps": self.horizon_steps,
             "horizon_episodes": self.horizon_episodes,
-            "rng": rng_state(self.rng),
-            "config": self.config.model_dump(),
         }
-        torch.save(
-            {
-                "header": json.dumps(header),
-                "q_net": self.q_net.state_dict(),
-                "target_net": self.target_net.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-            },
-            Path(path),
-        )
+        return state, tensors
 
-    def load(self, path: str | Path) -> None:
-        """Restore a file written by :meth:`save` (loaded with ``weights_only=True``).
-
-        ValueError if it holds another kind of agent or other shapes / layers.
-        """
-        header, payload = self.read_checked(path)
-        self.q_net.load_state_dict(payload["q_net"])
-        self.target_net.load_state_dict(payload["target_net"])
-        self.optimizer.load_state_dict(payload["optimizer"])
-        self.num_timesteps = int(header["num_timesteps"])
-        self.episodes = int(header["episodes"])
-        self.n_updates = int(header["n_updates"])
-        self.epsilon = float(header["epsilon"])
+    def set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        self.restore({k: v.to(self.device) for k, v in tensors.items()})
+        optimizer = self.optimizer.state_dict()
+        optimizer["state"] = {
+            i: {
+                "step": take(tensors, f"optimizer.{i}.step", ()).to(self.device),
+                "exp_avg": take(tensors, f"optimizer.{i}.exp_avg", p.shape).to(self.device),
+                "exp_avg_sq": take(tensors, f"optimizer.{i}.exp_avg_sq", p.shape).to(self.device),
+            }
+            for i, p in enumerate(self.q_net.parameters())
+            if f"optimizer.{i}.step" in tensors
+        }
+        self.optimizer.load_state_dict(optimizer)
+        super().set_state(state, tensors)
+        self.num_timesteps = int(state["num_timesteps"])
+        self.episodes = int(state["episodes"])
+        self.n_updates = int(state["n_updates"])
+        self.epsilon = float(state["epsilon"])
         if self.config.total_steps is None:
-            self.horizon_steps = header["horizon_steps"]
-            self.horizon_episodes = header["horizon_episodes"]
-        set_rng_state(self.rng, header["rng"])
-        self._trained_since_sync = True
+            self.horizon_steps = state["horizon_steps"]
+            self.horizon_episodes = state["horizon_episodes"]
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            'device is "cuda" but this torch build sees no CUDA device; use "cpu" or "auto"'
+        )
+    return torch.device(name)
 
 
 def _adam(params: Any, lr: float) -> torch.optim.Optimizer:

@@ -1,13 +1,19 @@
 """Tabular Q-learning with epsilon-greedy exploration and legal-move masking.
 
-The table maps a key derived from the observation to one row of action values:
+The table maps what the state means to one row of action values:
 
-- ``bins=None`` (default): the key is the exact bytes of the float32 observation. This is
-  what you want for discrete states (maze cells) and for 384-dim language encodings, where
-  equal descriptions give bit-identical vectors; hashing 1.5 kB costs about a microsecond.
-- ``bins=k`` or ``bins=[k1, k2, ...]``: continuous raw states are discretised into ``k`` equal
-  bins per dimension between the observation space bounds (or ``bounds`` when given; required
-  for unbounded dimensions); values outside are clipped into the first / last bin.
+- ``key="description"``: the state's description (a 16-byte BLAKE2 hash of its text). The
+  agent then takes the description as its observation: :func:`agents.train` and
+  :func:`agents.evaluate` pass ``info["description"]``, which a
+  :class:`~langadapt.adapters.LanguageObservation` environment provides. The table does not
+  depend on the encoder's numbers (MiniLM vectors of one text differ in the last bits between
+  batch sizes), so a saved table acts identically in a new process without any cache.
+- ``key="observation"`` (default) with ``bins=None``: the exact bytes of the float32
+  observation - the state itself for discrete states (maze cells).
+- ``key="observation"`` with ``bins=k`` or ``bins=[k1, k2, ...]``: continuous raw states
+  discretised into ``k`` equal bins per dimension between the observation space bounds (or
+  ``bounds`` when given; required for unbounded dimensions); values outside are clipped into
+  the first / last bin.
 
 Update, for a transition ``(s, a, r, s')`` with ``s'`` not terminal::
 
@@ -20,17 +26,16 @@ truncated) from ``epsilon_start`` down to ``epsilon_min``.
 
 from __future__ import annotations
 
-import io
-import json
+import hashlib
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import torch
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langadapt.agents.base import Agent, rng_state, set_rng_state
+from langadapt.agents.base import Agent, take
 
 
 class QLearningConfig(BaseModel):
@@ -46,6 +51,11 @@ class QLearningConfig(BaseModel):
         0.99, gt=0.0, le=1.0, description="Multiplied into epsilon at the end of each episode."
     )
     initial_q: float = Field(0.0, description="Value of a state-action pair never updated.")
+    key: Literal["observation", "description"] = Field(
+        "observation",
+        description='Table key: "description" (the text, from info["description"]) or '
+        '"observation" (the state, or its bins).',
+    )
     bins: int | list[int] | None = Field(
         None,
         description="None: key = exact observation bytes. int or one int per dimension: "
@@ -68,7 +78,7 @@ class QLearningConfig(BaseModel):
 
 
 class QLearningAgent(Agent):
-    """Tabular Q-learning over a dict keyed by observation bytes or bin indices."""
+    """Tabular Q-learning over a dict keyed by description hashes, state bytes or bins."""
 
     kind = "qlearning"
     config_model = QLearningConfig
@@ -85,6 +95,11 @@ class QLearningAgent(Agent):
         if not isinstance(observation_space, (spaces.Box, spaces.Discrete)):
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a Box or Discrete space"
+            )
+        self.reads_description = self.config.key == "description"
+        if self.reads_description and self.config.bins is not None:
+            raise ValueError(
+                f"bins={self.config.bins!r} needs key='observation' (a description has no bins)"
             )
         self.table: dict[bytes, np.ndarray] = {}
         self.epsilon = self.config.epsilon_start
@@ -137,7 +152,15 @@ class QLearningAgent(Agent):
         self._scale = bins / (high - low)
 
     def key(self, obs: Any) -> bytes:
-        """The table key of an observation (bytes); ValueError on a shape mismatch."""
+        """The table key of an observation (bytes); ValueError when it does not fit."""
+        if self.reads_description:
+            if type(obs) is not str:
+                raise ValueError(
+                    f"observation is {type(obs).__name__}, but this table is keyed by "
+                    "descriptions: pass the description text (info['description'] of a "
+                    "LanguageObservation env; agents.train and agents.evaluate do)"
+                )
+            return hashlib.blake2b(obs.encode(), digest_size=16).digest()
         arr = self.check_obs(obs)
         if self._bins is None:
             # + 0.0 maps -0.0 to 0.0 so that equal values give equal bytes.
@@ -212,45 +235,40 @@ class QLearningAgent(Agent):
             self.episodes += 1
             self.epsilon = max(self.config.epsilon_min, self.epsilon * self.config.epsilon_decay)
 
-    # ------------------------------------------------------------- save / load
-    def _header(self) -> dict[str, Any]:
-        return super()._header() | {
+    # ------------------------------------------------------------ snapshots / files
+    def snapshot(self) -> dict[bytes, np.ndarray]:
+        """A copy of the table."""
+        return {k: row.copy() for k, row in self.table.items()}
+
+    def restore(self, snapshot: dict[bytes, np.ndarray]) -> None:
+        self.table = {k: row.copy() for k, row in snapshot.items()}
+
+    def header(self) -> dict[str, Any]:
+        return super().header() | {
+            "key": self.config.key,
             "bins": self.config.bins,
             "bounds": self.config.bounds,
         }
 
-    def save(self, path: str | Path) -> None:
-        """Write the table, epsilon, counters and RNG state to an ``.npz`` file at ``path``."""
+    def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """The table (keys as rows of bytes, values), epsilon, counters and RNG state."""
+        state, _ = super().get_state()
         keys = list(self.table)
         key_len = len(keys[0]) if keys else 0
         key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), key_len)
-        values = (
-            np.stack([self.table[k] for k in keys])
-            if keys
-            else np.zeros((0, self.n_actions), dtype=np.float64)
-        )
-        header = self._header() | {
-            "epsilon": self.epsilon,
-            "episodes": self.episodes,
-            "updates": self.updates,
-            "rng": rng_state(self.rng),
-            "config": self.config.model_dump(),
-        }
-        buf = io.BytesIO()
-        np.savez(buf, header=np.array(json.dumps(header)), keys=key_arr, values=values)
-        Path(path).write_bytes(buf.getvalue())
+        values = np.stack(list(self.table.values())) if keys else np.zeros((0, self.n_actions))
+        state |= {"epsilon": self.epsilon, "episodes": self.episodes, "updates": self.updates}
+        return state, {"keys": torch.from_numpy(key_arr.copy()), "values": torch.from_numpy(values)}
 
-    def load(self, path: str | Path) -> None:
-        """Restore a table saved by :meth:`save`; ValueError if it was saved for another agent,
-        observation shape, action count or discretisation."""
-        header, payload = self.read_checked(path)
-        key_arr = payload["keys"]
-        values = payload["values"]
+    def set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        keys = take(tensors, "keys", (-1, -1)).numpy()
+        values = take(tensors, "values", (keys.shape[0], self.n_actions)).numpy()
+        if keys.dtype != np.uint8:
+            raise ValueError(f"tensor 'keys' has dtype {keys.dtype}, expected uint8")
+        super().set_state(state, tensors)
         self.table = {
-            key_arr[i].tobytes(): values[i].astype(np.float64).copy()
-            for i in range(key_arr.shape[0])
+            keys[i].tobytes(): values[i].astype(np.float64) for i in range(keys.shape[0])
         }
-        self.epsilon = float(header["epsilon"])
-        self.episodes = int(header["episodes"])
-        self.updates = int(header["updates"])
-        set_rng_state(self.rng, header["rng"])
+        self.epsilon = float(state["epsilon"])
+        self.episodes = int(state["episodes"])
+        self.updates = int(state["updates"])

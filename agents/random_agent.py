@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict
 
-from langadapt.agents.base import Agent, rng_state, set_rng_state
-
-
-class RandomConfig(BaseModel):
-    """The random agent has no hyperparameters; the model exists to reject unknown ones."""
-
-    model_config = ConfigDict(extra="forbid")
+from langadapt.agents.base import Agent
 
 
 class RandomAgent(Agent):
-    """Uniform over the legal moves, with its own seeded RNG."""
+    """Uniform over the legal moves, with its own seeded RNG (saved with the agent)."""
 
     kind = "random"
-    config_model = RandomConfig
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
         """A uniformly random legal action (``explore`` makes no difference)."""
-        if isinstance(self.observation_space, spaces.Box):
-            self.check_obs(obs)
+        self.check_obs(obs)
         if legal_moves is None:
             return int(self.rng.integers(self.n_actions))
         legal = np.flatnonzero(self.legal_mask(legal_moves, "legal_moves"))
@@ -46,17 +34,7 @@ class RandomAgent(Agent):
         next_legal_moves: Sequence[int] | None = None,
     ) -> None:
         """Checks its inputs and learns nothing."""
-        if isinstance(self.observation_space, spaces.Box):
-            self.check_obs(obs)
-            self.check_obs(next_obs)
+        self.check_obs(obs)
+        self.check_obs(next_obs)
         self.check_action(action)
         self.check_transition(reward, terminated, truncated)
-
-    def save(self, path: str | Path) -> None:
-        """Write kind, shapes and RNG state as JSON."""
-        Path(path).write_text(json.dumps({"header": self._header(), "rng": rng_state(self.rng)}))
-
-    def load(self, path: str | Path) -> None:
-        """Restore the RNG state; ValueError if the file is for another agent or shape."""
-        header, payload = self.read_checked(path)
-        set_rng_state(self.rng, payload["rng"])

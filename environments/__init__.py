@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import gymnasium
 
+from langadapt.environments._checks import check_action
 from langadapt.environments.cartpole import CartPoleEnv
-from langadapt.environments.maze import ACTION_DELTAS, ACTION_NAMES, MAZE_LAYOUTS, MAZE_NAMES, MazeEnv
+from langadapt.environments.maze import (
+    ACTION_DELTAS,
+    ACTION_NAMES,
+    MAZE_LAYOUTS,
+    MAZE_NAMES,
+    MazeEnv,
+)
 from langadapt.environments.sailing import SailingEnv
 
 #: gymnasium id -> entry point of every environment of this package.
@@ -41,5 +48,6 @@ __all__ = [
     "CartPoleEnv",
     "MazeEnv",
     "SailingEnv",
+    "check_action",
     "register_environments",
 ]

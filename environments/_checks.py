@@ -9,7 +9,7 @@ from typing import Any
 RENDER_MODES: tuple[str, ...] = ("rgb_array", "ansi")
 
 
-def coerce_action(action: Any, n_actions: int) -> int:
+def check_action(action: Any, n_actions: int) -> int:
     """Return `action` as a plain int in ``[0, n_actions)`` or raise `ValueError`.
 
     Accepts Python ints, numpy integers and 0-d integer arrays (what ``Discrete.sample()``

@@ -18,10 +18,10 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv as GymCartPoleEn
 
 from langadapt.environments._checks import (
     RENDER_MODES,
+    check_action,
     check_render_mode,
     check_reset_options,
     check_step_limit,
-    coerce_action,
     episode_over_error,
 )
 from langadapt.environments.rendering import canvas, draw_line, fill_disk, fill_rect
@@ -83,7 +83,7 @@ class CartPoleEnv(gym.Env[np.ndarray, int]):
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Push the cart and return the gymnasium 5-tuple."""
         if type(action) is not int or not 0 <= action < 2:
-            action = coerce_action(action, 2)
+            action = check_action(action, 2)
         if not self._active:
             raise episode_over_error(type(self).__name__)
         obs, reward, terminated, _, _ = self.physics.step(action)

@@ -19,11 +19,11 @@ from gymnasium import spaces
 
 from langadapt.environments._checks import (
     RENDER_MODES,
+    check_action,
     check_finite,
     check_render_mode,
     check_reset_options,
     check_step_limit,
-    coerce_action,
     episode_over_error,
 )
 from langadapt.environments.rendering import canvas, fill_disk, fill_rect
@@ -352,7 +352,7 @@ class MazeEnv(gym.Env[np.ndarray, int]):
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Move (or stay, if the target is a wall) and return the gymnasium 5-tuple."""
         if type(action) is not int or not 0 <= action < 8:
-            action = coerce_action(action, self._n_actions)
+            action = check_action(action, self._n_actions)
         if not self._active:
             raise episode_over_error(type(self).__name__)
         cell = self._targets[self.cell][action]

@@ -17,11 +17,11 @@ from gymnasium import spaces
 
 from langadapt.environments._checks import (
     RENDER_MODES,
+    check_action,
     check_finite,
     check_render_mode,
     check_reset_options,
     check_step_limit,
-    coerce_action,
     episode_over_error,
 )
 from langadapt.environments.rendering import canvas, draw_arrow, draw_line, fill_disk, fill_rect
@@ -129,7 +129,7 @@ class SailingEnv(gym.Env[np.ndarray, int]):
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Turn, sail one step at the new heading, and return the gymnasium 5-tuple."""
         if type(action) is not int or not 0 <= action < 2:
-            action = coerce_action(action, 2)
+            action = check_action(action, 2)
         if not self._active:
             raise episode_over_error(type(self).__name__)
         theta = round(self.theta + TURNS[action], 1)
