@@ -9,6 +9,7 @@ from gymnasium import spaces
 from langadapt.agents.base import Agent
 from langadapt.agents.dqn import DQNAgent
 from langadapt.agents.llm_policy import LLMPolicy
+from langadapt.agents.policy_search import LLMPolicySearch
 from langadapt.agents.qlearning import QLearningAgent
 from langadapt.agents.random_agent import RandomAgent
 
@@ -17,6 +18,7 @@ AGENTS: dict[str, type[Agent]] = {
     "dqn": DQNAgent,
     "random": RandomAgent,
     "llm_policy": LLMPolicy,
+    "llm_policy_search": LLMPolicySearch,
 }
 
 

@@ -27,6 +27,7 @@ ENV_IDS: dict[str, str] = {
     "langadapt/Sailing-v0": "langadapt.environments.sailing:SailingEnv",
     "langadapt/Maze-v0": "langadapt.environments.maze:MazeEnv",
     "langadapt/CartPole-v0": "langadapt.environments.cartpole:CartPoleEnv",
+    "langadapt/FrozenLake-v0": "langadapt.environments.frozenlake:FrozenLakeEnv",
 }
 
 

@@ -1,0 +1,689 @@
+"""`LLMPolicySearch`: an LLM writes whole policies from experience; the best one is kept.
+
+One *round*: a candidate policy (a table over a discretisation, or a linear map, see
+:mod:`agents.policy_families`) runs for ``evaluation_episodes`` episodes; its mean return
+is its score; it becomes the kept policy only if it scores higher than the kept one (round 0,
+the initial policy, is kept by definition). Then the proposer writes the next candidate:
+
+- ``proposer: llm``: the LLM (through :mod:`langadapt.llm`, structured output by default) is
+  shown the best policy and its score, its own last proposal and how it scored (kept or not),
+  the scores of recent rounds and the best and worst trajectories so far (state, action,
+  reward), and answers with a new table or weight matrix as JSON. A reply that does not give a
+  usable policy gets one format-correction prompt; if that fails too the round is skipped
+  (counted, logged) and the next round asks again. A malformed policy is never run.
+- ``proposer: random``: a uniformly random table or weights in ``[-random_scale,
+  random_scale]`` (random search, the baseline with the same evaluation budget).
+
+The search is the agent protocol's ``act`` / ``learn``: ``act(obs, legal, explore=True)``
+runs the candidate under evaluation, ``explore=False`` the kept policy (what
+:func:`agents.evaluate` and the final evaluation see); ``learn`` records the step and, when
+an episode ends, scores the round and asks for the next candidate. :meth:`LLMPolicySearch.search`
+is :func:`agents.train`'s loop that stops once the last round is scored (``rounds`` proposals
+after the initial policy); the experiment runner calls it for this agent. Every round is
+appended to ``log_path`` (JSON lines) as it ends.
+
+Prompts are three template files (``system.txt``, ``user.txt``, ``correction.txt``,
+``string.Template`` syntax: ``$name``) from ``agents/templates/policy_search/`` or the folder
+given as ``templates``; :data:`TEMPLATE_VARIABLES` lists what they may use.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import string
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from langadapt.agents.base import Agent, check_count
+from langadapt.agents.policy_families import (
+    PROPOSAL_KEYS,
+    Discretisation,
+    LinearPolicy,
+    Policy,
+    TabularPolicy,
+    parse_proposal,
+    proposal_schema,
+    random_policy,
+)
+from langadapt.agents.training import EVAL_SEED_OFFSET, EpisodeRecord, evaluate
+
+TEMPLATE_DIR = Path(__file__).parent / "templates" / "policy_search"
+TEMPLATE_FILES = ("system.txt", "user.txt", "correction.txt")
+
+#: Every variable a template may use, and what it holds.
+TEMPLATE_VARIABLES: dict[str, str] = {
+    "task_hints": "the task_hints setting (what the task is, what the return means)",
+    "family": "tabular or linear",
+    "actions": "the actions, e.g. '0 = push left, 1 = push right'",
+    "n_actions": "number of actions",
+    "n_states": "number of table states (tabular; 0 for linear)",
+    "state_layout": "how a state index is built from the observation (tabular)",
+    "observation_names": "the observation's dimensions, comma-separated",
+    "parameter_shape": "the weight matrix shape, e.g. '2 x 5' (linear)",
+    "policy_description": "what the policy is and how it acts (family-specific)",
+    "output_format": "the JSON form of an answer",
+    "evaluation_episodes": "episodes each policy is evaluated on",
+    "rounds": "number of rounds (proposals) of the search",
+    "round": "this round's number (1 = first proposal)",
+    "best_policy": "the kept policy as JSON",
+    "best_return": "its mean return",
+    "last_proposal": "the last proposal as JSON ('none' before the first)",
+    "last_return": "its mean return ('none' when there is none)",
+    "last_outcome": "the last proposal, its return and whether it was kept, in words",
+    "score_history": "the recent rounds' mean returns",
+    "trajectories": "the best and worst episodes so far (state, action, reward)",
+    "max_trajectory_length": "steps of each trajectory shown (the last ones)",
+    "error": "correction only: what was wrong with the reply",
+    "reply": "correction only: the reply (empty when the backend refused it)",
+}
+
+
+class TemplateError(ValueError):
+    """A template file that is missing or uses a variable that does not exist."""
+
+
+def template_variables(text: str) -> list[str]:
+    """The ``$name`` / ``${name}`` variables a template uses (in order, once each)."""
+    names: list[str] = []
+    for match in string.Template.pattern.finditer(text):
+        name = match.group("named") or match.group("braced")
+        if name and name not in names:
+            names.append(name)
+        if match.group("invalid") is not None:
+            raise ValueError(f"a '$' at character {match.start()} starts no variable name "
+                             "(write $$ for a dollar sign)")
+    return names
+
+
+def load_templates(folder: str | Path | None = None) -> dict[str, string.Template]:
+    """The three templates of ``folder`` (default: the packaged ones), checked: TemplateError
+    naming the file for a missing one and naming file and variable for an unknown variable."""
+    folder = TEMPLATE_DIR if folder is None else Path(folder)
+    missing = [name for name in TEMPLATE_FILES if not (folder / name).is_file()]
+    if missing:
+        raise TemplateError(f"template file {folder / missing[0]} does not exist (a template "
+                            f"folder needs {', '.join(TEMPLATE_FILES)})")
+    templates = {}
+    for name in TEMPLATE_FILES:
+        path = folder / name
+        text = path.read_text(encoding="utf-8")
+        try:
+            used = template_variables(text)
+        except ValueError as error:
+            raise TemplateError(f"template file {path}: {error}") from None
+        unknown = [v for v in used if v not in TEMPLATE_VARIABLES]
+        if unknown:
+            raise TemplateError(
+                f"template file {path} uses unknown variable ${unknown[0]}"
+                + (f" (and {', '.join('$' + v for v in unknown[1:])})" if unknown[1:] else "")
+                + f"; expected variables: {', '.join(TEMPLATE_VARIABLES)}"
+            )
+        templates[name.removesuffix(".txt")] = string.Template(text)
+    return templates
+
+
+class PolicySearchConfig(BaseModel):
+    """Settings of :class:`LLMPolicySearch` (the documents' names in brackets)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    family: Literal["tabular", "linear"] = Field(
+        "tabular", description="a table over discretised states, or argmax(W @ [obs, 1])")
+    proposer: Literal["llm", "random"] = Field(
+        "llm", description="who writes candidates: the LLM, or random search")
+    rounds: int = Field(100, gt=0, description="proposals after the initial policy (episodes)")
+    evaluation_episodes: int = Field(
+        5, gt=0, description="episodes each candidate is scored on (evaluation episodes)")
+    replay_buffer: bool = Field(
+        True, description="show the best and worst trajectories so far (else the latest one)")
+    replay_buffer_size: int = Field(
+        2, gt=0, description="how many best and how many worst trajectories are kept")
+    max_trajectory_length: int = Field(
+        20, gt=0, description="steps shown per trajectory, the last ones (max traj length)")
+    reset_conversation: bool = Field(
+        True, description="a fresh conversation every round (else earlier rounds stay in it)")
+    conversation_chars: int = Field(
+        12_000, gt=0, description="without reset: oldest rounds dropped beyond this size")
+    history_size: int = Field(10, ge=0, description="recent rounds' scores shown")
+    task_hints: str = Field("", description="what the task is, for the system prompt")
+    structured_output: bool = Field(
+        True, description="ask the backend for JSON fitting the proposal's schema")
+    bins: list[int] | None = Field(
+        None, description="tabular: bins per dimension; none = the observation is the state")
+    bounds: list[tuple[float, float]] | None = Field(
+        None, description="tabular: (low, high) per dimension instead of the space's bounds")
+    observation_names: list[str] | None = Field(None, description="names of the dimensions")
+    action_names: list[str] | None = Field(None, description="names of the actions")
+    initial: Literal["random", "zeros"] = Field(
+        "random", description="round 0: a random policy (seeded) or all zeros")
+    random_scale: float = Field(1.0, gt=0, description="random weights lie in [-s, s]")
+    llm: Any = Field("llamacpp", description="backend spec for langadapt.llm.make_backend")
+    templates: str | None = Field(None, description="folder of the three template files")
+    max_tokens: int | None = Field(
+        None, gt=0, description="longest reply; default: enough for the proposal's schema")
+
+    @field_validator("llm")
+    @classmethod
+    def _backend_spec(cls, value: Any) -> Any:
+        from langadapt.llm import LLMBackend, backend_fields
+
+        if isinstance(value, LLMBackend):
+            return value
+        if not isinstance(value, (str, dict)):
+            raise ValueError(f"llm is {value!r}, expected a backend name or a dict spec")
+        for backend, fields in backend_fields({"backend": value} if isinstance(value, str)
+                                              else value):
+            backend(**fields)  # a bad field is a ValidationError now, not mid-run
+        return value
+
+    @model_validator(mode="after")
+    def _templates_exist(self) -> PolicySearchConfig:
+        if self.proposer == "llm":
+            load_templates(self.templates)
+        return self
+
+
+@dataclass
+class Trajectory:
+    """One episode as the prompt shows it: its return, round and last steps."""
+
+    return_: float
+    round: int
+    length: int
+    steps: list[tuple[Any, int, float]]
+
+
+class LLMPolicySearch(Agent):
+    """Best-policy search over tables or linear policies, written by an LLM or at random."""
+
+    kind = "llm_policy_search"
+    config_model = PolicySearchConfig
+    config: PolicySearchConfig
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        config: PolicySearchConfig | dict[str, Any] | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(observation_space, action_space, config, seed)
+        cfg = self.config
+        if not isinstance(observation_space, spaces.Box) or len(self.obs_shape) != 1:
+            raise ValueError(
+                f"observation_space is {observation_space!r}, expected a one-dimensional Box"
+            )
+        self.obs_dim = int(self.obs_shape[0])
+        self.discretisation: Discretisation | None = None
+        self.n_states = 0
+        if cfg.family == "tabular":
+            self.discretisation = Discretisation(observation_space, cfg.bins, cfg.bounds)
+            self.n_states = self.discretisation.n_states
+        elif cfg.bins is not None or cfg.bounds is not None:
+            raise ValueError("bins and bounds apply to family: tabular, not to linear policies")
+        self.observation_names = _names(cfg.observation_names, self.obs_dim, "observation_names",
+                                        "x")
+        self.action_names = _names(cfg.action_names, self.n_actions, "action_names", "action ")
+        self.schema = proposal_schema(cfg.family, self.n_actions, self.n_states, self.obs_dim)
+        self.max_tokens = cfg.max_tokens or self._reply_tokens()
+        self.templates = load_templates(cfg.templates) if cfg.proposer == "llm" else {}
+        self.backend = None
+        if cfg.proposer == "llm":
+            from langadapt.llm import make_backend
+
+            spec = cfg.llm
+            if isinstance(spec, str):
+                spec = {"backend": spec}
+            if isinstance(spec, dict) and "seed" not in spec and "seed" not in spec.get(
+                    "options", {}):
+                spec = {**spec, "seed": self.seed}  # seeds differ when temperature > 0
+            self.backend = make_backend(spec)
+        self.log_path: Path | None = None
+        self.reset_search()
+
+    # ------------------------------------------------------------------ state
+    def reset_search(self) -> None:
+        """Start afresh: round 0 with the initial policy, empty buffers and counters."""
+        cfg = self.config
+        self.round = 0
+        self.finished = False
+        if cfg.initial == "random":
+            self.candidate: Policy = self._random_policy()
+        elif cfg.family == "tabular":
+            self.candidate = TabularPolicy(np.zeros(self.n_states, dtype=np.int64),
+                                           self.n_actions)
+        else:
+            self.candidate = LinearPolicy(np.zeros((self.n_actions, self.obs_dim + 1)),
+                                          self.obs_dim, self.n_actions)
+        self.best: Policy | None = None
+        self.best_return = -math.inf
+        self.last_proposal: Policy | None = None
+        self.last_return: float | None = None
+        self.last_kept = False
+        self.scores: list[tuple[int, float, bool]] = []
+        self.best_trajectories: list[Trajectory] = []
+        self.worst_trajectories: list[Trajectory] = []
+        self.latest_trajectory: Trajectory | None = None
+        self.conversation: list[dict[str, str]] = []
+        self.round_log: list[dict[str, Any]] = []
+        self._pending: dict[str, Any] = _entry(0, "initial")
+        self._returns: list[float] = []
+        self._steps: deque[tuple[Any, int, float]] = deque(maxlen=cfg.max_trajectory_length)
+        self._episode_return = 0.0
+        self._episode_length = 0
+        self.counters = dict.fromkeys(
+            ("env_steps", "episodes", "rounds", "evaluated", "kept", "requests", "corrections",
+             "skipped_rounds", "illegal_table_actions"), 0)
+
+    def _random_policy(self) -> Policy:
+        cfg = self.config
+        return random_policy(self.rng, cfg.family, self.n_actions, self.n_states, self.obs_dim,
+                             cfg.random_scale)
+
+    def _reply_tokens(self) -> int:
+        if self.config.family == "tabular":
+            return 3 * self.n_states + 32
+        return 12 * self.n_actions * (self.obs_dim + 1) + 32
+
+    # ---------------------------------------------------------------- protocol
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+        """The candidate's action (``explore``) or the kept policy's (greedy)."""
+        mask = self.legal_mask(legal_moves, "legal_moves")
+        x = self.check_obs(obs)
+        policy = self.candidate if explore or self.best is None else self.best
+        if isinstance(policy, TabularPolicy):
+            action, own = policy.action(self.discretisation.index(x), mask)
+            if not own:
+                self.counters["illegal_table_actions"] += 1
+            return action
+        return policy.action(x, mask)[0]
+
+    def learn(
+        self,
+        obs: Any,
+        action: int,
+        reward: float,
+        next_obs: Any,
+        terminated: bool,
+        truncated: bool,
+        next_legal_moves: Sequence[int] | None = None,
+    ) -> None:
+        """Record one step of the candidate's episode; at an episode's end, score the round
+        when its episodes are done and ask for the next candidate."""
+        a = self.check_action(action)
+        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
+        x = self.check_obs(obs)
+        self.counters["env_steps"] += 1
+        if self.finished:
+            return
+        state: Any = (self.discretisation.index(x) if self.discretisation is not None
+                      else [round(float(v), 3) for v in x])
+        self._steps.append((state, a, reward))
+        self._episode_return += reward
+        self._episode_length += 1
+        if terminated or truncated:
+            self._end_episode()
+
+    def _end_episode(self) -> None:
+        trajectory = Trajectory(self._episode_return, self.round, self._episode_length,
+                                list(self._steps))
+        self.counters["episodes"] += 1
+        self._returns.append(self._episode_return)
+        self.latest_trajectory = trajectory
+        self._remember(trajectory)
+        self._steps.clear()
+        self._episode_return, self._episode_length = 0.0, 0
+        if len(self._returns) >= self.config.evaluation_episodes:
+            self._end_round()
+
+    def _remember(self, trajectory: Trajectory) -> None:
+        size = self.config.replay_buffer_size
+        self.best_trajectories = sorted(
+            [*self.best_trajectories, trajectory], key=lambda t: -t.return_)[:size]
+        self.worst_trajectories = sorted(
+            [*self.worst_trajectories, trajectory], key=lambda t: t.return_)[:size]
+
+    def _end_round(self) -> None:
+        score = float(np.mean(self._returns))
+        kept = self.best is None or score > self.best_return
+        if kept:
+            self.best, self.best_return = self.candidate, score
+            self.counters["kept"] += 1
+        self.counters["evaluated"] += 1
+        if self.round > 0:
+            self.last_proposal, self.last_return, self.last_kept = self.candidate, score, kept
+        self.scores.append((self.round, score, kept))
+        self._log(self._pending | {
+            "proposal": self.candidate.to_json(),
+            "episode_returns": list(self._returns),
+            "evaluated_return": score,
+            "kept": kept,
+            "skipped": False,
+        })
+        self._returns = []
+        self._next_candidate()
+
+    def _next_candidate(self) -> None:
+        """Ask for proposals until one is usable or the rounds run out (then stop)."""
+        while self.round < self.config.rounds:
+            self.round += 1
+            self.counters["rounds"] += 1
+            policy, entry = self._propose()
+            if policy is not None:
+                self.candidate, self._pending = policy, entry
+                return
+            self.counters["skipped_rounds"] += 1
+            self._log(entry | {"proposal": None, "episode_returns": [], "evaluated_return": None,
+                               "kept": False, "skipped": True})
+        self.finished = True
+        self.candidate = self.best
+
+    # ---------------------------------------------------------------- proposing
+    def _propose(self) -> tuple[Policy | None, dict[str, Any]]:
+        entry = _entry(self.round, self.config.proposer)
+        if self.config.proposer == "random":
+            entry["requests"] = 1
+            self.counters["requests"] += 1
+            return self._random_policy(), entry
+        variables = self.prompt_variables()
+        system = self.templates["system"].substitute(variables)
+        user = self.templates["user"].substitute(variables)
+        if self.config.reset_conversation or not self.conversation:
+            self.conversation = [{"role": "system", "content": system}]
+        messages = [*self.conversation, {"role": "user", "content": user}]
+        started = time.perf_counter()
+        entry["prompt_chars"] = sum(len(m["content"]) for m in messages)
+        reply, policy, error = self._ask(messages, entry)
+        if policy is None:
+            entry["corrections"] = 1
+            self.counters["corrections"] += 1
+            correction = self.templates["correction"].substitute(
+                variables | {"error": error, "reply": reply})
+            messages = [*messages, {"role": "assistant", "content": reply or "(no reply)"},
+                        {"role": "user", "content": correction}]
+            entry["prompt_chars"] += len(correction) + len(reply or "(no reply)")
+            reply, policy, error = self._ask(messages, entry)
+        entry["reply"], entry["error"] = reply, error
+        entry["llm_seconds"] = round(time.perf_counter() - started, 3)
+        if policy is not None and not self.config.reset_conversation:
+            self.conversation = self._trimmed(
+                [*messages, {"role": "assistant", "content": reply}])
+        return policy, entry
+
+    def _ask(self, messages: list[dict[str, str]], entry: dict[str, Any]
+             ) -> tuple[str, Policy | None, str | None]:
+        """One request: (reply text, policy or None, what was wrong or None)."""
+        from langadapt.llm import LLMReplyError
+
+        entry["requests"] += 1
+        self.counters["requests"] += 1
+        schema = self.schema if self.config.structured_output else None
+        try:
+            reply = self.backend.chat(messages, schema=schema, max_tokens=self.max_tokens)
+        except LLMReplyError as error:  # includes StructuredOutputError: nothing usable
+            return "", None, str(error)
+        try:
+            policy = parse_proposal(reply, self.config.family, self.n_actions, self.n_states,
+                                    self.obs_dim)
+        except ValueError as error:
+            return reply, None, str(error)
+        return reply, policy, None
+
+    def _trimmed(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """The conversation without its oldest rounds beyond ``conversation_chars``."""
+        system, rest = messages[:1], messages[1:]
+        while len(rest) > 2 and sum(len(m["content"]) for m in rest) > \
+                self.config.conversation_chars:
+            # drop the oldest user message and everything up to the next user message
+            cut = next((i for i in range(1, len(rest)) if rest[i]["role"] == "user"), len(rest))
+            rest = rest[cut:]
+        return system + rest
+
+    def prompt_variables(self) -> dict[str, str]:
+        """The values of every :data:`TEMPLATE_VARIABLES` entry for the current round."""
+        cfg = self.config
+        key = PROPOSAL_KEYS[cfg.family]
+        if cfg.family == "tabular":
+            output_format = (f'{{"{key}": [a list of exactly {self.n_states} actions, one per '
+                             f"state in state order, each one of "
+                             f"{', '.join(map(str, range(self.n_actions)))}]}}")
+            description = (f"The policy is a table: the action to take in each of the "
+                           f"{self.n_states} states.\n"
+                           + self.discretisation.layout(self.observation_names))
+        else:
+            cols = self.obs_dim + 1
+            output_format = (f'{{"{key}": [{self.n_actions} rows, one per action, each a list '
+                             f"of {cols} numbers]}}")
+            terms = " + ".join(f"w[{i}]*{n}" for i, n in enumerate(self.observation_names))
+            description = (
+                f"The policy is linear: each action a has a row w of {cols} numbers and the "
+                f"score {terms} + w[{cols - 1}]; the action with the highest score is taken. "
+                f"The weights are a {self.n_actions} x {cols} matrix (row a = action a).")
+        last = self.last_proposal
+        if last is None:
+            last_outcome = "none yet"
+        else:
+            verdict = ("kept as the new best" if self.last_kept
+                       else f"not kept (the best stays at {_fmt(self.best_return)})")
+            last_outcome = (f"{json.dumps(last.to_json())} scored {_fmt(self.last_return)}, "
+                            f"{verdict}")
+        recent = self.scores[-cfg.history_size:] if cfg.history_size else []
+        history = ", ".join(f"{r}: {_fmt(s)}{' (kept)' if k else ''}" for r, s, k in recent)
+        return {
+            "task_hints": cfg.task_hints or "maximise the return.",
+            "family": cfg.family,
+            "actions": ", ".join(f"{i} = {n}" for i, n in enumerate(self.action_names)),
+            "n_actions": str(self.n_actions),
+            "n_states": str(self.n_states),
+            "state_layout": (self.discretisation.layout(self.observation_names)
+                             if self.discretisation is not None else ""),
+            "observation_names": ", ".join(self.observation_names),
+            "parameter_shape": (f"{self.n_actions} x {self.obs_dim + 1}"
+                                if cfg.family == "linear" else ""),
+            "policy_description": description,
+            "output_format": output_format,
+            "evaluation_episodes": str(cfg.evaluation_episodes),
+            "rounds": str(cfg.rounds),
+            "round": str(self.round),
+            "best_policy": json.dumps({key: self.best.to_json()}) if self.best else "none",
+            "best_return": _fmt(self.best_return),
+            "last_proposal": json.dumps({key: last.to_json()}) if last else "none",
+            "last_return": _fmt(self.last_return) if last else "none",
+            "last_outcome": last_outcome,
+            "score_history": history or "none yet",
+            "trajectories": self.trajectories_text(),
+            "max_trajectory_length": str(cfg.max_trajectory_length),
+            "error": "",
+            "reply": "",
+        }
+
+    def trajectories_text(self) -> str:
+        """The trajectories the prompt shows, one line each."""
+        state = "state" if self.config.family == "tabular" else "observation"
+        head = (f"Each step is ({state}, action, reward); the last "
+                f"{self.config.max_trajectory_length} steps of each episode are shown.")
+        if self.config.replay_buffer:
+            parts = [head, "Best episodes so far:"]
+            parts += [self._trajectory_line(t) for t in self.best_trajectories]
+            parts.append("Worst episodes so far:")
+            parts += [self._trajectory_line(t) for t in self.worst_trajectories]
+        elif self.latest_trajectory is not None:
+            parts = [head, "Latest episode:", self._trajectory_line(self.latest_trajectory)]
+        else:
+            parts = []
+        return "\n".join(parts)
+
+    @staticmethod
+    def _trajectory_line(t: Trajectory) -> str:
+        steps = " ".join(
+            f"({json.dumps(s, separators=(',', ':'))},{a},{_fmt(r)})" for s, a, r in t.steps)
+        return f"- return {_fmt(t.return_)} in {t.length} steps (round {t.round}): {steps}"
+
+    # ---------------------------------------------------------------- logging
+    def _log(self, entry: dict[str, Any]) -> None:
+        llm = self.backend.stats() if self.backend is not None else {}
+        entry = entry | {
+            "best_return": self.best_return if self.best is not None else None,
+            "env_steps": self.counters["env_steps"],
+            "episodes": self.counters["episodes"],
+            "requests_total": self.counters["requests"],
+            "llm_calls_total": int(llm.get("llm_calls", 0)),
+            "llm_cache_hits_total": int(llm.get("llm_cache_hits", 0)),
+        }
+        self.round_log.append(entry)
+        if self.log_path is not None:
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry) + "\n")
+
+    def stats(self) -> dict[str, float]:
+        """The search's counters and, with an LLM, the backend's (``llm_calls`` ...)."""
+        out: dict[str, float] = dict(self.counters)
+        if self.backend is not None:
+            out |= self.backend.stats()
+        return out
+
+    # ---------------------------------------------------------------- the loop
+    def search(
+        self,
+        env: gym.Env,
+        episodes: int | None = None,
+        steps: int | None = None,
+        eval_every: int | None = None,
+        eval_episodes: int = 10,
+        seed: int = 0,
+        progress: bool = False,
+        on_episode: Callable[[EpisodeRecord], None] | None = None,
+        log_path: str | Path | None = None,
+        **_: Any,
+    ) -> list[EpisodeRecord]:
+        """Run the search on ``env`` until the last round is scored, or until ``episodes`` /
+        ``steps`` (optional caps) run out; returns the records like :func:`agents.train`.
+
+        Every episode is a ``train`` record of the candidate being scored; every
+        ``eval_every`` episodes the kept policy gets ``eval_episodes`` greedy episodes seeded
+        with ``seed + EVAL_SEED_OFFSET``. Rounds are appended to ``log_path`` (JSON lines).
+        Other keyword arguments of :func:`agents.train` are accepted and ignored (the search
+        keeps its best policy by construction).
+        """
+        from tqdm.auto import tqdm
+
+        check_count("episodes", episodes)
+        check_count("steps", steps)
+        check_count("eval_every", eval_every)
+        check_count("eval_episodes", eval_episodes, optional=False)
+        check_count("seed", seed, minimum=0, optional=False)
+        if not isinstance(env, gym.Env) or env.action_space != self.action_space:
+            raise ValueError(f"env is {env!r}, expected a gymnasium.Env with action space "
+                             f"{self.action_space!r}")
+        self.reset_search()
+        self.log_path = None if log_path is None else Path(log_path)
+        if self.log_path is not None:
+            self.log_path.write_text("")
+        env.action_space.seed(seed)
+        records: list[EpisodeRecord] = []
+        total, done = 0, 0
+        reset_seed: int | None = seed
+        bar = tqdm(total=self.config.rounds, unit="round", desc="policy search",
+                   disable=not progress, dynamic_ncols=True)
+        try:
+            while not self.finished and (episodes is None or done < episodes) and (
+                    steps is None or total < steps):
+                t0 = time.perf_counter()
+                obs, info = env.reset(seed=reset_seed)
+                reset_seed = None
+                legal = info.get("legal_moves")
+                ret, length, ended = 0.0, 0, False
+                while not ended:
+                    action = self.act(obs, legal, True)
+                    next_obs, reward, terminated, truncated, info = env.step(action)
+                    self.learn(obs, action, reward, next_obs, terminated, truncated,
+                               info.get("legal_moves"))
+                    ret, length, total = ret + float(reward), length + 1, total + 1
+                    obs, legal = next_obs, info.get("legal_moves")
+                    ended = terminated or truncated
+                    if steps is not None and total >= steps:
+                        break
+                if not ended:
+                    break
+                done += 1
+                bar.n = self.round
+                bar.refresh()
+                record = EpisodeRecord(done, ret, length, bool(info.get("is_success", False)),
+                                       time.perf_counter() - t0, "train", total)
+                records.append(record)
+                if on_episode is not None:
+                    on_episode(record)
+                if eval_every is not None and done % eval_every == 0:
+                    for rec in evaluate(self, env, eval_episodes, seed + EVAL_SEED_OFFSET,
+                                        total_steps=total, after_episode=done):
+                        records.append(rec)
+                        if on_episode is not None:
+                            on_episode(rec)
+        finally:
+            bar.close()
+        return records
+
+    # ------------------------------------------------------------ save / load
+    def header(self) -> dict[str, Any]:
+        return super().header() | {"family": self.config.family, "n_states": self.n_states,
+                                   "bins": self.config.bins}
+
+    def snapshot(self) -> Any:
+        return (self.best, self.best_return)
+
+    def restore(self, snapshot: Any) -> None:
+        self.best, self.best_return = snapshot
+
+    def get_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        import torch
+
+        state, tensors = super().get_state()
+        state |= {"best_return": self.best_return if self.best is not None else None,
+                  "round": self.round, "counters": self.counters}
+        if self.best is not None:
+            data = (self.best.table if isinstance(self.best, TabularPolicy)
+                    else self.best.weights)
+            tensors = tensors | {"best": torch.as_tensor(np.ascontiguousarray(data))}
+        return state, tensors
+
+    def set_state(self, state: dict[str, Any], tensors: dict[str, Any]) -> None:
+        super().set_state(state, tensors)
+        self.round = int(state["round"])
+        self.counters = dict(state["counters"])
+        if "best" not in tensors:
+            self.best, self.best_return = None, -math.inf
+            return
+        data = tensors["best"].numpy()
+        self.best = (TabularPolicy(data, self.n_actions) if self.config.family == "tabular"
+                     else LinearPolicy(data, self.obs_dim, self.n_actions))
+        self.best_return = float(state["best_return"])
+
+
+def _entry(round_: int, proposer: str) -> dict[str, Any]:
+    """The start of one round's log entry."""
+    return {"round": round_, "proposer": proposer, "requests": 0, "corrections": 0,
+            "prompt_chars": 0, "reply": None, "error": None, "llm_seconds": 0.0}
+
+
+def _names(given: list[str] | None, count: int, what: str, prefix: str) -> list[str]:
+    if given is None:
+        return [f"{prefix}{i}" for i in range(count)]
+    if len(given) != count:
+        raise ValueError(f"{what} has {len(given)} names, expected {count}")
+    return list(given)
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isinf(value)):
+        return "none"
+    return f"{value:.4g}"

@@ -1,0 +1,304 @@
+"""LLM policy search: retention with scripted replies through the fake Ollama server, bad
+replies, the discretisation, the linear family, the templates, FrozenLake and the experiment
+files."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import langadapt.environments  # noqa: F401  (registers the ids)
+from langadapt.agents import make_agent
+from langadapt.agents.policy_families import (
+    Discretisation,
+    LinearPolicy,
+    parse_proposal,
+    proposal_schema,
+)
+from langadapt.agents.policy_search import (
+    TEMPLATE_DIR,
+    TEMPLATE_FILES,
+    TEMPLATE_VARIABLES,
+    LLMPolicySearch,
+    TemplateError,
+    load_templates,
+)
+from langadapt.llm import schema_errors
+from tests.fake_ollama import FakeOllama
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+class Script:
+    """Replies to the fake server's chat requests in order; records the requests."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.bodies: list[dict] = []
+
+    def __call__(self, body: dict) -> str:
+        self.bodies.append(body)
+        if not self.replies:
+            raise AssertionError("the agent asked for more replies than the script has")
+        return self.replies.pop(0)
+
+
+def _table(actions: list[int]) -> str:
+    return json.dumps({"actions": actions})
+
+
+@pytest.fixture
+def lake():
+    env = gym.make("langadapt/FrozenLake-v0", is_slippery=False)
+    yield env
+    env.close()
+
+
+# The deterministic 4x4 lake: S at (0,0), holes at 5, 7, 11, 12, goal at 15.
+# Actions: 0 left, 1 down, 2 right, 3 up. A table reaching the goal in 6 steps:
+SOLVED = [1, 2, 1, 0, 1, 0, 1, 0, 2, 1, 1, 0, 0, 2, 2, 0]  # path 0-4-8-9-13-14-15
+ALL_LEFT = [0] * 16  # never leaves the start: return 0
+
+
+def _search(lake, fake: FakeOllama, rounds: int, **settings_):
+    config = {"proposer": "llm", "rounds": rounds, "evaluation_episodes": 2,
+              "initial": "zeros",
+              "llm": {"backend": "ollama", "model": "llama3.2", "host": fake.host,
+                      "cache_path": None, "retries": 0, "breaker_failures": 100}} | settings_
+    agent = make_agent("llm_policy_search", lake.observation_space, lake.action_space,
+                       seed=0, **config)
+    records = agent.search(lake, seed=0)
+    return agent, records
+
+
+def test_retention_worse_better_malformed(lake):
+    """Worse proposals never replace the kept policy, a better one is adopted on the round it
+    arrives, malformed replies get one correction and are then skipped, never evaluated."""
+    script = Script([
+        _table(ALL_LEFT),                      # round 1: as bad as the initial policy
+        "Sure! " + _table(SOLVED),             # round 2: text around the JSON ...
+        _table(SOLVED),                        # ... corrected: adopted in round 2
+        _table(ALL_LEFT),                      # round 3: worse, not kept
+        _table([0] * 15),                      # round 4: wrong length ...
+        _table([7] * 16),                      # ... illegal actions: round skipped
+        json.dumps({"actions": [float("nan")] * 16}),  # round 5: NaN ...
+        _table(SOLVED[:-1] + [1]),             # ... corrected, equal return: not kept
+    ])
+    with FakeOllama(reply=script) as fake:
+        agent, records = _search(lake, fake, rounds=5, structured_output=False)
+    log = agent.round_log
+    assert [e["round"] for e in log] == [0, 1, 2, 3, 4, 5]
+    assert [e["kept"] for e in log] == [True, False, True, False, False, False]
+    assert [e["skipped"] for e in log] == [False, False, False, False, True, False]
+    assert [e["requests"] for e in log] == [0, 1, 2, 1, 2, 2]
+    assert log[2]["evaluated_return"] == 1.0 and log[2]["proposal"] == SOLVED
+    best = [e["best_return"] for e in log]
+    assert best == sorted(best) and best[-1] == 1.0
+    assert log[2]["corrections"] == 1 and log[2]["error"] is None
+    assert "not actions 0..3" in log[4]["error"] and log[4]["evaluated_return"] is None
+    assert "15 entries, expected 16" in script.bodies[5]["messages"][-1]["content"]
+    assert agent.counters["skipped_rounds"] == 1 and agent.counters["corrections"] == 3
+    assert agent.counters["requests"] == 8 == fake.chat_requests
+    # 5 evaluated policies x 2 episodes; the skipped round ran no episode
+    assert sum(r.phase == "train" for r in records) == 10
+    assert agent.best.to_json() == SOLVED  # the greedy policy is the kept one
+    obs, info = lake.reset(seed=1)
+    assert agent.act(obs, info["legal_moves"], explore=False) == SOLVED[0]
+    # the correction prompt names what was wrong, and the next round shows the last reply
+    correction = script.bodies[2]["messages"][-1]["content"]
+    assert "could not be used" in correction and "JSON object" in correction
+    round3 = script.bodies[3]["messages"][-1]["content"]
+    assert "kept as the new best" in round3 and "1" in round3
+
+
+def test_structured_output_every_reply_parses(lake):
+    """With structured output (the default) the server's schema-fitting replies all parse:
+    one request per round, no corrections, no skipped rounds."""
+    with FakeOllama() as fake:  # answers the smallest JSON value that fits the schema
+        agent, _ = _search(lake, fake, rounds=4)
+    assert agent.counters["requests"] == 4 == fake.chat_requests
+    assert agent.counters["corrections"] == agent.counters["skipped_rounds"] == 0
+    schema = fake.chat_bodies[0]["format"]
+    assert schema == proposal_schema("tabular", 4, n_states=16)
+    assert [e["requests"] for e in agent.round_log[1:]] == [1, 1, 1, 1]
+
+
+def test_replies_that_break_the_schema_are_skipped_not_raised(lake):
+    """A server that ignores the schema: StructuredOutputError -> correction -> skipped."""
+    with FakeOllama(reply=Script(["no idea"] * 4)) as fake:
+        agent, records = _search(lake, fake, rounds=2)
+    assert [e["skipped"] for e in agent.round_log] == [False, True, True]
+    assert agent.counters["requests"] == 4 and agent.finished
+    assert sum(r.phase == "train" for r in records) == 2  # only round 0 ran
+
+
+def test_random_search_keeps_best_and_never_decreases():
+    env = gym.make("langadapt/CartPole-v0")
+    agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=3,
+                       family="linear", proposer="random", rounds=30, evaluation_episodes=3)
+    records = agent.search(env, seed=3)
+    scores = [e["evaluated_return"] for e in agent.round_log]
+    best = [e["best_return"] for e in agent.round_log]
+    assert best == list(np.maximum.accumulate(scores))
+    assert len(records) == 31 * 3 and agent.finished
+    assert agent.best_return == max(scores)
+
+
+def test_search_stops_at_the_step_cap():
+    env = gym.make("langadapt/CartPole-v0")
+    agent = make_agent("llm_policy_search", env.observation_space, env.action_space,
+                       family="linear", proposer="random", rounds=1000)
+    agent.search(env, steps=300)
+    assert agent.counters["env_steps"] == 300 and not agent.finished
+
+
+# ------------------------------------------------------------------ discretisation
+
+
+CARTPOLE_BOUNDS = [(-2.4, 2.4), (-3.0, 3.0), (-0.21, 0.21), (-3.5, 3.5)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-10, 10, allow_nan=False), min_size=4, max_size=4))
+def test_every_observation_maps_to_one_bin(obs):
+    space = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    d = Discretisation(space, [3, 3, 6, 6], CARTPOLE_BOUNDS)
+    state = d.index(obs)
+    assert 0 <= state < d.n_states == 324
+    assert d.index(d.representative(state)) == state
+    # each coordinate lies in its bin's range (clipped outside the bounds)
+    for dim, (k, x) in enumerate(zip(d.unravel(state), obs, strict=True)):
+        edges = np.linspace(*CARTPOLE_BOUNDS[dim], d.sizes[dim] + 1)
+        assert (k == 0 or x >= edges[k]) and (k == d.sizes[dim] - 1 or x < edges[k + 1])
+
+
+def test_discretisation_edges_and_round_trip():
+    space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    d = Discretisation(space, [4, 2])
+    # inner edges at -0.5, 0, 0.5 (dim 0) and 0 (dim 1): an edge belongs to the bin on its right
+    assert [d.bin_indices([x, 0.0])[0] for x in (-1.0, -0.5, 0.0, 0.5, 1.0)] == [0, 1, 2, 3, 3]
+    assert d.bin_indices([-7.0, 9.0]) == (0, 1)  # outside: first / last bin
+    assert sorted(d.index(d.representative(s)) for s in range(d.n_states)) == list(range(8))
+    with pytest.raises(ValueError, match="finite"):
+        d.index([np.nan, 0.0])
+
+
+def test_discrete_states_are_the_observation_itself():
+    space = spaces.Box(np.zeros(2, np.float32), np.array([3, 4], np.float32))
+    d = Discretisation(space)
+    assert d.n_states == 20
+    assert [d.index([r, c]) for r in range(4) for c in range(5)] == list(range(20))
+    with pytest.raises(ValueError, match="not a discrete state"):
+        d.index([0.5, 1.0])
+    with pytest.raises(ValueError, match="finite bounds"):
+        Discretisation(spaces.Box(-np.inf, np.inf, (4,), np.float32), [3, 3, 6, 6])
+    with pytest.raises(ValueError, match="not integers"):
+        Discretisation(spaces.Box(-0.5, 0.5, (2,), np.float32))
+
+
+# ------------------------------------------------------------------ linear policies
+
+
+def test_linear_policy_shape_and_argmax():
+    w = [[1.0, 0.0, 0.5], [0.0, 1.0, 0.0]]
+    p = LinearPolicy(w, obs_dim=2, n_actions=2)
+    both = np.array([True, True])
+    assert p.action(np.array([2.0, 1.0]), both)[0] == 0     # 2.5 vs 1
+    assert p.action(np.array([0.0, 3.0]), both)[0] == 1     # 0.5 vs 3
+    assert p.action(np.array([0.5, 1.0]), both)[0] == 0     # tie 1 vs 1: lowest action
+    assert p.action(np.array([2.0, 1.0]), np.array([False, True]))[0] == 1  # legal only
+    with pytest.raises(ValueError, match=r"shape \(2, 2\), expected \(2, 3\)"):
+        LinearPolicy([[1.0, 2.0], [3.0, 4.0]], obs_dim=2, n_actions=2)
+    with pytest.raises(ValueError, match="NaN"):
+        LinearPolicy([[1.0, 2.0, math.nan], [3.0, 4.0, 5.0]], obs_dim=2, n_actions=2)
+
+
+@pytest.mark.parametrize("reply, message", [
+    ('{"weights": [[1, 2, 3, 4, 5]]}', "2 rows of 5"),
+    ('{"weights": [[1, 2, 3, 4], [1, 2, 3, 4]]}', "2 rows of 5"),
+    ('{"weights": [[1, 2, 3, 4, NaN], [1, 2, 3, 4, 5]]}', "not one JSON object"),
+    ('{"weights": [[1, 2, 3, 4, "5"], [1, 2, 3, 4, 5]]}', "finite numbers"),
+    ('The weights: {"weights": [[0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]}', "not one JSON object"),
+    ('{"w": [[0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]}', "single key"),
+])
+def test_bad_linear_replies_are_named(reply, message):
+    with pytest.raises(ValueError, match=message):
+        parse_proposal(reply, "linear", 2, obs_dim=4)
+
+
+def test_schemas_accept_exactly_the_policies():
+    table = proposal_schema("tabular", 2, n_states=3)
+    assert schema_errors({"actions": [0, 1, 1]}, table) == []
+    assert schema_errors({"actions": [0, 1]}, table) and schema_errors({"actions": [0, 1, 2]},
+                                                                        table)
+    linear = proposal_schema("linear", 2, obs_dim=1)
+    assert schema_errors({"weights": [[0.5, 1], [2, -3.5]]}, linear) == []
+    assert schema_errors({"weights": [[0.5, 1, 2], [2, -3.5]]}, linear)
+
+
+# ------------------------------------------------------------------ templates
+
+
+def test_templates_render_with_every_documented_variable():
+    templates = load_templates()
+    values = {name: f"<{name}>" for name in TEMPLATE_VARIABLES}
+    for name, template in templates.items():
+        text = template.substitute(values)
+        assert "$" not in text, name
+    # and with the values a real agent gives, in both families
+    env = gym.make("langadapt/CartPole-v0")
+    for family, extra in (("linear", {}), ("tabular", {"bins": [3, 3, 6, 6],
+                                                       "bounds": CARTPOLE_BOUNDS})):
+        agent = LLMPolicySearch(env.observation_space, env.action_space,
+                                {"family": family, "proposer": "random", **extra})
+        variables = agent.prompt_variables()
+        assert set(variables) == set(TEMPLATE_VARIABLES)
+        for template in templates.values():
+            template.substitute(variables)
+
+
+def test_template_errors_name_file_and_variable(tmp_path):
+    for name in TEMPLATE_FILES:
+        (tmp_path / name).write_text((TEMPLATE_DIR / name).read_text())
+    (tmp_path / "user.txt").write_text("Round $round, best $best_retrun.")
+    with pytest.raises(TemplateError, match=r"user\.txt uses unknown variable \$best_retrun"):
+        load_templates(tmp_path)
+    env = gym.make("langadapt/CartPole-v0")
+    with pytest.raises(ValueError, match=r"best_retrun"):
+        make_agent("llm_policy_search", env.observation_space, env.action_space,
+                   family="linear", templates=str(tmp_path))
+    (tmp_path / "correction.txt").unlink()
+    with pytest.raises(TemplateError, match=r"correction\.txt does not exist"):
+        load_templates(tmp_path)
+
+
+# ------------------------------------------------------------------ FrozenLake
+
+
+def test_frozenlake_conventions(lake):
+    obs, info = lake.reset(seed=0)
+    assert obs.tolist() == [0.0, 0.0] and info == {"legal_moves": [0, 1, 2, 3],
+                                                   "is_success": False}
+    moves = [1, 1, 2, 1, 2, 2]  # down down right down right right
+    for a in moves:
+        obs, reward, terminated, truncated, info = lake.step(a)
+    assert obs.tolist() == [3.0, 3.0] and reward == 1.0 and terminated and info["is_success"]
+    lake.reset()
+    obs, reward, terminated, _, info = lake.step(2)
+    obs, reward, terminated, _, info = lake.step(1)  # (1, 1) is a hole
+    assert terminated and reward == 0.0 and not info["is_success"]
+    with pytest.raises(ValueError):
+        lake.step(4)
+    env = gym.make("langadapt/FrozenLake-v0", is_slippery=False, max_steps=3)
+    env.reset(seed=0)
+    assert [env.step(0)[3] for _ in range(3)] == [False, False, True]
+    with pytest.raises(ValueError, match="map_name"):
+        gym.make("langadapt/FrozenLake-v0", map_name="5x5")
