@@ -30,6 +30,7 @@ as ``q_net(obs)`` in a few microseconds instead of tens; the optimiser and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -153,9 +154,9 @@ class DQNAgent(Agent):
         with torch.random.fork_rng(devices=[]):  # seeded init; the caller's RNG untouched
             torch.manual_seed(self.seed)
             self.q_net = q_network(self.obs_dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
+            self.target_net = copy.deepcopy(self.q_net)
         self.q_net.to(self.device)
-        self.target_net = q_network(self.obs_dim, self.n_actions, cfg.hidden_sizes, cfg.activation)
-        self.target_net.to(self.device).load_state_dict(self.q_net.state_dict())
+        self.target_net.to(self.device)
         self.target_net.requires_grad_(False)
         self.optimizer = _adam(self.q_net.parameters(), cfg.learning_rate)
         self.buffer = ReplayBuffer(cfg.buffer_size, self.obs_dim, self.n_actions)

@@ -287,27 +287,16 @@ def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], di
     if spec.type == "raw":
         return [(_NoSettings, spec.settings)]
     if spec.type == "language":
-        from langadapt.adapters import LanguageAdapterSettings
+        from langadapt.adapters import LanguageAdapter
 
-        return [(LanguageAdapterSettings, spec.settings)]
-    from langadapt.adapters.llm.factory import _LLAMACPP_ONLY, _OLLAMA_ONLY, BACKENDS
-    from langadapt.adapters.llm.llamacpp_adapter import LlamaCppAdapter
-    from langadapt.adapters.llm.ollama_adapter import OllamaAdapter
+        return [(LanguageAdapter, spec.settings)]
+    from langadapt.adapters.llm import llm_setting_models
 
-    settings = dict(spec.settings)
-    backend = settings.pop("backend", "auto")
-    if backend not in BACKENDS:
+    backend = spec.settings.get("backend", "auto")
+    if backend not in ("ollama", "llamacpp", "auto"):
         return [(_BackendSetting, {"backend": backend})]
-    if backend == "ollama":
-        return [(OllamaAdapter, settings)]
-    if backend == "llamacpp":
-        return [(LlamaCppAdapter, settings)]
-    # auto: the settings must suit whichever backend is picked, as make_llm_adapter filters them
-    embedded_only = {k: v for k, v in settings.items() if k not in _OLLAMA_ONLY | {"model"}}
-    return [
-        (OllamaAdapter, {k: v for k, v in settings.items() if k not in _LLAMACPP_ONLY}),
-        (LlamaCppAdapter, {k: v for k, v in embedded_only.items() if k != "concurrency"}),
-    ]
+    # auto: the settings must suit whichever backend is picked
+    return llm_setting_models(spec.settings)
 
 
 class _NoSettings(_Strict):

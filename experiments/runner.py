@@ -106,7 +106,7 @@ def adapter_settings(spec: AdapterSpec, cache_dir: str) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     embeddings = str(folder / "embeddings.sqlite")
     if spec.type == "language":
-        settings.setdefault("cache_path", embeddings)
+        settings.setdefault("embedding_cache_path", embeddings)
     else:
         settings.setdefault("cache_path", str(folder / "descriptions.sqlite"))
         settings.setdefault("embedding_cache_path", embeddings)

@@ -601,3 +601,164 @@ def test_public_names():
         "EpisodeRecord",
     ]:
         assert hasattr(agents, name)
+
+
+# ------------------------------------------------------------------ best-policy retention
+def test_keep_best_restores_the_policy_of_the_best_scripted_evaluation(monkeypatch):
+    from langadapt.agents import training
+
+    env = MazeEnv(maze="umaze")
+    agent = QLearningAgent(env.observation_space, env.action_space, dict(alpha=0.5), seed=0)
+    scripted = iter([1.0, 5.0, 3.0, 5.0, 2.0, 0.5])  # best: the 4th (later of two ties)
+    tables = []
+
+    def scripted_evaluate(agent, env, episodes, seed, total_steps=0, after_episode=0):
+        tables.append(agent.snapshot())
+        score = next(scripted)
+        return [EpisodeRecord(after_episode, score, 1, False, 0.0, "eval", total_steps)]
+
+    monkeypatch.setattr(training, "evaluate", scripted_evaluate)
+    result = train(agent, env, episodes=10, eval_every=2, seed=0, progress=False, keep_best=True)
+    assert len(tables) == 5  # after episodes 2, 4, ..., 10; the last one is the final policy
+    assert result.best.episode == 8 and result.best.mean_return == 5.0
+    assert result.last.episode == 10 and result.last.mean_return == 2.0
+    assert agent.table.keys() == tables[3].keys()
+    for key, row in tables[3].items():
+        np.testing.assert_array_equal(agent.table[key], row)
+    assert result.last_policy.keys() == tables[4].keys()
+    evals = [r.return_ for r in result if r.phase == "eval"]
+    assert evals == [1.0, 5.0, 3.0, 5.0, 2.0]
+
+
+def test_keep_best_evaluates_the_final_policy_and_restores_dqn_weights():
+    env = gym.make("CartPole-v1")
+    agent = DQNAgent(
+        env.observation_space,
+        env.action_space,
+        dict(hidden_sizes=[8], learning_starts=50, train_freq=1),
+        seed=0,
+    )
+    result = train(
+        agent,
+        env,
+        steps=700,
+        eval_every_steps=300,
+        eval_episodes=2,
+        seed=0,
+        progress=False,
+        keep_best=True,
+    )
+    evaluations = sorted({(r.episode, r.total_steps) for r in result if r.phase == "eval"})
+    assert evaluations[-1][1] == 700  # the final policy (after a partial episode) evaluated
+    assert [s for _, s in evaluations[:-1]] == sorted(s for _, s in evaluations[:-1])
+    assert all(s >= 300 * (i + 1) for i, (_, s) in enumerate(evaluations[:-1]))
+    best_steps = result.best.total_steps
+    agent_now = agent.snapshot()
+    agent.restore(result.last_policy)
+    if best_steps != 700:
+        assert any(not torch.equal(agent_now[k], v) for k, v in agent.snapshot().items())
+    with pytest.raises(ValueError, match="keep_best needs an evaluation schedule: set eval_every"):
+        train(agent, env, steps=10, progress=False, keep_best=True)
+
+
+def test_train_leaves_the_global_random_generators_alone():
+    import random
+
+    env = gym.make("CartPole-v1")
+    random.seed(7)
+    np.random.seed(7)
+    torch.manual_seed(7)
+    before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state())
+    agent = DQNAgent(
+        env.observation_space, env.action_space, dict(hidden_sizes=[8], learning_starts=20), seed=3
+    )
+    assert torch.equal(torch.get_rng_state(), before[2])  # the seeded initialisation too
+    train(agent, env, steps=100, eval_every=2, eval_episodes=1, seed=5, progress=False)
+    assert random.getstate() == before[0]
+    np.testing.assert_array_equal(np.random.get_state()[1], before[1])
+    assert torch.equal(torch.get_rng_state(), before[2])
+
+
+# ------------------------------------------------------------------ description keys
+class _Described(gym.Wrapper):
+    """Puts a description of the maze cell into info (what LanguageObservation does)."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        info["description"] = f"cell {obs.tolist()}"
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info["description"] = f"cell {obs.tolist()}"
+        return obs, reward, terminated, truncated, info
+
+
+def test_description_keyed_table_trains_on_descriptions_and_rejects_vectors():
+    env = _Described(MazeEnv(maze="umaze"))
+    agent = QLearningAgent(
+        env.observation_space, env.action_space, dict(alpha=0.5, key="description"), seed=0
+    )
+    train(agent, env, episodes=30, seed=0, progress=False)
+    assert all(r.success for r in evaluate(agent, env, 3, seed=1))
+    assert agent.act("cell [0.0, 0.0]", [0, 1]) in (0, 1)
+    with pytest.raises(ValueError, match="keyed by descriptions: pass the description text"):
+        agent.act(np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match=r'gives no info\["description"\]'):
+        train(agent, MazeEnv(maze="umaze"), episodes=1, progress=False)
+    with pytest.raises(ValueError, match="bins=4 needs key='observation'"):
+        QLearningAgent(BOX4, spaces.Discrete(2), dict(key="description", bins=4))
+
+
+_FRESH_PROCESS = """
+import json, sys
+from langadapt import adapters
+from langadapt.adapters import LanguageObservation
+from langadapt.agents import QLearningAgent
+from langadapt.environments import MazeEnv
+
+env = LanguageObservation(MazeEnv(maze="umaze"), adapters.make("language", MazeEnv(maze="umaze")))
+agent = QLearningAgent(env.observation_space, env.action_space, dict(key="description"))
+agent.load(sys.argv[1])
+actions = []
+for cell in [c for c in env.unwrapped.free_cells() if c != env.unwrapped.goal]:
+    obs, info = env.reset(options={"start": list(cell)})
+    actions.append(agent.act(info["description"], info["legal_moves"], False))
+print(json.dumps(actions))
+"""
+
+
+def test_description_keyed_table_acts_identically_in_a_fresh_process_without_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from langadapt import adapters
+    from langadapt.adapters import LanguageObservation
+
+    env = LanguageObservation(
+        MazeEnv(maze="umaze"), adapters.make("language", MazeEnv(maze="umaze"))
+    )
+    agent = QLearningAgent(
+        env.observation_space, env.action_space, dict(alpha=0.5, key="description"), seed=0
+    )
+    train(agent, env, episodes=40, seed=0, progress=False)
+    want = []
+    for cell in [c for c in env.unwrapped.free_cells() if c != env.unwrapped.goal]:
+        obs, info = env.reset(options={"start": list(cell)})
+        want.append(agent.act(info["description"], info["legal_moves"], False))
+    agent.save(tmp_path / "table.pt")
+    environ = dict(
+        os.environ, LANGADAPT_CACHE_DIR=str(tmp_path / "no-cache-here"), HF_HUB_OFFLINE="1"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS, str(tmp_path / "table.pt")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environ,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == want
+    assert not (tmp_path / "no-cache-here").exists()
