@@ -1,14 +1,13 @@
-"""Language state adapters: state (+ legal moves + history) -> text -> vector.
+"""State adapters: state (+ legal moves + history) -> text -> vector.
 
-Public names: ``make``, ``register_adapter``, ``available_adapters``, ``RawAdapter``,
-``LanguageAdapter``, ``BaseAdapter``, ``LanguageObservation``, ``MiniLMEncoder``,
-``get_encoder``, ``EmbeddingCache``, ``describer_for``, ``register_describer``, the
-describers, ``reachable_inputs``, ``last_action``, ``history_pairs``, and the LLM adapters
-(``LLMAdapter``, ``OllamaAdapter``, ``LlamaCppAdapter``, ``make_llm_adapter``,
-``DescriptionCache`` and their errors) from ``adapters.llm``.
+``make(name, env, **settings)`` builds ``"raw"`` (`RawAdapter`), ``"language"``
+(`LanguageAdapter`) or ``"llm"`` (`make_llm_adapter`: `OllamaAdapter` / `LlamaCppAdapter`).
+Every adapter subclasses `BaseAdapter`; `LanguageObservation` is the gymnasium wrapper.
 """
 
-from langadapt.adapters.base import STAT_KEYS, Adapter, BaseAdapter
+from typing import Any
+
+from langadapt.adapters.base import STAT_KEYS, AdapterInput, BaseAdapter, Memo
 from langadapt.adapters.describers import (
     CartPoleBins,
     CartPoleDescriber,
@@ -19,63 +18,64 @@ from langadapt.adapters.describers import (
     describer_for,
     register_describer,
 )
-from langadapt.adapters.embedding_cache import EmbeddingCache, EmbeddingCacheError
+from langadapt.adapters.embedding_cache import EmbeddingCache
 from langadapt.adapters.encoder import MiniLMEncoder, get_encoder
 from langadapt.adapters.history import history_pairs, last_action
-from langadapt.adapters.language import LanguageAdapter, LanguageAdapterSettings
-from langadapt.adapters.llm import (
-    DescriptionCache,
-    LlamaCppAdapter,
-    LLMAdapter,
-    LLMError,
-    LLMReplyError,
-    LLMUnavailableError,
-    ModelNotFoundError,
-    OllamaAdapter,
-    make_llm_adapter,
-)
+from langadapt.adapters.language import LanguageAdapter
+from langadapt.adapters.llm import LlamaCppAdapter, LLMAdapter, OllamaAdapter, make_llm_adapter
 from langadapt.adapters.prerender import reachable_inputs
 from langadapt.adapters.raw import RawAdapter
-from langadapt.adapters.registry import available_adapters, make, register_adapter
 from langadapt.adapters.wrapper import LanguageObservation
+from langadapt.llm import CacheError, LLMError, LLMReplyError, LLMUnavailableError
 
-register_adapter("raw", RawAdapter)
-register_adapter("language", LanguageAdapter)  # "llm" is registered by adapters.llm
+ADAPTERS: dict[str, Any] = {"raw": RawAdapter, "language": LanguageAdapter,
+                            "llm": make_llm_adapter}
+
+
+def available_adapters() -> list[str]:
+    """The names `make` accepts."""
+    return sorted(ADAPTERS)
+
+
+def make(name: str, env: Any, **settings: Any) -> BaseAdapter:
+    """The adapter ``name`` (raw, language, llm) for ``env`` (an instance or a gymnasium id)."""
+    factory = ADAPTERS.get(name) if isinstance(name, str) else None
+    if factory is None:
+        raise ValueError(f"unknown adapter {name!r}; expected one of {available_adapters()}")
+    return factory(env, **settings)
+
 
 __all__ = [
-    "Adapter",
-    "BaseAdapter",
+    "ADAPTERS",
     "STAT_KEYS",
+    "AdapterInput",
+    "BaseAdapter",
+    "CacheError",
     "CartPoleBins",
     "CartPoleDescriber",
     "Describer",
-    "MazeDescriber",
-    "SailingBins",
-    "SailingDescriber",
-    "describer_for",
-    "register_describer",
     "EmbeddingCache",
-    "EmbeddingCacheError",
-    "MiniLMEncoder",
-    "get_encoder",
-    "history_pairs",
-    "last_action",
-    "LanguageAdapter",
-    "LanguageAdapterSettings",
-    "reachable_inputs",
-    "RawAdapter",
-    "available_adapters",
-    "make",
-    "register_adapter",
-    "LanguageObservation",
-    "DescriptionCache",
     "LLMAdapter",
     "LLMError",
     "LLMReplyError",
     "LLMUnavailableError",
+    "LanguageAdapter",
+    "LanguageObservation",
     "LlamaCppAdapter",
-    "ModelNotFoundError",
+    "MazeDescriber",
+    "Memo",
+    "MiniLMEncoder",
     "OllamaAdapter",
+    "RawAdapter",
+    "SailingBins",
+    "SailingDescriber",
+    "available_adapters",
+    "describer_for",
+    "get_encoder",
+    "history_pairs",
+    "last_action",
+    "make",
     "make_llm_adapter",
+    "reachable_inputs",
+    "register_describer",
 ]
-

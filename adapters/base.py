@@ -1,53 +1,46 @@
-"""The shared machinery of text adapters: call shape, observation memo, stats, batches.
+"""`BaseAdapter`: the one base of every state adapter (settings, checks, memo, caches).
 
-A text adapter turns ``(state, legal_moves, episode_action_history)`` into a sentence
-and the sentence into a vector. :class:`BaseAdapter` does everything except the
-sentence itself; a subclass supplies
+An adapter turns ``(state, legal_moves, episode_action_history)`` into a description and
+a vector. `BaseAdapter` is a pydantic model (its fields are the settings, validated on
+construction and then fixed) that does everything except the description itself; a
+subclass supplies
 
-- :meth:`BaseAdapter.describe_one` - how to describe one (checked) input, and
-- ``history_key`` (constructor argument) - what part of the history the description
-  depends on, as a hashable value (``None`` = the history does not matter), which
-  becomes part of the memo key.
+- `describe_one(state, legal_moves, history) -> str` for one checked input, and
+- `history_key(history) -> Hashable` with ``uses_history`` true when the description
+  depends on the history (the part it depends on becomes part of the memo key).
 
-The memo maps ``(state bytes, legal moves, history key)`` straight to
-``(vector, text)``, so a repeated input costs one dict look-up: no string formatting,
-no hashing of text, no encoder. When the text ignores the history, a second index,
-:attr:`BaseAdapter.state_memo`, maps the state bytes alone to ``(legal moves, (vector,
-text))`` of the last memorised input with that state: the warm path looks the state up
-there and compares the legal moves (a list compare) instead of building the full key,
-and falls back to the full key whenever they differ. Vectors it returns are **shared and read-only**
-(``vector.flags.writeable is False``); copy one before changing it. The memo is
-bounded (``memo_capacity`` entries; the oldest entries are dropped first).
+The memo maps ``(state bytes, legal moves[, history key])`` to ``(vector, text)``, so a
+repeated input costs one dict look-up: no formatting, no hashing of text, no encoder. When
+the text ignores the history a second index maps the state bytes alone to the legal moves
+and the pair of the last input with that state, and the warm path is a dict hit and a list
+compare (with every move an ``int``, so ``[2.0]`` or ``[True]`` take the checked path
+like the first call did). Returned vectors are **shared and read-only**. The memo is
+bounded by ``memo_capacity`` (oldest entries dropped first).
 
-Vectors come from an :class:`~adapters.embedding_cache.EmbeddingCache` in front of the
-process-wide :class:`~adapters.encoder.MiniLMEncoder`.
+Vectors come from an `EmbeddingCache` in front of the process-wide MiniLM encoder.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from langadapt.adapters.describers import check_legal_moves
+from langadapt.adapters.describers import _resolve_env, check_legal_moves
 from langadapt.adapters.embedding_cache import EmbeddingCache
-from langadapt.adapters.encoder import MiniLMEncoder, get_encoder
+from langadapt.adapters.encoder import get_encoder
 
-__all__ = ["Adapter", "BaseAdapter", "STAT_KEYS", "AdapterInput", "env_spaces"]
+__all__ = ["AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "env_spaces"]
 
 #: Keys every adapter's ``stats()`` has (0 where not applicable).
 STAT_KEYS: tuple[str, ...] = (
-    "llm_calls",
-    "llm_cache_hits",
-    "llm_failures",
-    "llm_fallbacks",
-    "llm_seconds",
-    "encoder_calls",
-    "embedding_cache_hits",
-    "embedding_cache_misses",
+    "llm_calls", "llm_cache_hits", "llm_failures", "llm_fallbacks", "llm_seconds",
+    "llm_breaker_skips", "encoder_calls", "embedding_cache_hits", "embedding_cache_misses",
     "prompt_cuts",
 )
 
@@ -55,356 +48,345 @@ STAT_KEYS: tuple[str, ...] = (
 AdapterInput = tuple[Any, Sequence[int], Sequence[Any]]
 
 
-@runtime_checkable
-class Adapter(Protocol):
-    """What every adapter offers (``RawAdapter``, ``LanguageAdapter``, the LLM adapters)."""
-
-    observation_space: spaces.Box
-
-    def __call__(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-        encode: bool = True,
-    ) -> np.ndarray | str: ...
-
-    def adapt(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-    ) -> tuple[np.ndarray, str]: ...
-
-    def describe(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-    ) -> str: ...
-
-    def stats(self) -> dict[str, float | int]: ...
-
-
 def env_spaces(env: Any) -> tuple[spaces.Box, int | None]:
     """The environment's observation Box and its number of discrete actions (or None)."""
     base = getattr(env, "unwrapped", env)
     space = getattr(base, "observation_space", None)
     if not isinstance(space, spaces.Box):
-        raise ValueError(
-            f"environment {type(base).__name__} has observation_space {space!r}; expected a "
-            "gymnasium Box"
-        )
+        raise ValueError(f"environment {type(base).__name__} has observation_space {space!r}; "
+                         "expected a gymnasium Box")
     action_space = getattr(base, "action_space", None)
-    n = int(action_space.n) if isinstance(action_space, spaces.Discrete) else None
-    return space, n
+    return space, int(action_space.n) if isinstance(action_space, spaces.Discrete) else None
 
 
-class BaseAdapter:
-    """Base of text adapters: state -> text (subclass) -> vector (encoder + caches).
+class Memo:
+    """The adapter's memo: checked input -> ``(vector, text)``, bounded, with a warm index.
 
-    ``state_space``: the environment's observation Box (states are checked against its
-    shape and converted to its dtype). ``n_actions``: number of discrete actions, to
-    check legal moves (``None`` = unchecked). ``encoder``: an encoder instance, else the
-    shared one for ``encoder_name`` (``None`` = packaged MiniLM). ``cache``: an
-    :class:`EmbeddingCache`, else a new one with ``cache_path`` (SQLite file, or ``None``
-    for memory only) and ``cache_capacity``. ``memo_capacity``: most memo entries.
-    ``history_key``: function of the episode history whose (hashable) result the text
-    depends on; ``None`` when the text ignores the history.
+    ``entries``: key -> pair (key = state bytes + legal moves as bytes, with the history key
+    when the text depends on it); ``by_state``: state bytes -> (legal moves, pair) of the
+    last remembered input with that state (only when the text ignores the history).
     """
 
-    #: Registry name of the adapter kind (set by subclasses).
-    kind: str = "base"
+    __slots__ = ("entries", "by_state", "history_key", "capacity", "dtype", "shape", "nbytes",
+                 "misses")
 
-    def __init__(
-        self,
-        state_space: spaces.Box,
-        n_actions: int | None = None,
-        *,
-        encoder: MiniLMEncoder | None = None,
-        encoder_name: str | None = None,
-        cache: EmbeddingCache | None = None,
-        cache_path: str | os.PathLike[str] | None = None,
-        cache_capacity: int = 20_000,
-        memo_capacity: int = 100_000,
-        history_key: Callable[[Sequence[Any]], Hashable] | None = None,
-    ) -> None:
-        if not isinstance(state_space, spaces.Box):
-            raise ValueError(f"state_space={state_space!r}: expected a gymnasium Box")
-        if (
-            isinstance(memo_capacity, bool)
-            or not isinstance(memo_capacity, int)
-            or memo_capacity < 0
-        ):
-            raise ValueError(f"memo_capacity={memo_capacity!r}: expected an int >= 0")
-        if encoder is not None and encoder_name is not None:
-            raise ValueError("pass encoder= or encoder_name=, not both")
-        if cache is not None and encoder is not None and cache.encoder is not encoder:
-            raise ValueError("cache= was built for another encoder than encoder=")
-        if cache is not None and encoder_name is not None:
-            raise ValueError("pass cache= or encoder_name=, not both (the cache has its encoder)")
-        if cache is not None and cache_path is not None:
-            raise ValueError("pass cache= or cache_path=, not both")
-        self.state_shape: tuple[int, ...] = tuple(state_space.shape)
-        self.state_dtype = np.dtype(state_space.dtype)
-        self.n_actions = n_actions
-        if cache is None:
-            encoder = encoder if encoder is not None else get_encoder(encoder_name)
-            cache = EmbeddingCache(encoder, path=cache_path, capacity=cache_capacity)
-        self.cache = cache
-        self.encoder = cache.encoder
-        self.memo_capacity = memo_capacity
-        self._history_key = history_key
-        self._memo: dict[Hashable, tuple[np.ndarray, str]] = {}
-        # state bytes -> (legal moves as a list, (vector, text)); subset of the memo,
-        # only used when the text ignores the history (see state_memo).
-        self._state_memo: dict[bytes, tuple[list[int], tuple[np.ndarray, str]]] = {}
-        self._state_nbytes = self.state_dtype.itemsize * int(np.prod(self.state_shape))
-        self._memo_misses = 0
-        self._cache_hits = 0
-        self._cache_misses = 0
-        self._observation_space: spaces.Box | None = None
+    def __init__(self) -> None:
+        self.entries: dict[Hashable, tuple[np.ndarray, str]] = {}
+        self.by_state: dict[bytes, tuple[list[int], tuple[np.ndarray, str]]] = {}
+        self.history_key: Callable[[Any], Hashable] | None = None
+        self.capacity = 0
+        self.dtype: np.dtype | None = None
+        self.shape: tuple[int, ...] = ()
+        self.nbytes = 0
+        self.misses = 0
 
-    # ------------------------------------------------------------ subclass hooks
-    def describe_one(
-        self, state: np.ndarray, legal_moves: tuple[int, ...], history: Sequence[Any]
-    ) -> str:
-        """The description of one checked input (``state`` already of the right shape,
-        dtype and finite; ``legal_moves`` a tuple of ints). Subclasses implement it."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement describe_one()")
+    def configure(self, space: spaces.Box, capacity: int,
+                  history_key: Callable[[Any], Hashable] | None) -> None:
+        self.dtype = np.dtype(space.dtype)
+        self.shape = tuple(space.shape)
+        self.nbytes = self.dtype.itemsize * int(np.prod(self.shape))
+        self.capacity = capacity
+        self.history_key = history_key
+        self.clear()
 
-    # ------------------------------------------------------------ spaces
-    @property
-    def observation_space(self) -> spaces.Box:
-        """Box of shape ``(encoder.dimension,)``, float32; bounds [-1, 1] when the
-        encoder's vectors are L2-normalised (``encoder.normalized``, true for MiniLM),
-        else unbounded."""
-        if self._observation_space is None:
-            dim = self.encoder.dimension
-            bound = 1.0 if getattr(self.encoder, "normalized", False) else np.inf
-            self._observation_space = spaces.Box(
-                low=-bound, high=bound, shape=(dim,), dtype=np.float32
-            )
-        return self._observation_space
-
-    # ------------------------------------------------------------ checks
-    def check_state(self, state: Any) -> np.ndarray:
-        """``state`` as a finite array of the env's shape and dtype, else ValueError."""
-        if isinstance(state, (str, bytes)) or state is None:
-            raise ValueError(
-                f"state {state!r}: expected a numeric array of shape {self.state_shape}"
-            )
-        try:
-            array = np.asarray(state)
-            if array.dtype.kind not in "biuf":
-                raise TypeError
-            array = array.astype(self.state_dtype, copy=False)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"state {state!r} (type {type(state).__name__}) is not numeric; expected an "
-                f"array of shape {self.state_shape}"
-            ) from None
-        if array.shape != self.state_shape:
-            raise ValueError(
-                f"state {state!r} has shape {array.shape}; expected shape {self.state_shape}"
-            )
-        if array.dtype.kind == "f" and not np.isfinite(array).all():
-            raise ValueError(f"state {state!r} contains NaN or inf; expected finite values")
-        return np.ascontiguousarray(array)
-
-    def _key(self, state: np.ndarray, legal: tuple[int, ...], history: Any) -> Hashable:
-        """The memo key of a checked input: state bytes + legal moves as bytes (one byte
-        per move when all moves are below 256, else a tuple), plus the history key."""
+    def key(self, state: np.ndarray, legal: tuple[int, ...], history: Any) -> Hashable:
+        """The key of a checked input (legal moves as bytes when all are below 256)."""
         if all(0 <= move < 256 for move in legal):
             base: Hashable = state.tobytes() + bytes(legal)
         else:
             base = (state.tobytes(), legal)
-        hk = self._history_key
-        return base if hk is None else (base, hk(history))
+        return base if self.history_key is None else (base, self.history_key(history))
 
-    # ------------------------------------------------------------ the call shape
-    def __call__(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-        encode: bool = True,
-    ) -> np.ndarray | str:
-        """The vector (``encode=True``, shared read-only float32) or the description."""
-        pair = self.adapt(state, legal_moves, episode_action_history)
-        return pair[0] if encode else pair[1]
-
-    def adapt(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-    ) -> tuple[np.ndarray, str]:
-        """``(vector, text)`` of one input, from the memo when it was seen before."""
-        # Fast path: an array of the env's dtype and shape that was seen before. Anything
-        # else (lists, other dtypes, odd legal moves) takes the checked slow path.
-        try:
-            if state.dtype is self.state_dtype and state.shape == self.state_shape:
-                hk = self._history_key
-                if hk is None and type(legal_moves) is list:  # state index + list compare
-                    entry = self._state_memo.get(state.tobytes())
-                    if entry is not None and entry[0] == legal_moves:
-                        return entry[1]
-                if type(legal_moves) is list or type(legal_moves) is tuple:
-                    # only lists/tuples: bytes() of an int, bytes or a set is no memo key
-                    moves = bytes(legal_moves)
-                    if hk is None:
-                        hit = self._memo.get(state.tobytes() + moves)
-                    else:
-                        hit = self._memo.get((state.tobytes() + moves, hk(episode_action_history)))
-                    if hit is not None:
-                        return hit
-        except (AttributeError, TypeError, ValueError):
-            pass
-        return self._adapt_slow(state, legal_moves, episode_action_history)
-
-    def _adapt_slow(
-        self, state: Any, legal_moves: Iterable[int], history: Sequence[Any]
-    ) -> tuple[np.ndarray, str]:
-        checked = self.check_state(state)
-        legal = check_legal_moves(legal_moves, self.n_actions)
-        key = self._key(checked, legal, history)
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
-        self._memo_misses += 1
-        text = self.describe_one(checked, legal, history)
-        vector = self._lookup([text])[0]
-        pair = (vector, text)
-        self._memorise(key, pair)
-        return pair
-
-    def _memorise(self, key: Hashable, pair: tuple[np.ndarray, str]) -> None:
-        if self.memo_capacity == 0:
+    def put(self, key: Hashable, pair: tuple[np.ndarray, str]) -> None:
+        if self.capacity == 0:
             return
-        memo = self._memo
-        if key not in memo and len(memo) >= self.memo_capacity:
-            oldest = next(iter(memo))
-            del memo[oldest]
-            self._forget_state(oldest)
-        memo[key] = pair
-        if self._history_key is None:
-            split = self._split_key(key)
+        entries = self.entries
+        if key not in entries and len(entries) >= self.capacity:
+            oldest = next(iter(entries))
+            del entries[oldest]
+            split = self._split(oldest)
             if split is not None:
-                self._state_memo[split[0]] = (list(split[1]), pair)
+                entry = self.by_state.get(split[0])
+                if entry is not None and entry[0] == split[1]:
+                    del self.by_state[split[0]]
+        entries[key] = pair
+        split = self._split(key)
+        if split is not None:
+            self.by_state[split[0]] = (split[1], pair)
 
-    def _split_key(self, key: Hashable) -> tuple[bytes, tuple[int, ...]] | None:
-        """``(state bytes, legal moves)`` of a memo key made by :meth:`_key` without a
-        history key (``None`` for any other key)."""
-        if type(key) is bytes and len(key) >= self._state_nbytes:
-            n = self._state_nbytes
-            return key[:n], tuple(key[n:])
-        if (
-            type(key) is tuple
-            and len(key) == 2
-            and type(key[0]) is bytes
-            and type(key[1]) is tuple
-        ):
-            return key[0], key[1]
-        return None
+    def _split(self, key: Hashable) -> tuple[bytes, list[int]] | None:
+        """(state bytes, legal moves) of a key without a history part, else None."""
+        if self.history_key is not None:
+            return None
+        if type(key) is bytes:
+            return key[: self.nbytes], list(key[self.nbytes :])
+        return key[0], list(key[1])  # type: ignore[index]
 
-    def _forget_state(self, key: Hashable) -> None:
-        """Drop the state-bytes entry of an evicted memo key (if it is that key's)."""
-        if self._history_key is None:
-            split = self._split_key(key)
-            if split is not None:
-                entry = self._state_memo.get(split[0])
-                if entry is not None and entry[0] == list(split[1]):
-                    del self._state_memo[split[0]]
+    def clear(self) -> None:
+        self.entries.clear()
+        self.by_state.clear()
+
+
+class BaseAdapter(BaseModel):
+    """Base of every adapter: ``adapter(state, legal_moves=(), episode_action_history=(),
+    encode=True)`` -> the float32 vector (``encode=True``) or the description.
+
+    Build one as ``SomeAdapter(env, **settings)``; ``env`` is an environment instance or a
+    gymnasium id. ``encoder`` may also be an encoder object and ``embedding_cache`` an
+    `EmbeddingCache` to share (then its encoder is used).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
+                              str_strip_whitespace=True)
+
+    #: Name of the adapter kind (``adapters.make(kind, env)``).
+    kind: ClassVar[str] = "base"
+
+    encoder: str | None = Field(
+        None, description="sentence-transformers model name or path; None = packaged MiniLM")
+    embedding_cache_path: Path | None = Field(
+        None, description="SQLite file of the persistent embedding cache; None = memory only")
+    embedding_cache_capacity: int = Field(20_000, ge=1, le=10**8,
+                                          description="vectors kept in memory")
+    memo_capacity: int = Field(100_000, ge=0, le=10**8, description="inputs remembered")
+    memo: Memo = Field(default_factory=Memo, exclude=True, repr=False,
+                       description="the memo (filled by the adapter; read it, never write it)")
+
+    _env: Any = PrivateAttr(default=None)
+    _n_actions: int | None = PrivateAttr(default=None)
+    _space: spaces.Box = PrivateAttr(default=None)
+    _cache: EmbeddingCache | None = PrivateAttr(default=None)
+    _shared_cache: EmbeddingCache | None = PrivateAttr(default=None)
+    _shared_encoder: Any = PrivateAttr(default=None)
+    _counts: dict[str, int] = PrivateAttr(default_factory=lambda: {"hits": 0, "misses": 0})
+    _observation_space: spaces.Box | None = PrivateAttr(default=None)
+
+    def __init__(self, env: Any = None, /, *, embedding_cache: EmbeddingCache | None = None,
+                 **settings: Any) -> None:
+        encoder = settings.get("encoder")
+        if encoder is not None and not isinstance(encoder, (str, os.PathLike)):
+            if not callable(getattr(encoder, "encode_many", None)):
+                raise ValueError(f"encoder={encoder!r}: expected a model name, a path or an "
+                                 "encoder object with encode_many()")
+            settings["encoder"] = str(encoder.name)
+        elif isinstance(encoder, os.PathLike):
+            settings["encoder"] = os.fspath(encoder)
+        super().__init__(**settings)
+        if embedding_cache is not None:
+            if not isinstance(embedding_cache, EmbeddingCache):
+                raise ValueError(f"embedding_cache={embedding_cache!r}: expected an EmbeddingCache")
+            if self.embedding_cache_path is not None:
+                raise ValueError("pass embedding_cache= or embedding_cache_path=, not both")
+            if encoder is not None and embedding_cache.encoder.name != self.encoder:
+                raise ValueError("embedding_cache= was built for another encoder than encoder=")
+        self._shared_cache = embedding_cache
+        self._shared_encoder = None if isinstance(encoder, (str, os.PathLike)) else encoder
+        if env is None:
+            raise ValueError(f"{type(self).__name__} needs an environment: "
+                             f"{type(self).__name__}(env, ...) with an instance or a gymnasium id")
+        self._env = _resolve_env(env)
+        self._space, self._n_actions = env_spaces(self._env)
+        self.clear_memo()
+
+    # ---- what a subclass supplies (a subclass that sets up its own parts after
+    # ---- ``super().__init__`` calls ``clear_memo()`` once they are ready) ---------------
+    def describe_one(self, state: np.ndarray, legal_moves: tuple[int, ...],
+                     history: Sequence[Any]) -> str:
+        """The description of one checked input (``state`` of the env's shape and dtype and
+        finite, ``legal_moves`` a tuple of distinct ints)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement describe_one()")
 
     @property
-    def state_memo(self) -> dict[bytes, tuple[list[int], tuple[np.ndarray, str]]] | None:
-        """The memo's warm index: state bytes -> ``(legal moves, (vector, text))`` of the
-        last memorised input with that state, for a hit with a list of legal moves equal to
-        the stored ones. ``None`` when the text depends on the history (the full memo key
-        is needed then). Read it, never write it: :class:`LanguageObservation` uses its
-        ``get`` for the warm step; any miss or mismatch goes through :meth:`adapt`."""
-        return self._state_memo if self._history_key is None else None
+    def uses_history(self) -> bool:
+        """Whether the description depends on the history (then `history_key` is used)."""
+        return False
 
-    def _lookup(self, texts: list[str]) -> list[np.ndarray]:
-        cache = self.cache
-        hits, misses = cache.hits, cache.misses
-        vectors = cache.lookup_many(texts)
-        new_misses = cache.misses - misses
-        self._cache_hits += cache.hits - hits
-        self._cache_misses += new_misses
-        return vectors
+    def history_key(self, history: Any) -> Hashable:
+        """The part of the history the description depends on, as a hashable value."""
+        return ()
 
-    # ------------------------------------------------------------ text and batches
-    def describe(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-    ) -> str:
-        """The description of one input (memoised text when seen before)."""
-        checked = self.check_state(state)
-        legal = check_legal_moves(legal_moves, self.n_actions)
-        hit = self._memo.get(self._key(checked, legal, episode_action_history))
-        if hit is not None:
-            return hit[1]
-        return self.describe_one(checked, legal, episode_action_history)
+    def memorable(self, text: str) -> bool:
+        """Whether a description may be remembered (an LLM adapter's fallbacks may not)."""
+        return True
 
-    def describe_many(self, items: Iterable[AdapterInput]) -> list[str]:
-        """Descriptions of ``(state, legal_moves, history)`` items, in order."""
-        return [self.describe(*self._unpack(item)) for item in items]
+    # ---- environment, spaces, caches ---------------------------------------------------
+    @property
+    def env(self) -> Any:
+        """The environment (unwrapped)."""
+        return self._env
 
-    @staticmethod
-    def _unpack(item: Any) -> tuple[Any, Sequence[int], Sequence[Any]]:
+    @property
+    def n_actions(self) -> int | None:
+        return self._n_actions
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        return self.memo.shape
+
+    @property
+    def state_dtype(self) -> np.dtype:
+        return self.memo.dtype
+
+    @property
+    def embedding_cache(self) -> EmbeddingCache:
+        """The embedding cache (created on first use, with the shared encoder)."""
+        if self._cache is None:
+            cache = self._shared_cache
+            if cache is None:
+                encoder = self._shared_encoder or get_encoder(self.encoder)
+                cache = EmbeddingCache(encoder, path=self.embedding_cache_path,
+                                       capacity=self.embedding_cache_capacity)
+            self._cache = cache
+        return self._cache
+
+    @property
+    def observation_space(self) -> spaces.Box:
+        """Box of the encoder's dimension, float32; bounds [-1, 1] when the encoder's vectors
+        are L2-normalised (MiniLM), else unbounded."""
+        if self._observation_space is None:
+            encoder = self.embedding_cache.encoder
+            bound = 1.0 if getattr(encoder, "normalized", False) else np.inf
+            self._observation_space = spaces.Box(low=-bound, high=bound,
+                                                 shape=(encoder.dimension,), dtype=np.float32)
+        return self._observation_space
+
+    # ---- checks ------------------------------------------------------------------------
+    def check_state(self, state: Any) -> np.ndarray:
+        """``state`` as a finite array of the env's shape and dtype, else ValueError."""
+        shape = self.memo.shape
+        if isinstance(state, (str, bytes)) or state is None:
+            raise ValueError(f"state {state!r}: expected a numeric array of shape {shape}")
+        array = np.asarray(state)
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"state {state!r} (type {type(state).__name__}) is not numeric; "
+                             f"expected an array of shape {shape}")
+        array = array.astype(self.memo.dtype, copy=False)
+        if array.shape != shape:
+            raise ValueError(f"state {state!r} has shape {array.shape}; expected shape {shape}")
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise ValueError(f"state {state!r} contains NaN or inf; expected finite values")
+        return np.ascontiguousarray(array)
+
+    def check_input(self, item: Any) -> tuple[np.ndarray, tuple[int, ...], Any]:
+        """A ``(state, legal_moves, history)`` item, checked (ValueError when bad)."""
         if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3:
             raise ValueError(
-                f"input {item!r}: expected a (state, legal_moves, episode_action_history) tuple"
-            )
+                f"input {item!r}: expected a (state, legal_moves, episode_action_history) tuple")
         state, legal, history = (*item, (), ())[:3]
-        return state, legal, history
+        checked = (self.check_state(state), check_legal_moves(legal, self._n_actions), history)
+        if self.uses_history:
+            self.history_key(history)  # a bad history item is a ValueError here
+        return checked
+
+    # ---- the call shape ----------------------------------------------------------------
+    def __call__(self, state: Any, legal_moves: Iterable[int] = (),
+                 episode_action_history: Sequence[Any] = (), encode: bool = True
+                 ) -> np.ndarray | str:
+        """The vector (``encode=True``, shared read-only float32) or the description."""
+        if not encode:
+            return self.describe(state, legal_moves, episode_action_history)
+        return self.adapt(state, legal_moves, episode_action_history)[0]
+
+    def adapt(self, state: Any, legal_moves: Iterable[int] = (),
+              episode_action_history: Sequence[Any] = ()) -> tuple[np.ndarray, str]:
+        """``(vector, text)`` of one input, from the memo when it was seen before."""
+        memo = self.memo
+        try:  # the warm path: an array of the env's dtype and shape, int moves, seen before
+            if state.dtype is memo.dtype and state.shape == memo.shape:
+                kind = type(legal_moves)
+                if kind is list or kind is tuple:
+                    for move in legal_moves:
+                        if type(move) is not int:
+                            break
+                    else:
+                        hk = memo.history_key
+                        if hk is None and kind is list:
+                            entry = memo.by_state.get(state.tobytes())
+                            if entry is not None and entry[0] == legal_moves:
+                                return entry[1]
+                        key = state.tobytes() + bytes(legal_moves)
+                        hit = memo.entries.get(key if hk is None
+                                               else (key, hk(episode_action_history)))
+                        if hit is not None:
+                            return hit
+        except (AttributeError, TypeError, ValueError):
+            pass
+        state, legal, history = self.check_input((state, legal_moves, episode_action_history))
+        key = memo.key(state, legal, history)
+        hit = memo.entries.get(key)
+        if hit is not None:
+            return hit
+        memo.misses += 1
+        text = self.describe_one(state, legal, history)
+        pair = (self.lookup([text])[0], text)
+        if self.memorable(text):
+            memo.put(key, pair)
+        return pair
+
+    def describe(self, state: Any, legal_moves: Iterable[int] = (),
+                 episode_action_history: Sequence[Any] = ()) -> str:
+        """The description of one input (the remembered one when it was seen before)."""
+        state, legal, history = self.check_input((state, legal_moves, episode_action_history))
+        hit = self.memo.entries.get(self.memo.key(state, legal, history))
+        return hit[1] if hit is not None else self.describe_one(state, legal, history)
+
+    # ---- batches -----------------------------------------------------------------------
+    def describe_many(self, items: Iterable[AdapterInput], progress: bool = False) -> list[str]:
+        """Descriptions of ``(state, legal_moves, history)`` items, in order."""
+        return [text for text, _ in self.describe_checked(self._checked(items), progress)]
+
+    def describe_checked(self, items: list[tuple[np.ndarray, tuple[int, ...], Any]],
+                         progress: bool) -> list[tuple[str, bool]]:
+        """``(text, memorable)`` of checked inputs (subclasses may describe them in bulk)."""
+        out = []
+        for state, legal, history in items:
+            hit = self.memo.entries.get(self.memo.key(state, legal, history))
+            text = hit[1] if hit is not None else self.describe_one(state, legal, history)
+            out.append((text, self.memorable(text)))
+        return out
+
+    def _checked(self, inputs: Any) -> list[tuple[np.ndarray, tuple[int, ...], Any]]:
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+            raise ValueError(f"inputs={inputs!r}: expected an iterable of (state, legal_moves, "
+                             "episode_action_history) tuples, e.g. reachable_inputs(env)")
+        return [self.check_input(item) for item in inputs]
+
+    def lookup(self, texts: list[str]) -> list[np.ndarray]:
+        """Vectors of ``texts`` (shared, read-only) through the embedding cache."""
+        cache = self.embedding_cache
+        hits, misses = cache.hits, cache.misses
+        vectors = cache.lookup_many(texts)
+        self._counts["hits"] += cache.hits - hits
+        self._counts["misses"] += cache.misses - misses
+        return vectors
 
     def encode_many(self, texts: Iterable[str]) -> np.ndarray:
         """Vectors of ``texts`` as a new float32 array ``(n, dimension)`` (cached)."""
         if isinstance(texts, str):
-            raise ValueError(
-                f"texts={texts!r} is a single str; expected a list of str (wrap it: [text])"
-            )
-        vectors = self._lookup(list(texts))
+            raise ValueError(f"texts={texts!r} is a single str; expected a list of str "
+                             "(wrap it: [text])")
+        vectors = self.lookup(list(texts))
         if not vectors:
-            return np.empty((0, self.encoder.dimension), dtype=np.float32)
+            return np.empty((0, self.embedding_cache.encoder.dimension), dtype=np.float32)
         return np.stack(vectors)
 
-    def prerender(
-        self, inputs: Iterable[AdapterInput], progress: bool = True, batch_size: int = 512
-    ) -> int:
+    def prerender(self, inputs: Iterable[AdapterInput], progress: bool = True,
+                  batch_size: int = 512) -> dict[str, int]:
         """Describe and encode ``inputs`` ahead of time and fill the memo.
 
-        Texts are encoded in batches of ``batch_size`` (only the ones no cache knows).
-        Afterwards, calling the adapter on any of these inputs makes no encoder call.
-        Returns the number of distinct texts. ``progress`` shows a tqdm bar.
+        Texts are encoded in batches of ``batch_size`` (only those no cache knows), so later
+        calls on these inputs are memo look-ups. Returns ``inputs`` and ``distinct_texts``
+        (LLM adapters add their counts). ``progress`` shows a tqdm bar.
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
-        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
-            raise ValueError(
-                f"inputs={inputs!r}: expected an iterable of (state, legal_moves, "
-                "episode_action_history) tuples, e.g. reachable_inputs(env)"
-            )
-        keyed: list[tuple[Hashable, str]] = []
-        for item in inputs:
-            state, legal_moves, history = self._unpack(item)
-            checked = self.check_state(state)
-            legal = check_legal_moves(legal_moves, self.n_actions)
-            key = self._key(checked, legal, history)
-            hit = self._memo.get(key)
-            text = hit[1] if hit is not None else self.describe_one(checked, legal, history)
-            keyed.append((key, text))
-        if len(keyed) > self.memo_capacity:
-            raise ValueError(
-                f"prerender of {len(keyed)} inputs exceeds memo_capacity={self.memo_capacity}; "
-                "expected at most memo_capacity inputs (raise it)"
-            )
-        texts = list(dict.fromkeys(text for _, text in keyed))
+        items = self._checked(inputs)
+        if len(items) > self.memo_capacity:
+            raise ValueError(f"prerender of {len(items)} inputs exceeds memo_capacity="
+                             f"{self.memo_capacity}; expected at most memo_capacity inputs "
+                             "(raise it)")
+        described = self.describe_checked(items, progress)
+        texts = list(dict.fromkeys(text for text, _ in described))
         vectors: dict[str, np.ndarray] = {}
         batches = range(0, len(texts), batch_size)
         if progress and len(texts) > batch_size:
@@ -413,25 +395,26 @@ class BaseAdapter:
             batches = tqdm(batches, desc=f"prerender {self.kind}", unit="batch")
         for start in batches:
             chunk = texts[start : start + batch_size]
-            vectors.update(zip(chunk, self._lookup(chunk), strict=True))
-        for key, text in keyed:
-            self._memorise(key, (vectors[text], text))
-        return len(texts)
+            vectors.update(zip(chunk, self.lookup(chunk), strict=True))
+        memo = self.memo
+        for (state, legal, history), (text, keep) in zip(items, described, strict=True):
+            if keep:
+                memo.put(memo.key(state, legal, history), (vectors[text], text))
+        return {"inputs": len(items), "distinct_texts": len(texts)}
 
-    # ------------------------------------------------------------ bookkeeping
+    # ---- bookkeeping -------------------------------------------------------------------
     def stats(self) -> dict[str, float | int]:
-        """Counters: the shared keys of :data:`STAT_KEYS` plus ``memo_misses`` (inputs
-        that were described) and ``memo_size``. Memo hits are not counted: that would
-        cost the hot path a measurable share of its time."""
+        """Counters: the keys of `STAT_KEYS` plus ``memo_misses`` (inputs described) and
+        ``memo_size``. Memo hits are not counted (it would slow the warm path)."""
         out: dict[str, float | int] = dict.fromkeys(STAT_KEYS, 0)
-        out["encoder_calls"] = self._cache_misses  # every cache miss is one encoded text
-        out["embedding_cache_hits"] = self._cache_hits
-        out["embedding_cache_misses"] = self._cache_misses
-        out["memo_misses"] = self._memo_misses
-        out["memo_size"] = len(self._memo)
+        out["encoder_calls"] = self._counts["misses"]  # every cache miss is one encoded text
+        out["embedding_cache_hits"] = self._counts["hits"]
+        out["embedding_cache_misses"] = self._counts["misses"]
+        out["memo_misses"] = self.memo.misses
+        out["memo_size"] = len(self.memo.entries)
         return out
 
     def clear_memo(self) -> None:
-        """Forget the memo (the embedding cache is kept)."""
-        self._memo.clear()
-        self._state_memo.clear()  # cleared in place: wrappers hold its get()
+        """Forget the memo (the embedding cache is kept) and key it by `uses_history`."""
+        self.memo.configure(self._space, self.memo_capacity,
+                            self.history_key if self.uses_history else None)

@@ -8,92 +8,56 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from langadapt.adapters.base import STAT_KEYS, AdapterInput, BaseAdapter, env_spaces
-from langadapt.adapters.describers import check_legal_moves
+from langadapt.adapters.base import AdapterInput, BaseAdapter
 
 __all__ = ["RawAdapter"]
 
 
-class RawAdapter:
+class RawAdapter(BaseAdapter):
     """The environment's observation, checked and returned as a new float32 array.
 
-    Same call shape as the text adapters. With ``encode=False`` it returns the numbers as
-    text (``"Observation: 3, 1."``), which is also what the wrapper puts in
-    ``info["description"]``. ``observation_space`` is the env's Box as float32. There is
-    no encoder: ``stats()`` is all zeros and :meth:`prerender` has nothing to do.
+    Same call shape as the text adapters; the description is the numbers as text
+    (``"Observation: 3, 1."``), also what the wrapper puts in ``info["description"]``.
+    ``observation_space`` is the env's Box as float32. No encoder, no memo: ``stats()`` is
+    all zeros and `prerender` only checks its inputs.
     """
 
     kind = "raw"
 
-    def __init__(self, env: Any, **settings: Any) -> None:
+    def __init__(self, env: Any = None, /, **settings: Any) -> None:
         if settings:
-            raise ValueError(f"RawAdapter takes no settings, got {sorted(settings)}; expected none")
-        space, self.n_actions = env_spaces(env)
-        self.state_shape: tuple[int, ...] = tuple(space.shape)
-        self.observation_space = spaces.Box(
-            low=space.low.astype(np.float32),
-            high=space.high.astype(np.float32),
-            shape=space.shape,
-            dtype=np.float32,
-        )
-        self.state_dtype = np.dtype(np.float32)
+            raise ValueError(f"RawAdapter takes no settings, got {sorted(settings)}; "
+                             "expected none")
+        super().__init__(env, memo_capacity=0)
 
-    check_state = BaseAdapter.check_state
+    @property
+    def observation_space(self) -> spaces.Box:
+        space = self._space
+        return spaces.Box(low=space.low.astype(np.float32), high=space.high.astype(np.float32),
+                          shape=space.shape, dtype=np.float32)
 
-    def __call__(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-        encode: bool = True,
-    ) -> np.ndarray | str:
-        """The float32 observation (``encode=True``) or the numbers as text."""
-        vector = self.check_state(state).copy()
-        return vector if encode else self._text(vector)
+    def describe_one(self, state: np.ndarray, legal_moves: tuple[int, ...],
+                     history: Sequence[Any]) -> str:
+        return "Observation: " + ", ".join(f"{float(v):g}" for v in state.ravel()) + "."
 
-    def adapt(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-    ) -> tuple[np.ndarray, str]:
-        """``(vector, text)`` of one input."""
-        vector = self.check_state(state).copy()
-        return vector, self._text(vector)
+    def adapt(self, state: Any, legal_moves: Iterable[int] = (),
+              episode_action_history: Sequence[Any] = ()) -> tuple[np.ndarray, str]:
+        """``(float32 copy of the state, the numbers as text)``."""
+        state, legal, history = self.check_input((state, legal_moves, episode_action_history))
+        return state.astype(np.float32), self.describe_one(state, legal, history)
 
-    @staticmethod
-    def _text(vector: np.ndarray) -> str:
-        return "Observation: " + ", ".join(f"{float(v):g}" for v in vector.ravel()) + "."
-
-    def describe(
-        self,
-        state: Any,
-        legal_moves: Iterable[int] = (),
-        episode_action_history: Sequence[Any] = (),
-    ) -> str:
-        """The observation's numbers as text."""
-        check_legal_moves(legal_moves, self.n_actions)
-        return self._text(self.check_state(state))
-
-    def describe_many(self, items: Iterable[AdapterInput]) -> list[str]:
-        """:meth:`describe` of each ``(state, legal_moves, history)`` item."""
-        return [self.describe(*BaseAdapter._unpack(item)) for item in items]
+    def __call__(self, state: Any, legal_moves: Iterable[int] = (),
+                 episode_action_history: Sequence[Any] = (), encode: bool = True
+                 ) -> np.ndarray | str:
+        vector, text = self.adapt(state, legal_moves, episode_action_history)
+        return vector if encode else text
 
     def encode_many(self, texts: Iterable[str]) -> np.ndarray:
         """Not available: the raw adapter has no text encoder (raises ValueError)."""
-        raise ValueError(
-            "RawAdapter has no text encoder; its observation is the raw state "
-            "(use adapters.make('language', env) to encode text)"
-        )
+        raise ValueError("RawAdapter has no text encoder; its observation is the raw state "
+                         "(use adapters.make('language', env) to encode text)")
 
-    def prerender(self, inputs: Iterable[AdapterInput], progress: bool = True) -> int:
-        """Check the inputs; nothing needs precomputing for raw states. Returns 0."""
-        for item in inputs:
-            state, legal, _ = BaseAdapter._unpack(item)
-            self.check_state(state)
-            check_legal_moves(legal, self.n_actions)
-        return 0
-
-    def stats(self) -> dict[str, float | int]:
-        """All counters are 0 (no LLM, no encoder)."""
-        return dict.fromkeys(STAT_KEYS, 0)
+    def prerender(self, inputs: Iterable[AdapterInput], progress: bool = True,
+                  batch_size: int = 512) -> dict[str, int]:
+        """Check the inputs; nothing needs precomputing for raw states."""
+        return {"inputs": len(self._checked(inputs)), "distinct_texts": 0}

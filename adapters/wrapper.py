@@ -30,6 +30,9 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     cheaper, safe with trainers that copy observations into their own buffers
     (Stable-Baselines3, the ``agents`` package) since nothing can write into them, but
     ``check_env`` rejects it because two observations of one state are the same array.
+
+    Each step calls the adapter's ``adapt(obs, legal_moves, history)`` and nothing else of
+    it (a seen input is a memo look-up there).
     """
 
     def __init__(
@@ -63,13 +66,6 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.adapter = adapter
         self.copy = bool(copy)
         self._adapt = adapter.adapt
-        # The warm step, inlined in step(): the adapter's state-bytes memo index (None
-        # when the adapter has none, or its text depends on the history).
-        state_memo = getattr(adapter, "state_memo", None)
-        self._state_lookup = state_memo.get if isinstance(state_memo, dict) else None
-        self._state_dtype = getattr(adapter, "state_dtype", None)
-        self._state_shape = tuple(getattr(adapter, "state_shape", ()))
-        self._state_ndim = len(self._state_shape)
         self.history_length = history_length
         self.observation_space = adapter.observation_space
         space = env.action_space
@@ -108,27 +104,5 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         legal = info.get("legal_moves")
         if legal is None:
             legal = self._all_moves
-        lookup = self._state_lookup
-        if lookup is not None:
-            # The warm path of adapter.adapt(), without the call: an observation of the
-            # adapter's dtype and shape (a dict hit means its byte length matches, so for
-            # 0-d and 1-d states the ndim settles the shape) memorised with equal legal
-            # moves (a list compare: a tuple or other sequence is never equal to the
-            # stored list and takes adapt(), which checks it).
-            try:
-                nd = self._state_ndim
-                if (
-                    obs.dtype is self._state_dtype
-                    and obs.ndim == nd
-                    and (nd < 2 or obs.shape == self._state_shape)
-                ):
-                    entry = lookup(obs.tobytes())
-                    if entry is not None and entry[0] == legal:
-                        vector, info["description"] = entry[1]
-                        if self.copy:
-                            return vector.copy(), reward, terminated, truncated, info
-                        return vector, reward, terminated, truncated, info
-            except (AttributeError, ValueError):  # not an array, or an array of moves
-                pass
         vector, info["description"] = self._adapt(obs, legal, self._history)
         return (vector.copy() if self.copy else vector), reward, terminated, truncated, info

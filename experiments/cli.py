@@ -44,7 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="results folder (default: the file's output, "
                      "else results/<name>)")
     run.add_argument("--seeds", type=int, help="use seeds 0..N-1 instead of the file's seeds")
-    run.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (default 1)")
+    run.add_argument("--jobs", type=int, help="runs at a time (default: the file's executor.jobs; "
+                     "process pool: 1, ray: as many as the cluster fits)")
+    run.add_argument("--executor", choices=("process", "ray"),
+                     help="where runs execute: this machine's process pool (default) or a Ray "
+                     "cluster (needs langadapt[ray])")
+    run.add_argument("--address", help="ray: 'auto' (the cluster on this machine), HOST:PORT "
+                     "of a head node or ray://HOST:PORT; default: start a local cluster")
     run.add_argument("--resume", action="store_true",
                      help="keep finished runs of the same experiment in --out, do the rest")
     run.add_argument("--force", action="store_true",
@@ -69,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     describe.add_argument("--seed", type=int, default=0)
     describe.add_argument("--backend", default="auto", choices=("auto", "llamacpp", "ollama"),
                           help="LLM backend for --adapter llm (default auto)")
-    describe.add_argument("--model", default=None, help="LLM model (Ollama name or GGUF path)")
+    describe.add_argument("--model", default=None,
+                          help="LLM model: an Ollama name, or a GGUF file for llama.cpp (with "
+                          "--backend auto a GGUF file goes to llama.cpp)")
     describe.add_argument("--host", default=None, help="Ollama host (default $OLLAMA_HOST)")
 
     prerender = commands.add_parser(
@@ -110,21 +118,25 @@ def _parse_state(text: str) -> list[float]:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from langadapt.experiments.config import load_config
+    from langadapt.experiments.config import experiment_from_dict, load_config
     from langadapt.experiments.runner import run_experiment
 
     config = load_config(args.file)
+    data = config.model_dump(mode="json")
     if args.seeds is not None:
-        if args.seeds <= 0:
-            raise UsageError(f"--seeds {args.seeds}: expected a positive count")
-        config = config.model_copy(update={"seeds": args.seeds})
-    if args.jobs <= 0:
-        raise UsageError(f"--jobs {args.jobs}: expected a positive number of processes")
+        data["seeds"] = args.seeds
+    executor = data["executor"]
+    if args.executor is not None:
+        executor["type"] = args.executor
+    if args.address is not None:
+        executor["address"] = args.address
+    if args.jobs is not None:
+        executor["jobs"] = args.jobs
+    config = experiment_from_dict(data, f"{args.file} with the command-line options")
     started = time.perf_counter()
     out = run_experiment(
         config,
         out_dir=args.out,
-        jobs=args.jobs,
         resume=args.resume,
         force=args.force,
         progress=not args.no_progress,
@@ -165,9 +177,9 @@ def command_describe(args: argparse.Namespace) -> int:
             settings["host"] = args.host
     adapter = adapters.make(args.adapter, env, **settings)
     if args.adapter == "llm":
-        reason = f" ({adapter.choice_reason})" if adapter.choice_reason else ""
-        print(f"# LLM backend: {adapter.chosen_backend or adapter.backend}, "
-              f"model {adapter.model}{reason}")
+        backend = adapter.backend
+        reason = f" ({backend.choice_reason})" if backend.choice_reason else ""
+        print(f"# LLM backend: {backend.name}, model {backend.model_label()}{reason}")
     if args.state:
         space = env.observation_space
         for text in args.state:
@@ -250,13 +262,32 @@ COMMANDS = {
 }
 
 
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are the user's to fix, shown as one message without a traceback: bad
+    configuration or options, results folders, missing or unreadable files, an LLM that
+    cannot be reached, runs that failed on a cluster. Anything else is a bug: traceback."""
+    from langadapt.llm import LLMError
+    from langadapt.experiments.config import ConfigError
+    from langadapt.experiments.runner import ResultsFolderError, RunsFailedError
+
+    return (
+        UsageError,
+        ConfigError,
+        ResultsFolderError,
+        RunsFailedError,
+        LLMError,
+        FileNotFoundError,
+        IsADirectoryError,
+        NotADirectoryError,
+        PermissionError,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (ValueError, OSError, RuntimeError) as error:
-        # ValueError: bad input (config, states, settings); OSError: files and folders;
-        # RuntimeError: adapters.LLMError (no Ollama server, model missing, bad replies)
+    except expected_errors() as error:
         print(f"langadapt {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

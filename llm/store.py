@@ -80,6 +80,7 @@ class SQLiteStore:
         self.what = what
         self.decode = decode
         self.recovered = 0  # how many times a corrupt file was moved aside
+        self.file_hits = 0  # entries read from the file (not memory)
         self._memory: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
@@ -185,6 +186,7 @@ class SQLiteStore:
                         continue
                     found[key] = value
                     self._remember(key, value)
+                    self.file_hits += 1
                 if bad:
                     logger.warning("%s %s: %d stored value(s) failed their check; deleted",
                                    self.what, self.path, len(bad))

@@ -1,0 +1,333 @@
+"""LLM state adapters: a prompt builder + a backend from `langadapt.llm`.
+
+`LLMAdapter` builds the prompt of one input — the describer's sentence (the raw numbers
+where the environment has none), the legal moves in words, the last
+``action_history_length`` (state, action) pairs, cut to the backend's context — and asks
+its backend (`langadapt.llm.LLMBackend`: cache, retries, identity, counters) for a short
+description, which the shared `BaseAdapter` machinery encodes and memoises. With
+``fallback`` a failed call gives the rule-language description instead: counted in
+``llm_fallbacks``, never cached or memoised (the next visit asks again).
+
+`OllamaAdapter` / `LlamaCppAdapter` build their backend from the settings they are given
+(``OllamaAdapter(env, model=..., host=...)``); `make_llm_adapter(env, backend="auto", ...)`
+is ``adapters.make("llm", env, ...)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, Field, PrivateAttr
+
+from langadapt.adapters.base import BaseAdapter
+from langadapt.adapters.describers import describer_for
+from langadapt.adapters.history import history_pairs, last_action
+from langadapt.adapters.prompts import (
+    DEFAULT_BASE_PROMPT,
+    Prompt,
+    build_prompt,
+    estimate_tokens,
+    format_raw_state,
+)
+from langadapt.llm import (
+    LlamaCppBackend,
+    LLMBackend,
+    LLMError,
+    OllamaBackend,
+    backend_fields,
+    make_backend,
+)
+
+__all__ = ["LLMAdapter", "LlamaCppAdapter", "OllamaAdapter", "llm_setting_models",
+           "make_llm_adapter"]
+
+Item = tuple[np.ndarray, tuple[int, ...], Any]
+
+
+class LLMAdapter(BaseAdapter):
+    """State adapter whose descriptions come from an LLM backend.
+
+    ``LLMAdapter(env, backend=make_backend(...), **settings)``; the subclasses build their
+    backend from the backend's own settings given alongside (``model``, ``host``,
+    ``temperature``, ``cache_path``, ...).
+    """
+
+    kind = "llm"
+    backend_class: ClassVar[type[LLMBackend] | None] = None
+
+    base_prompt: str = Field(DEFAULT_BASE_PROMPT, min_length=1, description="system prompt")
+    action_history_length: int = Field(
+        4, ge=0, le=1000, description="how many recent (state, action) pairs go into the prompt")
+    max_tokens: int = Field(96, ge=1, le=1 << 20, description="longest description, tokens")
+    fallback: bool = Field(
+        False, description="on LLM failure, use the rule-language description (not cached)")
+    concurrency: int = Field(4, ge=1, le=64,
+                             description="parallel requests in prerender (backends that allow)")
+    memo_capacity: int = Field(200_000, ge=0, le=10**8, description="inputs remembered")
+
+    _backend: LLMBackend = PrivateAttr(default=None)
+    _describer: Any = PrivateAttr(default=None)
+    _action_names: tuple[str, ...] | None = PrivateAttr(default=None)
+    _fallback_texts: set[str] = PrivateAttr(default_factory=set)
+    _fallback_keys: set[str] = PrivateAttr(default_factory=set)
+    _last_fallback: bool = PrivateAttr(default=False)
+    _cuts: list[int] = PrivateAttr(default_factory=lambda: [0])
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    def __init__(self, env: Any = None, /, *, backend: LLMBackend | None = None,
+                 **settings: Any) -> None:
+        own = {k: settings.pop(k) for k in list(settings)
+               if k in type(self).model_fields or k == "embedding_cache"}
+        if backend is None:
+            if self.backend_class is None:
+                raise ValueError("LLMAdapter needs backend= a langadapt.llm backend (or use "
+                                 "OllamaAdapter / LlamaCppAdapter / adapters.make('llm', ...))")
+            backend = self.backend_class(**settings)
+        elif settings:
+            raise ValueError(f"{sorted(settings)}: not settings of {type(self).__name__}; "
+                             "backend settings belong to the backend given as backend=")
+        if not isinstance(backend, LLMBackend):
+            raise ValueError(f"backend={backend!r}: expected a langadapt.llm backend")
+        super().__init__(env, **own)
+        need = estimate_tokens(self.base_prompt) + 32
+        if backend.context_length - self.max_tokens < need:
+            raise ValueError(
+                f"context_length={backend.context_length} leaves no room for the prompt: "
+                f"max_tokens={self.max_tokens} are reserved for the answer and the system "
+                f"prompt alone needs about {need - 32} tokens; expected context_length >= "
+                f"{self.max_tokens + need}")
+        self._backend = backend
+        try:
+            self._describer = describer_for(self.env)
+        except ValueError:
+            self._describer = None  # the prompt then gives the raw numbers
+        self._action_names = _action_names_for(self.env)
+        self.clear_memo()
+
+    # ---- the parts -----------------------------------------------------------------------
+    @property
+    def backend(self) -> LLMBackend:
+        """The `langadapt.llm` backend answering the prompts."""
+        return self._backend
+
+    @property
+    def uses_history(self) -> bool:
+        return self.action_history_length > 0
+
+    def history_key(self, history: Any) -> Hashable:
+        """The last ``action_history_length`` (state, action) pairs, as a hashable value."""
+        n = self.action_history_length
+        if type(history) is list or type(history) is tuple:
+            pairs = history_pairs(history[-n:]) if history else []
+        else:
+            pairs = history_pairs(history)[-n:]
+        return tuple((prev.tobytes() if type(prev) is np.ndarray else repr(prev), action)
+                     for prev, action in pairs)
+
+    def memorable(self, text: str) -> bool:
+        return text not in self._fallback_texts
+
+    @property
+    def last_was_fallback(self) -> bool:
+        """Whether the most recent description was the rule-language fallback."""
+        return self._last_fallback
+
+    @property
+    def fallback_prompts(self) -> frozenset[str]:
+        """Cache keys of the prompts answered by the fallback in this process."""
+        return frozenset(self._fallback_keys)
+
+    # ---- prompts -------------------------------------------------------------------------
+    def action_name(self, action: Any) -> str:
+        """An action in words (``"2 (down)"``) or ``"<n>"`` when unnamed."""
+        names = self._action_names
+        action = int(action)
+        if names is not None and 0 <= action < len(names):
+            return f"{action} ({names[action]})"
+        return str(action)
+
+    def rule_description(self, state: Any, legal_moves: Sequence[int] = (),
+                         episode_action_history: Any = ()) -> str:
+        """The rule-language description (the fallback): the describer's sentence, or the raw
+        numbers and legal actions where the environment has no describer."""
+        if self._describer is None:
+            text = f"State {format_raw_state(state)}."
+            if len(legal_moves):
+                text += " Legal actions: " + ", ".join(map(self.action_name, legal_moves)) + "."
+            return text
+        return self._describer(state, legal_moves=tuple(legal_moves),
+                               last_action=last_action(episode_action_history))
+
+    def build_prompt(self, state: Any, legal_moves: Sequence[int] = (),
+                     episode_action_history: Any = ()) -> Prompt:
+        """The (system, user) prompt of one input, cut to the backend's context."""
+        n = self.action_history_length
+        pairs = history_pairs(list(episode_action_history)[-n:]) if n else []
+        lines = [(f"at {format_raw_state(prev)} took action {self.action_name(action)}"
+                  if prev is not None else f"took action {self.action_name(action)}")
+                 for prev, action in pairs]
+        if self._describer is None:
+            state_text = format_raw_state(state)
+        else:
+            state_text = self._describer(state, legal_moves=tuple(legal_moves), last_action=None)
+        legal = ", ".join(map(self.action_name, legal_moves)) if len(legal_moves) else "none given"
+        return build_prompt(self.base_prompt, state_text, legal, lines,
+                            self._backend.context_length - self.max_tokens)
+
+    # ---- describing ----------------------------------------------------------------------
+    def describe_one(self, state: np.ndarray, legal_moves: tuple[int, ...],
+                     history: Sequence[Any]) -> str:
+        text, is_fallback = self._ask(self.build_prompt(state, legal_moves, history),
+                                      (state, legal_moves, history))
+        self._last_fallback = is_fallback
+        return text
+
+    def _ask(self, prompt: Prompt, item: Item) -> tuple[str, bool]:
+        """The backend's answer to ``prompt``, or the fallback (text, whether it is one)."""
+        if prompt.cut:
+            with self._lock:
+                self._cuts[0] += 1
+        try:
+            return self._backend.complete(prompt.system, prompt.user,
+                                          max_tokens=self.max_tokens), False
+        except LLMError:
+            if not self.fallback:
+                raise
+        backend = self._backend
+        backend.record_fallback()
+        text = self.rule_description(*item)
+        with self._lock:
+            self._fallback_texts.add(text)
+            self._fallback_keys.add(backend.request_key(
+                [{"role": "system", "content": prompt.system},
+                 {"role": "user", "content": prompt.user}], None, self.max_tokens))
+        return text, True
+
+    def describe_checked(self, items: list[Item], progress: bool) -> list[tuple[str, bool]]:
+        """Descriptions of checked inputs: one request per distinct prompt, ``concurrency``
+        at a time where the backend allows it, each stored the moment it is answered."""
+        from tqdm.auto import tqdm
+
+        prompts = [self.build_prompt(*item) for item in items]
+        todo: dict[Prompt, Item] = {}
+        for prompt, item in zip(prompts, items, strict=True):
+            todo.setdefault(prompt, item)
+        answers: dict[Prompt, tuple[str, bool]] = {}
+        bar = tqdm(total=len(todo), desc=f"LLM descriptions ({self._backend.name})",
+                   disable=not progress or not todo, unit="prompt")
+
+        def work(prompt: Prompt) -> None:
+            answers[prompt] = self._ask(prompt, todo[prompt])
+            bar.update(1)
+
+        workers = self.concurrency if self._backend.supports_concurrency else 1
+        try:
+            if workers == 1 or len(todo) <= 1:
+                for prompt in todo:
+                    work(prompt)
+            else:
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+                    futures = [pool.submit(work, prompt) for prompt in todo]
+                    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                    for future in done:
+                        if future.exception() is not None:
+                            for other in futures:
+                                other.cancel()
+                            future.result()
+        finally:
+            bar.close()
+        return [(answers[p][0], not answers[p][1]) for p in prompts]
+
+    def prerender(self, inputs: Any, progress: bool = True, batch_size: int = 256
+                  ) -> dict[str, int]:
+        """Describe and encode many inputs ahead of training (see `BaseAdapter.prerender`).
+
+        Returns ``inputs``, ``distinct_texts``, ``distinct_prompts``, ``generated`` (LLM
+        calls made) and ``fallbacks``.
+        """
+        before = self._backend.stats()
+        items = self._checked(inputs)
+        distinct = len({self.build_prompt(*item) for item in items})
+        out = super().prerender(items, progress, batch_size)
+        after = self._backend.stats()
+        return {**out, "distinct_prompts": distinct,
+                "generated": after["llm_calls"] - before["llm_calls"],
+                "fallbacks": after["llm_fallbacks"] - before["llm_fallbacks"]}
+
+    # ---- bookkeeping ---------------------------------------------------------------------
+    def stats(self) -> dict[str, float | int]:
+        """The adapter's counters with the backend's (``llm_*``) and ``prompt_cuts``."""
+        out = super().stats()
+        out.update(self._backend.stats())
+        out["prompt_cuts"] = self._cuts[0]
+        return out
+
+    def export_jsonl(self, path: Any) -> int:
+        """Write the backend's answer cache to JSONL (see `LLMBackend.export_jsonl`)."""
+        return self._backend.export_jsonl(path)
+
+    def import_jsonl(self, path: Any) -> int:
+        """Load answers from JSONL into the backend's cache (see `LLMBackend.import_jsonl`)."""
+        return self._backend.import_jsonl(path)
+
+
+class OllamaAdapter(LLMAdapter):
+    """`LLMAdapter` with an `OllamaBackend` built from the Ollama settings given."""
+
+    backend_class: ClassVar[type[LLMBackend]] = OllamaBackend
+
+
+class LlamaCppAdapter(LLMAdapter):
+    """`LLMAdapter` with a `LlamaCppBackend` (default: the packaged SmolLM2) built from the
+    llama.cpp settings given."""
+
+    backend_class: ClassVar[type[LLMBackend]] = LlamaCppBackend
+
+
+def _split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    own = {k: v for k, v in settings.items()
+           if k in LLMAdapter.model_fields or k == "embedding_cache"}
+    return own, {k: v for k, v in settings.items() if k not in own}
+
+
+def make_llm_adapter(env: Any = None, backend: Any = "auto", **settings: Any) -> LLMAdapter:
+    """``adapters.make("llm", env, backend=..., **settings)``: the adapter's own settings
+    plus a backend spec (``"ollama"`` | ``"llamacpp"`` | ``"auto"`` with the backend's
+    fields among ``settings``, or a backend object)."""
+    own, spec = _split(settings)
+    if isinstance(backend, LLMBackend):
+        built = make_backend(backend) if not spec else None
+        if built is None:
+            raise ValueError(f"{sorted(spec)}: backend settings given with a backend object")
+    else:
+        built = make_backend({"backend": backend, **spec})
+    cls = {"ollama": OllamaAdapter, "llamacpp": LlamaCppAdapter}.get(built.name, LLMAdapter)
+    return cls(env, backend=built, **own)
+
+
+def llm_setting_models(settings: dict[str, Any]) -> list[tuple[type[BaseModel], dict[str, Any]]]:
+    """(pydantic model, settings it must accept) pairs checking an ``llm`` adapter's
+    settings without building it (for experiment files)."""
+    own, spec = _split({k: v for k, v in settings.items() if k != "backend"})
+    return [(LLMAdapter, own), *backend_fields({"backend": settings.get("backend", "auto"),
+                                                **spec})]
+
+
+def _action_names_for(env: Any) -> tuple[str, ...] | None:
+    """Words for the actions of the langadapt environments (or the env's ``action_names``)."""
+    own = getattr(env, "action_names", None)
+    if own is not None:
+        return tuple(str(n) for n in own)
+    from langadapt import environments
+
+    if isinstance(env, environments.MazeEnv):
+        return tuple(environments.ACTION_NAMES)
+    if isinstance(env, environments.SailingEnv):
+        return ("turn the heading by -0.1 rad", "turn the heading by +0.1 rad")
+    if isinstance(env, environments.CartPoleEnv):
+        return ("push the cart left", "push the cart right")
+    return None
