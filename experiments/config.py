@@ -1,15 +1,21 @@
 """The experiment file: pydantic models for one YAML file, and loading it with clear errors.
 
 An experiment names one environment, the adapters to compare, the agents, how long to
-train, the seeds and how to evaluate. Every (adapter x agent x seed) combination is one
-run. Unknown keys are errors; every error names the file, the key path and what was
-expected.
+train, the seeds, how to evaluate and where to run. Every (adapter x agent x seed)
+combination is one run. Unknown keys are errors; every error names the file, the key path
+and what was expected. Every count has an upper bound (the ``MAX_*`` constants, listed in
+docs/configuration.md) so that a typo fails here, before anything is written.
+
+A new block is a pydantic model (subclass ``_Strict``) and one field of
+:class:`ExperimentConfig`; settings that do not change results belong in
+:data:`RESULT_NEUTRAL_KEYS` (or, for a whole block, :data:`RESULT_NEUTRAL_BLOCKS`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,6 +25,36 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 class ConfigError(ValueError):
     """An experiment file that cannot be used; the message names the file and the key."""
+
+
+MAX_SEED_COUNT = 1_000
+MAX_SEED = 1_000_000_000
+MAX_RUNS = 100_000
+MAX_TRAINING_EPISODES = 10_000_000
+MAX_TRAINING_STEPS = 1_000_000_000
+MAX_EVALUATION_EPISODES = 100_000
+MAX_TORCH_THREADS = 256
+MAX_JOBS = 1_024
+MAX_CPUS_PER_RUN = 1_024
+MAX_GPUS_PER_RUN = 64
+MAX_RETRIES = 100
+
+RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor")
+"""Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
+
+RESULT_NEUTRAL_KEYS = frozenset(
+    {
+        "host", "timeout", "keep_alive", "retries", "backoff", "max_backoff", "stream",
+        "concurrency", "n_threads", "cache_path", "embedding_cache_path", "cache_capacity",
+        "memo_capacity", "memo_size", "progress", "verbose",
+    }
+)
+"""Settings that change where answers come from or how fast, never what they are: left
+out of the fingerprint at any depth of the adapter and agent blocks (the LLM cache keys
+carry the model's identity, so another host serving the same model gives the same
+answers)."""
+
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 
 
 Label = Annotated[
@@ -76,7 +112,7 @@ class AdapterSpec(_Strict):
 class AgentSpec(_Strict):
     """One learner: ``qlearning``, ``dqn`` or ``random``, with its hyperparameters."""
 
-    type: Literal["qlearning", "dqn", "random"]
+    type: Literal["qlearning", "dqn", "random", "llm_policy_search"]
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     per_adapter: dict[str, dict[str, Any]] = Field(
@@ -97,8 +133,8 @@ class AgentSpec(_Strict):
 class TrainingSpec(_Strict):
     """How long each run trains: a number of episodes or of environment steps."""
 
-    episodes: Annotated[int, Field(gt=0)] | None = None
-    steps: Annotated[int, Field(gt=0)] | None = None
+    episodes: Annotated[int, Field(gt=0, le=MAX_TRAINING_EPISODES)] | None = None
+    steps: Annotated[int, Field(gt=0, le=MAX_TRAINING_STEPS)] | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TrainingSpec:
@@ -113,31 +149,68 @@ class TrainingSpec(_Strict):
 class EvaluationSpec(_Strict):
     """Greedy evaluation during training and at the end."""
 
-    every: Annotated[int, Field(gt=0)] | None = Field(
+    every: Annotated[int, Field(gt=0, le=MAX_TRAINING_EPISODES)] | None = Field(
         default=None, description="evaluate greedily every this many training episodes"
     )
-    episodes: Annotated[int, Field(gt=0)] = Field(default=5, description="episodes per evaluation")
-    final_episodes: Annotated[int, Field(gt=0)] = Field(
+    episodes: Annotated[int, Field(gt=0, le=MAX_EVALUATION_EPISODES)] = Field(
+        default=5, description="episodes per evaluation"
+    )
+    final_episodes: Annotated[int, Field(gt=0, le=MAX_EVALUATION_EPISODES)] = Field(
         default=20, description="greedy episodes of the final evaluation"
     )
-    threshold: float | None = Field(
+    threshold: Annotated[float, Field(allow_inf_nan=False)] | None = Field(
         default=None,
         description="'episodes to threshold' counts training episodes until an evaluation's "
         "mean return reaches this; default: until an evaluation succeeds in every episode",
     )
 
 
+class ExecutorSpec(_Strict):
+    """Where the runs execute: a local process pool (default) or a Ray cluster."""
+
+    type: Literal["process", "ray"] = "process"
+    address: str | None = Field(
+        default=None,
+        min_length=1,
+        description="ray only: 'auto' (the cluster running on this machine), 'HOST:PORT' of "
+        "a head node, or 'ray://HOST:PORT'; default: start a local cluster",
+    )
+    jobs: Annotated[int, Field(gt=0, le=MAX_JOBS)] | None = Field(
+        default=None,
+        description="runs at a time: processes of the pool (default 1); with ray, most runs "
+        "in flight (default: as many as the cluster has room for)",
+    )
+    cpus_per_run: Annotated[float, Field(gt=0, le=MAX_CPUS_PER_RUN)] = Field(
+        default=1, description="ray only: CPUs each run requests"
+    )
+    gpus_per_run: Annotated[float, Field(ge=0, le=MAX_GPUS_PER_RUN)] = Field(
+        default=0, description="ray only: GPUs each run requests"
+    )
+    max_retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] = Field(
+        default=2, description="ray only: retries of a run whose worker process died"
+    )
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> ExecutorSpec:
+        if self.type == "process" and self.address is not None:
+            raise ValueError(
+                f"address {self.address!r} is for the ray executor; set type: ray or drop it"
+            )
+        return self
+
+
 class ExperimentConfig(_Strict):
     """One experiment file."""
 
-    name: str
+    name: str = Field(description="a plain folder name: it names results/<name>")
     description: str = ""
     environment: EnvironmentSpec
     adapters: list[AdapterSpec] = Field(min_length=1)
     agents: list[AgentSpec] = Field(min_length=1)
     training: TrainingSpec
     seeds: list[int] | int = Field(
-        default=3, description="a list of seeds, or a count n meaning seeds 0..n-1"
+        default=3,
+        description="a list of seeds, or a count n meaning seeds 0..n-1",
     )
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     output: str = Field(default="", description="results folder; default results/<name>")
@@ -145,11 +218,22 @@ class ExperimentConfig(_Strict):
         default=".langadapt-cache",
         description="persistent description and embedding caches, shared between runs",
     )
-    torch_threads: Annotated[int, Field(gt=0)] = Field(
+    torch_threads: Annotated[int, Field(gt=0, le=MAX_TORCH_THREADS)] = Field(
         default=1,
         description="torch threads per run; small networks train fastest on one, and a "
         "second thread fighting other processes for a core can slow a step tenfold",
     )
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_folder_name(cls, value: str) -> str:
+        if not _FOLDER_NAME.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a plain folder name; expected up to 100 letters, digits and "
+                "_ . + - starting with a letter or digit (no '/', no '..')"
+            )
+        return value
 
     @field_validator("adapters")
     @classmethod
@@ -167,14 +251,18 @@ class ExperimentConfig(_Strict):
     @classmethod
     def _usable_seeds(cls, value: list[int] | int) -> list[int] | int:
         if isinstance(value, int):
-            if value <= 0:
-                raise ValueError(f"a seed count must be positive, got {value}")
+            if not 0 < value <= MAX_SEED_COUNT:
+                raise ValueError(
+                    f"a seed count must be between 1 and {MAX_SEED_COUNT}, got {value}"
+                )
             return value
         if not value:
             raise ValueError("the seed list is empty; give at least one seed, or a count")
-        negative = [seed for seed in value if seed < 0]
-        if negative:
-            raise ValueError(f"seeds must be >= 0, got {negative}")
+        if len(value) > MAX_SEED_COUNT:
+            raise ValueError(f"{len(value)} seeds; expected at most {MAX_SEED_COUNT}")
+        wrong = [seed for seed in value if not 0 <= seed <= MAX_SEED]
+        if wrong:
+            raise ValueError(f"seeds must be between 0 and {MAX_SEED}, got {wrong}")
         _require_unique([str(seed) for seed in value], "seeds")
         return value
 
@@ -188,6 +276,11 @@ class ExperimentConfig(_Strict):
                     f"agent {agent.name!r}: per_adapter names {', '.join(unknown)}, expected "
                     f"adapter names of this experiment: {', '.join(names)}"
                 )
+        runs = len(self.adapters) * len(self.agents) * len(self.seed_list)
+        if runs > MAX_RUNS:
+            raise ValueError(
+                f"{runs} runs (adapters x agents x seeds); expected at most {MAX_RUNS}"
+            )
         return self
 
     @property
@@ -206,10 +299,24 @@ class ExperimentConfig(_Strict):
         return data
 
     def fingerprint(self) -> str:
-        """A hash of what determines the results (not the output folder)."""
+        """A hash of what determines the results: everything but the names, the output and
+        cache folders, the executor and the :data:`RESULT_NEUTRAL_KEYS` settings."""
         data = self.resolved()
-        data.pop("output")
+        for key in RESULT_NEUTRAL_BLOCKS:
+            data.pop(key, None)
+        for block in ("adapters", "agents"):
+            data[block] = _without_neutral_keys(data[block])
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _without_neutral_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _without_neutral_keys(v) for k, v in value.items() if k not in RESULT_NEUTRAL_KEYS
+        }
+    if isinstance(value, list):
+        return [_without_neutral_keys(v) for v in value]
+    return value
 
 
 def _require_unique(names: list[str], what: str) -> None:
@@ -238,7 +345,7 @@ def _format_validation_error(
     return "\n".join(lines)
 
 
-def parse_config(data: Any, source: Path | str = "<config>") -> ExperimentConfig:
+def experiment_from_dict(data: Any, source: Path | str = "<config>") -> ExperimentConfig:
     """Validate an already-loaded mapping; errors name ``source`` and the key path."""
     if not isinstance(data, dict):
         raise ConfigError(
@@ -259,10 +366,14 @@ def load_config(path: str | Path) -> ExperimentConfig:
     if not path.is_file():
         raise ConfigError(f"{path}: no such experiment file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not a UTF-8 text file (byte {error.start}: {error.reason}); save it as UTF-8"
+        ) from None
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from None
-    return parse_config(data, path)
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
+    return experiment_from_dict(data, path)
 
 
 def _check_component_settings(config: ExperimentConfig, source: Path | str) -> None:
@@ -278,6 +389,11 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
             _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
     for index, adapter in enumerate(config.adapters):
         where = f"adapters.{index}.settings."
+        if adapter.type == "raw" and adapter.settings:
+            raise ConfigError(
+                f"{source}: invalid experiment file\n  {where}{next(iter(adapter.settings))}: "
+                "unknown key (the raw adapter takes no settings)"
+            )
         for model, settings in _adapter_setting_models(adapter):
             _validate(model, settings, source, where)
 
@@ -285,7 +401,7 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
 def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], dict[str, Any]]]:
     """(pydantic model, settings it must accept) pairs for one adapter entry."""
     if spec.type == "raw":
-        return [(_NoSettings, spec.settings)]
+        return []
     if spec.type == "language":
         from langadapt.adapters import LanguageAdapter
 
@@ -297,10 +413,6 @@ def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], di
         return [(_BackendSetting, {"backend": backend})]
     # auto: the settings must suit whichever backend is picked
     return llm_setting_models(spec.settings)
-
-
-class _NoSettings(_Strict):
-    """The raw adapter takes no settings."""
 
 
 class _BackendSetting(_Strict):

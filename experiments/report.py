@@ -269,7 +269,10 @@ def write_report(
     """(Re)build ``summary.csv``, ``summary.md`` and the plots from ``episodes.csv``."""
     from langadapt.experiments.plots import plot_final_returns, plot_learning_curves
 
+    from langadapt.experiments.runner import check_results, results_notes
+
     out_dir = Path(out_dir)
+    failed = check_results(out_dir)  # episodes.csv against config.yaml and runs/*/done.json
     episodes_file = out_dir / "episodes.csv"
     config_file = out_dir / "config.yaml"
     if not episodes_file.is_file() or not config_file.is_file():
@@ -285,6 +288,7 @@ def write_report(
     write_summary_csv(rows, out_dir / "summary.csv")
     markdown = summary_markdown(rows, title.strip(), threshold)
     markdown += prerender_markdown(out_dir / "prerender.json")
+    markdown += results_notes(out_dir, failed)
     (out_dir / "summary.md").write_text(markdown)
     plot_learning_curves(episodes, out_dir / "learning_curves.png", title=title.strip())
     plot_final_returns(rows, out_dir / "final_returns.png", title=title.strip())

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from langadapt.experiments import runner as runner_module
-from langadapt.experiments.config import ConfigError, load_config, parse_config
+from langadapt.experiments.config import ConfigError, load_config, experiment_from_dict
 from langadapt.experiments.report import read_episodes, summarise, write_report
 from langadapt.experiments.runner import run_experiment, runs_of
 
@@ -117,7 +117,7 @@ def test_unknown_keys_are_errors_with_their_path(tmp_path):
     data["evaluation"]["evry"] = 3
     data["colour"] = "blue"
     with pytest.raises(ConfigError) as error:
-        parse_config(data, "mine.yaml")
+        experiment_from_dict(data, "mine.yaml")
     message = str(error.value)
     assert "mine.yaml" in message
     assert "evaluation.evry: unknown key" in message
@@ -127,21 +127,21 @@ def test_unknown_keys_are_errors_with_their_path(tmp_path):
 def test_bad_agent_hyperparameter_is_named(tmp_path):
     data = tiny_config(tmp_path, agents=[{"type": "qlearning", "params": {"alfa": 0.5}}])
     with pytest.raises(ConfigError, match=r"agents\.0\.params\.alfa: unknown key"):
-        parse_config(data, "x.yaml")
+        experiment_from_dict(data, "x.yaml")
 
 
 def test_training_needs_exactly_one_length(tmp_path):
     data = tiny_config(tmp_path, training={"episodes": 3, "steps": 100})
     with pytest.raises(ConfigError, match="exactly one of episodes or steps"):
-        parse_config(data, "x.yaml")
+        experiment_from_dict(data, "x.yaml")
 
 
 def test_duplicate_adapter_names_need_labels(tmp_path):
     data = tiny_config(tmp_path, adapters=[{"type": "raw"}, {"type": "raw"}])
     with pytest.raises(ConfigError, match="raw appears more than once"):
-        parse_config(data, "x.yaml")
+        experiment_from_dict(data, "x.yaml")
     data = tiny_config(tmp_path, adapters=[{"type": "raw"}, {"type": "raw", "label": "raw2"}])
-    assert [a.name for a in parse_config(data).adapters] == ["raw", "raw2"]
+    assert [a.name for a in experiment_from_dict(data).adapters] == ["raw", "raw2"]
 
 
 # ----------------------------------------------------------------------------- running
@@ -150,7 +150,7 @@ def test_duplicate_adapter_names_need_labels(tmp_path):
 @pytest.fixture(scope="module")
 def finished_tiny_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("tiny")
-    config = parse_config(tiny_config(tmp_path))
+    config = experiment_from_dict(tiny_config(tmp_path))
     out = run_experiment(config, progress=False, log=lambda _: None)
     return config, out
 
@@ -237,7 +237,7 @@ def test_an_existing_results_folder_is_protected(finished_tiny_run, tmp_path):
 
 
 def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch):
-    config = parse_config(tiny_config(tmp_path, agents=[{"type": "random"}]))
+    config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}]))
     real = runner_module.execute_run
     started: list[str] = []
 
@@ -271,7 +271,7 @@ def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch)
 
 
 def test_force_replaces_and_seeds_count_expands(tmp_path):
-    config = parse_config(tiny_config(tmp_path, agents=[{"type": "random"}], seeds=[4, 7]))
+    config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}], seeds=[4, 7]))
     assert config.seed_list == [4, 7]
     out = run_experiment(config, progress=False, log=lambda _: None)
     stale = out / "runs" / "old__run__seed9"
@@ -288,7 +288,7 @@ def test_force_never_removes_a_folder_that_holds_no_results(tmp_path):
     precious = tmp_path / "project"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
-    config = parse_config(tiny_config(tmp_path, agents=[{"type": "random"}]))
+    config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}]))
     with pytest.raises(ConfigError, match="not a langadapt results folder"):
         run_experiment(config, out_dir=precious, force=True, progress=False, log=lambda _: None)
     assert (precious / "thesis.tex").read_text() == "years of work"
@@ -299,7 +299,7 @@ def test_force_never_removes_a_folder_that_holds_no_results(tmp_path):
 
 
 def test_bad_environment_parameters_fail_before_anything_is_written(tmp_path):
-    config = parse_config(
+    config = experiment_from_dict(
         tiny_config(tmp_path, environment={"id": "langadapt/Maze-v0", "params": {"maze": "nope"}})
     )
     with pytest.raises(ValueError, match="nope"):
@@ -367,7 +367,7 @@ def test_per_adapter_hyperparameters_override_and_are_checked(tmp_path):
         "params": {"alpha": 0.2},
         "per_adapter": {"raw": {"bins": 4, "bounds": [[0, 4], [0, 4]]}},
     }
-    config = parse_config(tiny_config(tmp_path, agents=[agent]))
+    config = experiment_from_dict(tiny_config(tmp_path, agents=[agent]))
     assert config.agents[0].params_for("raw") == {
         "alpha": 0.2,
         "bins": 4,
@@ -376,10 +376,10 @@ def test_per_adapter_hyperparameters_override_and_are_checked(tmp_path):
     assert config.agents[0].params_for("language") == {"alpha": 0.2}
     unknown = dict(agent, per_adapter={"rwa": {"bins": 4}})
     with pytest.raises(ConfigError, match="per_adapter names rwa, expected adapter names"):
-        parse_config(tiny_config(tmp_path, agents=[unknown]))
+        experiment_from_dict(tiny_config(tmp_path, agents=[unknown]))
     bad = dict(agent, per_adapter={"raw": {"bins": 0}})
     with pytest.raises(ConfigError, match=r"agents\.0\.per_adapter\.raw\.bins"):
-        parse_config(tiny_config(tmp_path, agents=[bad]), "x.yaml")
+        experiment_from_dict(tiny_config(tmp_path, agents=[bad]), "x.yaml")
 
 
 def test_describe_with_the_embedded_llm_names_its_backend(tmp_path):
@@ -421,8 +421,8 @@ def test_parallel_jobs_give_the_same_episodes_as_one_process(finished_tiny_run, 
 )
 def test_unusable_seeds_are_named(tmp_path, seeds, message):
     with pytest.raises(ConfigError, match=message):
-        parse_config(tiny_config(tmp_path, seeds=seeds), "x.yaml")
-    assert parse_config(tiny_config(tmp_path, seeds=3)).seed_list == [0, 1, 2]
+        experiment_from_dict(tiny_config(tmp_path, seeds=seeds), "x.yaml")
+    assert experiment_from_dict(tiny_config(tmp_path, seeds=3)).seed_list == [0, 1, 2]
 
 
 @pytest.mark.parametrize(
@@ -443,7 +443,7 @@ def test_unusable_seeds_are_named(tmp_path, seeds, message):
 )
 def test_bad_adapter_settings_and_labels_fail_when_the_file_is_read(tmp_path, adapter, message):
     with pytest.raises(ConfigError, match=message):
-        parse_config(tiny_config(tmp_path, adapters=[adapter]), "x.yaml")
+        experiment_from_dict(tiny_config(tmp_path, adapters=[adapter]), "x.yaml")
 
 
 def test_report_refuses_folders_that_are_not_results(finished_tiny_run, tmp_path):

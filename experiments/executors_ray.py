@@ -1,0 +1,260 @@
+"""The Ray executor: every (adapter, agent, seed) run is one Ray task.
+
+The driver (the ``langadapt run`` process) connects to a cluster (``address``: ``auto``,
+``HOST:PORT`` or ``ray://HOST:PORT``) or starts a local one, submits one task per run with
+its CPU and GPU request, and writes each run's files into the results folder as its result
+arrives. Shipped with every task: the resolved experiment and, for environments whose
+states can be enumerated, the prerendered ``(vector, text)`` of every reachable input of
+each language and llm adapter (:class:`~langadapt.experiments.executors.ShippedAdapter`),
+so workers need neither an LLM nor the encoder. Otherwise workers build the adapters
+themselves: the encoder from the installed package, LLM answers from the configured
+backend. A worker on another node keeps its LLM answers in a cache of its own and returns
+them with the run's result; the driver imports them into the experiment's cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langadapt.experiments.config import ConfigError, ExecutorSpec, ExperimentConfig
+from langadapt.experiments.executors import Outcome, ShippedAdapter, ship
+
+CONNECT_TIMEOUT_S = 5.0
+"""How long the driver waits for a head node's port before giving up on an address."""
+
+HEAD_HINT = (
+    "start a head node there with `ray start --head --port=6379` (and `ray start "
+    "--address=HEAD_IP:6379` on every other machine), or leave --address out to start a "
+    "local cluster"
+)
+
+
+class RayUnavailableError(ConfigError):
+    """Ray is not installed, or the cluster cannot be reached."""
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, else an error naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailableError(
+            "the ray executor needs Ray, which is not installed: pip install 'langadapt[ray]'"
+        ) from None
+    return ray
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail within ``timeout`` seconds when nothing listens at ``address``'s port."""
+    if address == "auto":
+        return
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host:
+        host, port = target, "10001" if address.startswith("ray://") else "6379"
+    try:
+        number = int(port)
+    except ValueError:
+        raise RayUnavailableError(
+            f"--address {address!r}: expected auto, HOST:PORT or ray://HOST:PORT"
+        ) from None
+    try:
+        socket.create_connection((host, number), timeout=timeout).close()
+    except OSError as error:
+        raise RayUnavailableError(
+            f"cannot reach a Ray cluster at {address} ({error}); {HEAD_HINT}"
+        ) from None
+
+
+class RayExecutor:
+    """Runs as Ray tasks. ``jobs``: most runs in flight (default: all, Ray queues them)."""
+
+    def __init__(self, spec: ExecutorSpec, jobs: int | None = None) -> None:
+        self.ray = import_ray()
+        self.spec = spec
+        self.jobs = jobs
+        self.startup_seconds: float | None = None
+        self._started_here = False
+
+    def __enter__(self) -> RayExecutor:
+        self._started_here = self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._started_here:
+            self.ray.shutdown()
+            self._started_here = False
+
+    def connect(self) -> bool:
+        """Join ``spec.address`` or start a local cluster; False if this process already
+        had Ray running (it is then used as it is)."""
+        ray = self.ray
+        if ray.is_initialized():
+            return False
+        started = time.perf_counter()
+        options: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "logging_level": logging.WARNING,
+        }
+        address = self.spec.address
+        if address is not None:
+            check_reachable(address)
+            options["address"] = address
+        elif self.jobs is not None:
+            options["num_cpus"] = max(1, int(self.jobs * self.spec.cpus_per_run + 0.999))
+        try:
+            ray.init(**options)
+        except (ConnectionError, TimeoutError) as error:
+            where = f"at {address}" if address else "on this machine"
+            raise RayUnavailableError(
+                f"cannot connect to a Ray cluster {where} ({error}); {HEAD_HINT}"
+            ) from None
+        self.startup_seconds = time.perf_counter() - started
+        return True
+
+    def run(
+        self, config: ExperimentConfig, keys: list[str], out_dir: Path, prerendered: dict
+    ) -> Iterator[Outcome]:
+        from langadapt.experiments import runner
+
+        ray = self.ray
+        if not ray.is_initialized():
+            raise RuntimeError("RayExecutor.run outside its `with` block")
+        task = ray.remote(
+            num_cpus=self.spec.cpus_per_run,
+            num_gpus=self.spec.gpus_per_run,
+            max_retries=self.spec.max_retries,
+        )(run_on_worker)
+        cache_dir = str(Path(config.cache_dir).resolve()) if config.cache_dir else ""
+        data = {**config.resolved(), "cache_dir": cache_dir}
+        shared = ray.put((data, ship(config, prerendered)))
+        driver_node = ray.get_runtime_context().get_node_id()
+        queue, pending = list(keys), {}
+        while queue or pending:
+            while queue and (self.jobs is None or len(pending) < self.jobs):
+                key = queue.pop(0)
+                pending[task.remote(shared, key, driver_node)] = key
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            key = pending.pop(ready[0])
+            try:
+                result = ray.get(ready[0])
+            except ray.exceptions.RayError as error:
+                yield Outcome(key, _short_error(error))
+                continue
+            if result["descriptions"]:
+                merge_descriptions(result["descriptions"], cache_dir)
+            runner.write_finished_run(out_dir, key, result["rows"], result["summary"])
+            yield Outcome(key)
+
+
+def _short_error(error: BaseException) -> str:
+    """The last line of a task's error (Ray puts the worker's traceback before it)."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {cause}"
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[-1].strip() if lines else ''}"
+
+
+# ----------------------------------------------------------------------------- the worker
+
+
+def run_on_worker(shared: tuple[dict, dict], run_key: str, driver_node: str) -> dict[str, Any]:
+    """One run on a Ray worker: its rows, its ``done.json`` summary and, on a node other
+    than the driver's, the LLM descriptions it asked for (JSONL text, else None)."""
+    import ray
+
+    from langadapt.experiments import runner
+    from langadapt.experiments.config import experiment_from_dict
+
+    data, shipped = shared
+    on_driver_node = ray.get_runtime_context().get_node_id() == driver_node
+    if not on_driver_node or not data["cache_dir"]:
+        data = {**data, "cache_dir": str(node_cache_dir(data["cache_dir"]))}
+    config = experiment_from_dict(data, "config.yaml")
+    run = runner.find_run(config, run_key)
+    adapter = None
+    table = shipped.get(run.adapter.name)
+    if table is not None:  # a fresh copy: the counters are per run
+        adapter = ShippedAdapter(
+            table.kind, table.observation_space, table.state_dtype, table.table
+        ).bind(lambda: runner.make_adapter(run.adapter, runner.make_env(config), config.cache_dir))
+    rows: list[dict[str, Any]] = []
+    summary = runner.train_run(config, run, rows.append, adapter=adapter)
+    descriptions = None
+    if not on_driver_node:
+        descriptions = export_descriptions(config.cache_dir)
+    return {"rows": rows, "summary": summary, "descriptions": descriptions}
+
+
+def node_cache_dir(driver_cache_dir: str) -> Path:
+    """This node's cache folder for an experiment whose driver caches in ``driver_cache_dir``."""
+    import hashlib
+
+    tag = hashlib.sha256(driver_cache_dir.encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"langadapt-ray-cache-{os.getuid()}" / tag
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _description_cache(path: Path) -> Any:
+    from langadapt.llm import AnswerCache
+
+    return AnswerCache(path)
+
+
+def export_descriptions(cache_dir: str) -> str | None:
+    """The LLM description cache of ``cache_dir`` as JSONL text (None if it has none)."""
+    path = Path(cache_dir) / "descriptions.sqlite"
+    if not path.is_file():
+        return None
+    cache = _description_cache(path)
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "descriptions.jsonl"
+        try:
+            count = cache.export_jsonl(out)
+        finally:
+            cache.close()
+        return out.read_text() if count else None
+
+
+def merge_descriptions(jsonl: str, cache_dir: str) -> None:
+    """Import a worker's exported descriptions into the experiment's cache."""
+    if not cache_dir:
+        return
+    folder = Path(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    cache = _description_cache(folder / "descriptions.sqlite")
+    with tempfile.TemporaryDirectory() as scratch:
+        source = Path(scratch) / "descriptions.jsonl"
+        source.write_text(jsonl)
+        try:
+            import_answers(cache, source)
+        finally:
+            cache.close()
+
+
+def import_answers(cache: Any, source: Path) -> None:
+    """Add the answers of a JSONL export to ``cache`` (the first answer for a key wins)."""
+    if hasattr(cache, "import_jsonl"):
+        cache.import_jsonl(source)
+        return
+    import json
+
+    from langadapt.llm import answer_key
+
+    for line in source.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            answer, created = record.pop("answer"), record.pop("created", None)
+            key = answer_key(record["backend"], record["identity"], record["options"],
+                             record["schema"], record["messages"])
+            cache.put(key, answer, record, created)
