@@ -5,7 +5,8 @@ and returns one deterministic sentence (or a few). One describer per environment
 
 - :class:`SailingDescriber` - position across the river and heading relative to the wind.
 - :class:`MazeDescriber` - where the goal is, the walls around, the legal moves.
-- :class:`CartPoleDescriber` - qualitative bins for the four CartPole quantities.
+- :class:`CartPoleDescriber` - qualitative bins for the four CartPole quantities, or the
+  numbers rounded to what balancing needs (``style="numbers"``).
 
 :func:`describer_for` picks the describer for an environment instance (or id);
 :func:`register_describer` adds one for your own environment class.
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from langadapt.environments.maze import ACTION_DELTAS, ACTION_NAMES
 
@@ -30,6 +31,7 @@ __all__ = [
     "MazeDescriber",
     "CartPoleDescriber",
     "CartPoleBins",
+    "CartPoleSteps",
     "describer_for",
     "register_describer",
     "number_words",
@@ -159,11 +161,22 @@ class Describer:
     state_shape: tuple[int, ...] = ()
     n_actions: int | None = None
     uses_last_action: bool = False
+    #: Per state value: (name, low, high) of the environment's observation space; states
+    #: outside (beyond a float32 rounding tolerance) are rejected. None: unchecked.
+    bounds: tuple[tuple[str, float, float], ...] | None = None
 
     def __call__(
         self, state: Any, legal_moves: Iterable[int] = (), last_action: int | None = None
     ) -> str:
         checked = check_state(state, self.state_shape, f"{self.env_name} state")
+        if self.bounds is not None:
+            for value, (name, low, high) in zip(checked.tolist(), self.bounds, strict=True):
+                tolerance = 1e-5 * max(1.0, abs(low), abs(high))
+                if not low - tolerance <= value <= high + tolerance:
+                    raise ValueError(
+                        f"{self.env_name} state {checked.tolist()!r}: {name} {value!r} is outside "
+                        f"the observation space [{low}, {high}]"
+                    )
         moves = check_legal_moves(legal_moves, self.n_actions)
         action = _check_action(last_action, self.n_actions) if self.n_actions else last_action
         return self.describe(checked, moves, action)
@@ -258,6 +271,9 @@ class SailingDescriber(Describer):
             raise ValueError(f"half_width={half_width!r}: expected a finite positive number")
         self.half_width = float(half_width)
         self.bins = _make_bins(SailingBins, bins)
+        # The env's observation space: one step (speed <= 1) past a bank, |theta| <= 1.6.
+        reach = self.half_width + 1.0
+        self.bounds = (("x", -reach, reach), ("theta", -1.6, 1.6))
 
     def describe(
         self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
@@ -426,38 +442,78 @@ class CartPoleBins(BaseModel):
 _SPEED = ("", " slowly", "", " quickly")
 
 
+class CartPoleSteps(BaseModel):
+    """Rounding steps of :class:`CartPoleDescriber` with ``style="numbers"`` (SI units)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    angle: float = Field(0.01, gt=0, description="pole angle, rad")
+    angular_velocity: float = Field(0.1, gt=0, description="pole angular velocity, rad/s")
+    position: float = Field(0.1, gt=0, description="cart position, m")
+    velocity: float = Field(0.1, gt=0, description="cart velocity, m/s")
+
+
+def _rounded(value: float, step: float) -> tuple[float, str]:
+    """``value`` rounded to a multiple of ``step``, and its magnitude as text."""
+    rounded = round(value / step) * step
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    return rounded, f"{abs(rounded):.{decimals}f}"
+
+
 class CartPoleDescriber(Describer):
     """CartPole: state ``[cart position, cart velocity, pole angle, pole angular velocity]``.
 
     Positive values are to the right (a positive angle means the pole leans right).
-    Sentence: ``"The pole <angle> and <rotation>; the cart is <position>, <motion>."``
-    with the bins of :class:`CartPoleBins`. The pole is "falling" in the direction it
-    rotates when that is the way it leans (or when it is upright), else "swinging back".
-    ``include_numbers`` appends the four values rounded to ``decimals``.
 
+    ``style="bins"`` (default): ``"The pole <angle> and <rotation>; the cart is <position>,
+    <motion>."`` with the qualitative bins of :class:`CartPoleBins`. The pole is "falling"
+    in the direction it rotates when that is the way it leans (or when it is upright), else
+    "swinging back". ``include_numbers`` appends the four values rounded to ``decimals``.
     Example: ``"The pole leans slightly right and is falling right quickly; the cart is
     near the center, moving left slowly."``
+
+    ``style="numbers"``: the four quantities in words and numbers, each rounded to its step
+    of :class:`CartPoleSteps` (what balancing needs: the angle to 0.01 rad, the rest to
+    0.1). Example: ``"The pole leans right by 0.03 rad and turns left at 0.4 rad/s; the
+    cart is 0.1 m left of the center, moving right at 0.2 m/s."``
+
+    States outside CartPole-v1's observation space (|position| > 4.8 m, |angle| > 24
+    degrees) raise ValueError.
     """
 
     env_name = "CartPole"
     state_shape = (4,)
     n_actions = 2
+    bounds = (
+        ("cart position", -4.8, 4.8),
+        ("cart velocity", -math.inf, math.inf),
+        ("pole angle", -0.41887903, 0.41887903),
+        ("pole angular velocity", -math.inf, math.inf),
+    )
 
     def __init__(
         self,
         bins: CartPoleBins | dict | None = None,
         include_numbers: bool = False,
         decimals: int = 2,
+        style: str = "bins",
+        steps: CartPoleSteps | dict | None = None,
     ) -> None:
         self.bins = _make_bins(CartPoleBins, bins)
+        self.steps = _make_bins(CartPoleSteps, steps)
         if isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 6:
             raise ValueError(f"decimals={decimals!r}: expected an int in [0, 6]")
+        if style not in ("bins", "numbers"):
+            raise ValueError(f"style={style!r}: expected 'bins' or 'numbers'")
         self.include_numbers = bool(include_numbers)
         self.decimals = decimals
+        self.style = style
 
     def describe(
         self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
     ) -> str:
+        if self.style == "numbers":
+            return self._numbers(*(float(v) for v in state))
         x, x_dot, angle, omega = (float(v) for v in state)
         bins = self.bins
         lean = "right" if angle > 0 else "left"
@@ -486,6 +542,22 @@ class CartPoleDescriber(Describer):
                 f"{angle:.{d}f} rad, pole angular velocity {omega:.{d}f} rad/s)"
             )
         return text
+
+    def _numbers(self, x: float, x_dot: float, angle: float, omega: float) -> str:
+        steps = self.steps
+        a, a_text = _rounded(angle, steps.angle)
+        pole = "is upright" if a == 0 else f"leans {_side(a)} by {a_text} rad"
+        w, w_text = _rounded(omega, steps.angular_velocity)
+        turn = "is not turning" if w == 0 else f"turns {_side(w)} at {w_text} rad/s"
+        p, p_text = _rounded(x, steps.position)
+        cart = "at the center" if p == 0 else f"{p_text} m {_side(p)} of the center"
+        v, v_text = _rounded(x_dot, steps.velocity)
+        motion = "standing still" if v == 0 else f"moving {_side(v)} at {v_text} m/s"
+        return f"The pole {pole} and {turn}; the cart is {cart}, {motion}."
+
+
+def _side(value: float) -> str:
+    return "right" if value > 0 else "left"
 
 
 # --------------------------------------------------------------------------- lookup

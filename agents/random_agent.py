@@ -37,4 +37,6 @@ class RandomAgent(Agent):
         self.check_obs(obs)
         self.check_obs(next_obs)
         self.check_action(action)
-        self.check_transition(reward, terminated, truncated)
+        _, terminated, _ = self.check_transition(reward, terminated, truncated)
+        if next_legal_moves is not None and not terminated:
+            self.legal_mask(next_legal_moves, "next_legal_moves")
