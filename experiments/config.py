@@ -163,6 +163,25 @@ class EvaluationSpec(_Strict):
         description="'episodes to threshold' counts training episodes until an evaluation's "
         "mean return reaches this; default: until an evaluation succeeds in every episode",
     )
+    every_steps: Annotated[int, Field(gt=0, le=MAX_TRAINING_STEPS)] | None = Field(
+        default=None,
+        description="also evaluate at the end of the first episode past every multiple of "
+        "this many training steps",
+    )
+    keep_best: bool = Field(
+        default=False,
+        description="keep the policy of the best evaluation, restore it after training and "
+        "evaluate both it ('best' rows) and the final policy ('final' rows)",
+    )
+
+    @model_validator(mode="after")
+    def _schedule_for_keep_best(self) -> EvaluationSpec:
+        if self.keep_best and self.every is None and self.every_steps is None:
+            raise ValueError(
+                "keep_best needs an evaluation schedule: set evaluation.every (training "
+                "episodes) or evaluation.every_steps (steps)"
+            )
+        return self
 
 
 class ExecutorSpec(_Strict):

@@ -55,8 +55,10 @@ EPISODE_COLUMNS = (
     "llm_fallbacks",
 )
 """Columns of ``episodes.csv``. ``phase`` is ``train``, ``eval`` (greedy evaluation during
-training; ``episode`` is then the number of training episodes done) or ``final`` (the
-greedy evaluation after training, ``episode`` likewise). ``llm_calls``
+training; ``episode`` is then the number of training episodes done), ``final`` (the
+greedy evaluation of the final policy after training, ``episode`` likewise) or, with
+``keep_best``, ``best`` (the same evaluation of the retained policy; ``episode`` is that of
+the evaluation that chose it). ``llm_calls``
 and ``cache_hits`` count what the episode cost the adapter: LLM requests made, and
 lookups answered by the persistent description and embedding caches (the adapter's
 in-memory memo, which serves repeated states within a run, is not counted);
@@ -219,7 +221,16 @@ def train_run(
         seed=run.seed,
         progress=False,
         on_episode=record,
+        **_retention(config),
     )
+    if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
+        for episode_record in agents.evaluate(
+            agent, env, episodes=config.evaluation.final_episodes, seed=run.seed + FINAL_EVAL_SEED
+        ):
+            episode_record.phase = "best"
+            episode_record.episode = records.best.episode  # the evaluation that chose it
+            record(episode_record)
+        agent.restore(records.last_policy)
     final = agents.evaluate(
         agent, env, episodes=config.evaluation.final_episodes, seed=run.seed + FINAL_EVAL_SEED
     )
@@ -251,6 +262,14 @@ def _agent_log(agent: Any) -> dict[str, Any]:
     if not hasattr(agent, "round_log"):
         return {}
     return {"agent_stats": agent.stats(), "rounds": agent.round_log}
+
+
+def _retention(config: ExperimentConfig) -> dict[str, Any]:
+    """``agents.train``'s step-based evaluation and best-policy retention settings, if set."""
+    spec = config.evaluation
+    if spec.every_steps is None and not spec.keep_best:
+        return {}
+    return {"eval_every_steps": spec.every_steps, "keep_best": spec.keep_best}
 
 
 def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict[str, Any]:
