@@ -13,6 +13,7 @@ A new block is a pydantic model (subclass ``_Strict``) and one field of
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -20,7 +21,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 
 class ConfigError(ValueError):
@@ -434,6 +443,18 @@ def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], di
     return llm_setting_models(spec.settings)
 
 
+@functools.cache
+def _settings_model(model: type[BaseModel]) -> type[BaseModel]:
+    """``model``'s fields (types, bounds, unknown keys) as a model of its own, for a model
+    whose constructor needs more than its settings (an adapter needs its environment)."""
+    own = [base for base in model.__mro__ if issubclass(base, BaseModel) and base is not BaseModel]
+    if all("__init__" not in vars(base) for base in own):
+        return model
+    fields = {name: (field.annotation, field) for name, field in model.model_fields.items()}
+    config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    return create_model(f"{model.__name__}Settings", __config__=config, **fields)
+
+
 class _BackendSetting(_Strict):
     backend: Literal["ollama", "llamacpp", "auto"]
 
@@ -442,6 +463,6 @@ def _validate(
     model: type[BaseModel], data: dict[str, Any], source: Path | str, loc_prefix: str
 ) -> None:
     try:
-        model.model_validate(data)
+        _settings_model(model).model_validate(data)
     except ValidationError as error:
         raise ConfigError(_format_validation_error(source, error, loc_prefix)) from None
