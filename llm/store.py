@@ -108,16 +108,15 @@ class SQLiteStore:
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(_SCHEMA)
             columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
+            if columns != _COLUMNS:
+                raise CacheError(
+                    f"{self.what} {str(self.path)!r} has an 'entries' table with columns "
+                    f"{columns}; expected {_COLUMNS} (another program's file? choose another "
+                    "path)")
             db.execute("SELECT key FROM entries LIMIT 1").fetchall()
         except BaseException:
             db.close()
             raise
-        if columns != _COLUMNS:
-            db.close()
-            raise CacheError(
-                f"{self.what} {str(self.path)!r} has an 'entries' table with columns {columns}; "
-                f"expected {_COLUMNS} (another program's file? choose another path)"
-            )
         self._db = db
         self._inode = os.stat(self.path).st_ino
 
