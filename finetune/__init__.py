@@ -1,0 +1,27 @@
+"""GRPO fine-tuning of an LLM policy (a causal LM with a LoRA adapter) on environment reward.
+
+    langadapt finetune configs/grpo_umaze.yaml          # the command
+    from langadapt.finetune import LoRAPolicy, GRPOTrainer, MazeTask, run_finetune
+
+Needs the optional dependencies: ``pip install 'langadapt[finetune]'``. See docs/finetune.md.
+"""
+
+from langadapt.finetune.grpo import (
+    LOG_COLUMNS,
+    GRPOSettings,
+    GRPOTrainer,
+    MazeTask,
+    group_advantages,
+)
+from langadapt.finetune.policy import REPLY_PREFIX, LoRAPolicy, LoRASettings
+
+__all__ = [
+    "LOG_COLUMNS",
+    "REPLY_PREFIX",
+    "GRPOSettings",
+    "GRPOTrainer",
+    "LoRAPolicy",
+    "LoRASettings",
+    "MazeTask",
+    "group_advantages",
+]

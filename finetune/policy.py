@@ -1,0 +1,236 @@
+"""`LoRAPolicy`: a causal LM with a LoRA adapter that picks a legal action for a state.
+
+The prompt is the one `LLMPolicy` sends in text mode (the environment's formatter and the
+``Action: N`` instruction), and the assistant's reply is prefilled with ``Action: ``. The
+policy is the softmax, over the **legal** actions only, of the log-probability the model
+gives each action's number as the continuation (GLAM / TWOSOME scoring): every sampled action
+is legal, and its log-probability is exact. For single-token action numbers (0-9) this is one
+forward pass per state and the same distribution as constraining the next token to the legal
+numbers; longer numbers are scored on the prompt's KV cache.
+
+States are scored in batches: the prompts' common token prefix (system prompt and the start
+of the user turn) runs once and its KV cache is shared by the batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from langadapt.agents.formatters import DiscreteActionParser, ObservationFormatter
+from langadapt.llm.transformers_backend import (
+    continuation_log_probs,
+    load_causal_lm,
+    require_finetune,
+)
+
+__all__ = ["LoRASettings", "LoRAPolicy", "REPLY_PREFIX"]
+
+#: The start of the assistant's reply the policy is trained and evaluated with.
+REPLY_PREFIX = "Action: "
+#: Shortest common prompt prefix worth encoding once for a batch.
+MIN_SHARED_PREFIX = 8
+
+State = tuple[Any, tuple[int, ...]]
+
+
+class LoRASettings(BaseModel):
+    """The LoRA adapter (peft) put on the model's projections."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = Field(16, ge=1, le=1024, description="rank")
+    alpha: float = Field(32.0, gt=0, description="scale numerator (scale = alpha / r)")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                 "up_proj", "down_proj"],
+        min_length=1, description="names of the linear layers that get an adapter")
+
+    @field_validator("target_modules")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        if any(not isinstance(v, str) or not v for v in value):
+            raise ValueError(f"target_modules={value!r}: expected non-empty module names")
+        return value
+
+
+class LoRAPolicy:
+    """A trainable LLM policy over legal actions (see the module docstring).
+
+    ``model``: a Hugging Face model directory, a GGUF file, None for the embedded SmolLM2, or
+    an already built ``(model, tokenizer)`` pair (tests). ``adapter``: a saved LoRA adapter
+    directory to continue from instead of a fresh one (``lora`` is then ignored).
+    ``temperature``: the policy is ``softmax(score / temperature)`` over the legal actions.
+    """
+
+    def __init__(
+        self,
+        formatter: ObservationFormatter,
+        model: str | Path | tuple[Any, Any] | None = None,
+        lora: LoRASettings | dict[str, Any] | None = None,
+        adapter: str | Path | None = None,
+        temperature: float = 1.0,
+        seed: int = 0,
+    ) -> None:
+        require_finetune()
+        import torch
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if not isinstance(formatter, ObservationFormatter):
+            raise ValueError(f"formatter is {formatter!r}, expected an ObservationFormatter")
+        if not (isinstance(temperature, (int, float)) and np.isfinite(temperature)
+                and temperature > 0):
+            raise ValueError(f"temperature is {temperature!r}, expected a number > 0")
+        self.formatter = formatter
+        self.parser = DiscreteActionParser(n_actions=formatter.n_actions)
+        self.temperature = float(temperature)
+        self.lora = lora if isinstance(lora, LoRASettings) else LoRASettings(**(lora or {}))
+        if isinstance(model, tuple):
+            lm, self.tokenizer = model
+            self.model_identity = "in-memory"
+        else:
+            lm, self.tokenizer, self.model_identity = load_causal_lm(model, fresh=True)
+        self.model_source = None if isinstance(model, tuple) or model is None else str(model)
+        if adapter is not None:
+            adapter_dir = Path(adapter)
+            if not (adapter_dir / "adapter_config.json").is_file():
+                raise ValueError(f"adapter {str(adapter_dir)!r} has no adapter_config.json; "
+                                 "expected a LoRA adapter directory")
+            self.lm = PeftModel.from_pretrained(lm, adapter_dir, is_trainable=True)
+        else:
+            present = {name.rsplit(".", 1)[-1] for name, _ in lm.named_modules()}
+            missing = [m for m in self.lora.target_modules if m not in present]
+            if missing:
+                linear = sorted({name.rsplit(".", 1)[-1] for name, mod in lm.named_modules()
+                                 if isinstance(mod, torch.nn.Linear)})
+                raise ValueError(
+                    f"LoRA target_modules {missing} are not modules of the model; expected "
+                    f"names among its linear layers: {linear}")
+            torch.manual_seed(seed)
+            self.lm = get_peft_model(lm, LoraConfig(
+                r=self.lora.r, lora_alpha=self.lora.alpha, lora_dropout=self.lora.dropout,
+                target_modules=list(self.lora.target_modules), bias="none"))
+        self.lm.eval()  # no dropout in the base model; LoRA dropout follows lora.dropout
+        self.action_tokens = [
+            list(self.tokenizer(str(a), add_special_tokens=False).input_ids)
+            for a in range(formatter.n_actions)
+        ]
+        self.single_token = all(len(t) == 1 for t in self.action_tokens)
+        self._prompt_memo: dict[Any, list[int]] = {}
+
+    # ---------------------------------------------------------------- prompts
+    def messages(self, state: Any, legal_moves: Sequence[int] | None) -> list[dict[str, str]]:
+        """The chat `LLMPolicy` sends in text mode for ``state`` (no history, no examples)."""
+        moves = self.formatter.check_legal(legal_moves)
+        user = self.formatter.format(state, moves, ()) + "\n" + self.parser.action_format(moves)
+        return [{"role": "system", "content": self.formatter.system_prompt},
+                {"role": "user", "content": user}]
+
+    def prompt_ids(self, state: Any, legal_moves: Sequence[int] | None) -> list[int]:
+        """Token ids of the chat template with the reply prefilled with ``Action: ``."""
+        moves = self.formatter.check_legal(legal_moves)
+        key = (np.asarray(state, dtype=np.float64).tobytes(), moves)
+        if key not in self._prompt_memo:
+            text = self.tokenizer.apply_chat_template(
+                self.messages(state, moves), tokenize=False, add_generation_prompt=True)
+            self._prompt_memo[key] = list(
+                self.tokenizer(text + REPLY_PREFIX, add_special_tokens=False).input_ids)
+        return self._prompt_memo[key]
+
+    # ---------------------------------------------------------------- scoring
+    def log_probs(self, states: Sequence[State], reference: bool = False) -> list[Any]:
+        """For each ``(state, legal_moves)``, the log-probabilities of its legal actions (a
+        torch vector in the order of ``legal_moves``), with grad when grad is enabled.
+
+        ``reference``: the frozen model without the adapter.
+        """
+        import contextlib
+
+        if not states:
+            return []
+        moves = [self.formatter.check_legal(legal) for _, legal in states]
+        ids = [self.prompt_ids(state, legal) for (state, _), legal in zip(states, moves,
+                                                                          strict=True)]
+        context = self.lm.disable_adapter() if reference else contextlib.nullcontext()
+        with context:
+            if self.single_token:
+                logits = self._last_logits(ids)
+                scores = [logits[i].log_softmax(-1)[[self.action_tokens[a][0] for a in legal]]
+                          for i, legal in enumerate(moves)]
+            else:
+                scores = [continuation_log_probs(self.lm, p, [self.action_tokens[a]
+                                                              for a in legal])
+                          for p, legal in zip(ids, moves, strict=True)]
+        return [(s / self.temperature).log_softmax(-1) for s in scores]
+
+    def _last_logits(self, ids: list[list[int]]) -> Any:
+        """Next-token logits after each prompt, ``[batch, vocab]``; the common prefix of the
+        prompts is encoded once and its KV cache shared."""
+        import torch
+
+        shortest = min(len(p) for p in ids)
+        shared = 0
+        while shared < shortest - 1 and all(p[shared] == ids[0][shared] for p in ids):
+            shared += 1
+        cache = None
+        if len(ids) > 1 and shared >= MIN_SHARED_PREFIX:
+            cache = self.lm(torch.tensor([ids[0][:shared]]), use_cache=True).past_key_values
+            cache.batch_repeat_interleave(len(ids))
+        else:
+            shared = 0
+        rest = [p[shared:] for p in ids]
+        width = max(len(r) for r in rest)
+        # Right padding needs no attention mask: a causal model's real tokens never look at
+        # the padding after them.
+        batch = torch.tensor([r + [r[-1]] * (width - len(r)) for r in rest])
+        logits = self.lm(batch, past_key_values=cache, use_cache=False).logits
+        last = torch.tensor([len(r) - 1 for r in rest])
+        return logits[torch.arange(len(rest)), last].float()
+
+    def distributions(self, states: Sequence[State], batch_size: int = 16) -> list[np.ndarray]:
+        """Action probabilities over each state's legal moves (no grad), in batches."""
+        import torch
+
+        out: list[np.ndarray] = []
+        with torch.no_grad():
+            for start in range(0, len(states), batch_size):
+                chunk = self.log_probs(states[start:start + batch_size])
+                out.extend(lp.exp().double().numpy() for lp in chunk)
+        return out
+
+    def greedy(self, state: Any, legal_moves: Sequence[int] | None) -> int:
+        """The most probable legal action."""
+        moves = self.formatter.check_legal(legal_moves)
+        return int(moves[int(np.argmax(self.distributions([(state, moves)])[0]))])
+
+    # ---------------------------------------------------------------- weights
+    def trainable_parameters(self) -> list[Any]:
+        return [p for p in self.lm.parameters() if p.requires_grad]
+
+    def save_adapter(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
+        """Write the LoRA adapter (peft format) and ``policy.json`` (how to prompt it)."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        self.lm.save_pretrained(path)
+        info = {"reply_prefix": REPLY_PREFIX, "temperature": self.temperature,
+                "model": self.model_source, "model_identity": self.model_identity,
+                "decoding": "text", **(extra or {})}
+        (path / "policy.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        return path
+
+    def adapter_state(self) -> dict[str, Any]:
+        """The LoRA weights (a state dict of tensors)."""
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.lm).items()}
+
+    def load_adapter_state(self, state: dict[str, Any]) -> None:
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(self.lm, state)

