@@ -96,6 +96,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("folder", type=Path)
 
+    finetune = commands.add_parser(
+        "finetune",
+        help="GRPO-train the LLM policy (LoRA) on a maze; needs langadapt[finetune]",
+        description="GRPO fine-tuning of the LLM policy on environment reward, per seed, "
+        "with a learning curve beside DQN (see docs/finetune.md).",
+    )
+    finetune.add_argument("file", type=Path, help="finetune YAML file, e.g. "
+                          "configs/grpo_umaze.yaml")
+    finetune.add_argument("--out", type=Path, help="results folder (default: the file's "
+                          "output, else results/<name>)")
+    finetune.add_argument("--seeds", type=int, nargs="+", help="train only these seeds")
+    finetune.add_argument("--force", action="store_true", help="start the folder afresh")
+    finetune.add_argument("--no-progress", action="store_true", help="no progress bars")
+
     bench = commands.add_parser(
         "bench",
         help="run the benchmarks and print the ratios they measure",
@@ -238,6 +252,17 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_finetune(args: argparse.Namespace) -> int:
+    from langadapt.finetune.run import load_finetune_config, run_finetune
+
+    config = load_finetune_config(args.file)
+    started = time.perf_counter()
+    out = run_finetune(config, out=args.out, force=args.force, progress=not args.no_progress,
+                       seeds=args.seeds)
+    print(f"done in {time.perf_counter() - started:.0f} s: {out}")
+    return 0
+
+
 def command_bench(args: argparse.Namespace) -> int:
     chosen = args.only or list(BENCHMARKS)
     figures: dict[str, dict] = {}
@@ -259,6 +284,7 @@ COMMANDS = {
     "prerender": command_prerender,
     "report": command_report,
     "bench": command_bench,
+    "finetune": command_finetune,
 }
 
 
