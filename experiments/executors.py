@@ -103,8 +103,8 @@ class ShippedAdapter:
     @classmethod
     def from_prerendered(cls, kind: str, adapter: Any, inputs: list) -> ShippedAdapter | None:
         """The table of a prerendered ``adapter`` over ``inputs``; None when the adapter's
-        text depends on the history (``state_memo`` is None) and cannot be tabled by state."""
-        if getattr(adapter, "state_memo", None) is None:
+        text depends on the history (``uses_history``) and cannot be tabled by state."""
+        if getattr(adapter, "uses_history", True):
             return None
         dtype = np.dtype(adapter.state_dtype)
         table = {}
@@ -145,6 +145,7 @@ class ShippedAdapter:
     def stats(self) -> dict[str, float]:
         stats = dict(self._real.stats()) if self._real is not None else {}
         served = len(self._seen)
+        stats["shipped_inputs"] = served
         stats["embedding_cache_hits"] = stats.get("embedding_cache_hits", 0) + served
         if self.kind == "llm":
             stats["llm_cache_hits"] = stats.get("llm_cache_hits", 0) + served

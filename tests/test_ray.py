@@ -1,0 +1,363 @@
+"""The Ray executor: same episodes as the process pool, shipped prerenders, a missing extra,
+an unreachable address, dying workers, a killed driver, and a real two-node cluster."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from fake_ollama import FakeOllama
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.executors import ShippedAdapter, ship
+from langadapt.experiments.executors_ray import RayUnavailableError
+from langadapt.experiments.runner import (
+    RunsFailedError,
+    check_results,
+    finished_runs,
+    make_env,
+    prerendered_adapters,
+    run_experiment,
+    runs_of,
+)
+
+LANGADAPT = Path(sys.executable).parent / "langadapt"
+RAY = Path(sys.executable).parent / "ray"
+QUIET = {"progress": False, "log": lambda _: None}
+
+
+def experiment(tmp_path: Path, **changes) -> dict:
+    data = {
+        "name": "ray-tiny",
+        "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}},
+        "adapters": [{"type": "raw"}],
+        "agents": [{"type": "random"}],
+        "training": {"episodes": 6},
+        "seeds": 2,
+        "evaluation": {"every": 3, "episodes": 1, "final_episodes": 2},
+        "output": str(tmp_path / "out"),
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    data.update(changes)
+    return data
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return [{k: v for k, v in row.items() if k != "wall_time"} for row in csv.DictReader(handle)]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LANGADAPT), *args], capture_output=True, text=True, timeout=600,
+                          **kwargs)
+
+
+# ----------------------------------------------------------------------------- no cluster
+
+
+def test_a_missing_ray_is_named_with_the_extra_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    config = experiment_from_dict(experiment(tmp_path, executor={"type": "ray"}))
+    with pytest.raises(RayUnavailableError, match=r"pip install 'langadapt\[ray\]'"):
+        run_experiment(config, **QUIET)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_address_is_named_with_how_to_start_a_head_node(tmp_path):
+    pytest.importorskip("ray")
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(experiment(tmp_path)))
+    address = f"127.0.0.1:{_free_port()}"
+    result = _cli("run", str(path), "--executor", "ray", "--address", address)
+    assert result.returncode == 2
+    assert address in result.stderr and "ray start --head" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_shipped_table_answers_without_the_real_adapter(tmp_path):
+    config = experiment_from_dict(experiment(tmp_path, adapters=[{"type": "language"}]))
+    prerendered = prerendered_adapters(config, progress=False)
+    (table,) = ship(config, prerendered).values()
+    adapter, inputs = prerendered["language"]
+
+    def no_real_adapter():
+        raise AssertionError("the worker built the real adapter")
+
+    shipped = ShippedAdapter(table.kind, table.observation_space, table.state_dtype, table.table)
+    shipped.bind(no_real_adapter)
+    for state, legal, history in inputs:
+        vector, text = shipped.adapt(state, legal, history)
+        real_vector, real_text = adapter.adapt(state, legal, history)
+        assert text == real_text and np.array_equal(vector, real_vector)
+    assert shipped.stats()["shipped_inputs"] == len(inputs)
+    # an input outside the table goes to the real adapter
+    env = make_env(config)
+    shipped.bind(lambda: adapter)
+    assert shipped.adapt(inputs[0][0], [0], ())[1] == adapter.adapt(inputs[0][0], [0], ())[1]
+    env.close()
+
+
+# ----------------------------------------------------------------------------- a local cluster
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.WARNING)
+    yield ray
+    ray.shutdown()
+
+
+def _answer(request: dict) -> str:
+    digest = hashlib.sha256(request["messages"][-1]["content"].encode()).hexdigest()[:6]
+    return f"A corridor cell, code {digest}."
+
+
+def test_ray_gives_the_same_episodes_as_the_process_pool(local_ray, tmp_path):
+    with FakeOllama(models=("tiny",), reply=_answer) as server:
+        data = experiment(
+            tmp_path,
+            adapters=[
+                {"type": "raw"},
+                {"type": "language"},
+                {"type": "llm", "settings": {"backend": "ollama", "model": "tiny",
+                                             "host": server.host, "action_history_length": 0}},
+            ],
+            agents=[
+                {"type": "qlearning"},
+                {"type": "dqn", "params": {"hidden_sizes": [16], "learning_starts": 20,
+                                           "batch_size": 8}},
+            ],
+            seeds=1,
+        )
+        pool = experiment_from_dict({**data, "output": str(tmp_path / "pool")})
+        run_experiment(pool, **QUIET)
+        chats = server.requests["/api/chat"]
+        on_ray = experiment_from_dict(
+            {**data, "output": str(tmp_path / "ray"), "executor": {"type": "ray"}}
+        )
+        run_experiment(on_ray, **QUIET)
+        assert server.requests["/api/chat"] == chats  # the workers asked the LLM nothing
+    assert _rows(tmp_path / "ray" / "episodes.csv") == _rows(tmp_path / "pool" / "episodes.csv")
+    for run in runs_of(on_ray):
+        done = json.loads((tmp_path / "ray" / "runs" / run.key / "done.json").read_text())
+        if run.adapter.type != "raw":  # answered from the shipped table
+            assert done["adapter_stats"]["shipped_inputs"] > 0
+            assert done["adapter_stats"].get("llm_calls", 0) == 0
+    assert check_results(tmp_path / "ray") == {}
+
+
+def _descendants(root: int) -> list[int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(fields[1])
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def _kill_one_task_worker(kills: list[int], stop: threading.Event) -> None:
+    """SIGKILL the first worker process (a descendant of this test) running a run."""
+    while not stop.is_set():
+        for pid in _descendants(os.getpid()):
+            try:
+                title = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if title.startswith(b"ray::run_on_worker"):
+                os.kill(pid, signal.SIGKILL)
+                kills.append(pid)
+                return
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_worker_that_dies_is_retried_or_reported_and_the_others_are_kept(
+    local_ray, tmp_path, retries
+):
+    config = experiment_from_dict(
+        experiment(tmp_path, training={"episodes": 3000}, seeds=2,
+                   executor={"type": "ray", "max_retries": retries, "jobs": 2})
+    )
+    kills: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_one_task_worker, args=(kills, stop), daemon=True)
+    killer.start()
+    try:
+        if retries == 0:
+            with pytest.raises(RunsFailedError, match="1 run .* failed") as error:
+                run_experiment(config, **QUIET)
+            assert "--resume" in str(error.value)
+        else:
+            run_experiment(config, **QUIET)
+    finally:
+        stop.set()
+        killer.join()
+    assert len(kills) == 1
+    out = config.output_dir
+    failed = check_results(out)
+    finished = finished_runs(out)
+    if retries == 0:
+        assert len(failed) == 1 and len(finished) == 1
+        (key,) = failed
+        assert "died" in failed[key].lower() or "crash" in failed[key].lower(), failed[key]
+        assert f"run {key} failed" in (out / "summary.md").read_text()
+    else:
+        assert failed == {} and len(finished) == 2
+
+
+# ----------------------------------------------------------------------------- killed drivers
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.2)
+
+
+def _kill_driver_mid_run_then_resume(tmp_path: Path, args: list[str]) -> None:
+    """Start ``langadapt run`` with ``args``, SIGKILL it (and the processes it started)
+    once one run has finished, check the folder is 'interrupted', resume, check it is whole."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(experiment(tmp_path, training={"episodes": 1500}, seeds=3)))
+    out = tmp_path / "out"
+    driver = subprocess.Popen(
+        [str(LANGADAPT), "run", str(path), "--no-progress", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        _wait_for(lambda: len(finished_runs(out)) >= 1 if out.exists() else False, 300,
+                  "a finished run")
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and what it started
+        driver.wait()
+    kept = finished_runs(out)
+    assert 1 <= len(kept) < 3
+    stamps = {k: (out / "runs" / k / "episodes.csv").stat().st_mtime_ns for k in kept}
+    report = _cli("report", str(out))
+    assert report.returncode == 2 and "interrupted" in report.stderr
+    resumed = _cli("run", str(path), "--resume", "--no-progress", *args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert check_results(out) == {} and len(finished_runs(out)) == 3
+    for key, stamp in stamps.items():  # finished runs were kept, not redone
+        assert (out / "runs" / key / "episodes.csv").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_resume_after_the_driver_of_a_local_cluster_was_killed(tmp_path):
+    pytest.importorskip("ray")
+    _kill_driver_mid_run_then_resume(tmp_path, ["--executor", "ray", "--jobs", "1"])
+
+
+@pytest.mark.slow
+def test_a_two_node_cluster_runs_resumes_and_merges_worker_caches(tmp_path):
+    """`ray start --head` and a second `ray start --address` node on 127.0.0.1; a driver
+    killed mid-run and resumed; then a CartPole experiment (nothing to prerender) whose LLM
+    adapter asks a fake Ollama server from the workers, their answers merged back."""
+    pytest.importorskip("ray")
+    port = _free_port()
+    temp = Path(f"/tmp/la-ray-{os.getpid()}")
+    common = ["--block", "--num-cpus", "1", "--node-ip-address", "127.0.0.1",
+              "--object-store-memory", str(100 * 1024 * 1024)]
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1")
+    head = subprocess.Popen(
+        [str(RAY), "start", "--head", "--port", str(port), "--temp-dir", str(temp),
+         "--include-dashboard", "false", *common],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env,
+    )
+    nodes: list[subprocess.Popen] = [head]
+    try:
+        address = f"127.0.0.1:{port}"
+        _wait_for(lambda: _port_open(port), 120, "the head node")
+        nodes.append(subprocess.Popen(
+            [str(RAY), "start", "--address", address, *common],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env=env,
+        ))
+        _wait_for(lambda: _alive_nodes(address) == 2, 120, "two nodes")
+        _kill_driver_mid_run_then_resume(tmp_path / "maze", ["--executor", "ray", "--address",
+                                                             address, "--jobs", "1"])
+        _cartpole_answers_come_back(tmp_path / "cartpole", address)
+    finally:
+        for node in reversed(nodes):
+            os.killpg(node.pid, signal.SIGTERM)  # `ray start --block` stops its processes
+        for node in reversed(nodes):
+            try:
+                node.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(node.pid, signal.SIGKILL)
+                node.wait()
+
+
+def _port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _alive_nodes(address: str) -> int:
+    code = ("import ray, logging; ray.init(address=%r, logging_level=logging.ERROR); "
+            "print(sum(n['Alive'] for n in ray.nodes()))" % address)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    return int(result.stdout.strip() or 0)
+
+
+def _cartpole_answers_come_back(tmp_path: Path, address: str) -> None:
+    tmp_path.mkdir(parents=True)
+    with FakeOllama(models=("tiny",), reply=_answer) as server:
+        data = experiment(
+            tmp_path,
+            environment={"id": "langadapt/CartPole-v0", "params": {}},
+            adapters=[{"type": "llm", "settings": {"backend": "ollama", "model": "tiny",
+                                                   "host": server.host,
+                                                   "action_history_length": 0}}],
+            training={"episodes": 2}, seeds=2,
+            evaluation={"episodes": 1, "final_episodes": 1},
+        )
+        path = tmp_path / "exp.yaml"
+        path.write_text(yaml.safe_dump(data))
+        result = _cli("run", str(path), "--executor", "ray", "--address", address,
+                      "--no-progress")
+        assert result.returncode == 0, result.stderr
+        asked = server.requests["/api/chat"]
+    assert asked > 0
+    from langadapt.llm import AnswerCache
+
+    merged = AnswerCache(tmp_path / "cache" / "descriptions.sqlite")
+    assert len(merged) > 0  # what the workers asked is in the driver's cache
+    merged.close()
