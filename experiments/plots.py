@@ -1,4 +1,5 @@
-"""Learning curves and final-return bars: raw vs language vs llm, mean ± 95% CI over seeds."""
+"""Learning curves and final-return bars: raw vs language vs llm, mean and 95% percentile
+bootstrap interval over seeds (never outside the seeds' range)."""
 
 from __future__ import annotations
 
@@ -48,17 +49,19 @@ def _curve_points(episodes: list[Episode]) -> tuple[str, dict[int, list[tuple[in
 
 
 def _mean_band(series: dict[int, list[tuple[int, float]]]):
-    from langadapt.experiments.report import mean_and_ci95
+    """Per x: mean over seeds and its bootstrap interval (the mean where undefined)."""
+    from langadapt.experiments.report import mean_and_interval
 
     by_x: dict[int, list[float]] = defaultdict(list)
     for points in series.values():
         for x, y in points:
             by_x[x].append(y)
     xs = sorted(by_x)
-    stats = [mean_and_ci95(by_x[x]) for x in xs]
-    means = np.array([m for m, _ in stats])
-    halves = np.array([0.0 if math.isnan(h) else h for _, h in stats])
-    return np.array(xs), means, halves
+    stats = np.array([mean_and_interval(by_x[x]) for x in xs]).reshape(-1, 3)
+    means, lows, highs = stats.T
+    undefined = np.isnan(lows)
+    lows[undefined], highs[undefined] = means[undefined], means[undefined]
+    return np.array(xs), means, lows, highs
 
 
 def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "") -> None:
@@ -75,7 +78,7 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "") -
             if not subset:
                 continue
             ylabel, series = _curve_points(subset)
-            xs, means, halves = _mean_band(series)
+            xs, means, lows, highs = _mean_band(series)
             if len(xs) == 0:
                 continue
             colour = f"C{index}"
@@ -88,20 +91,21 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "") -
                 markersize=3,
                 label=f"{adapter} ({len(series)} seeds)",
             )
-            axis.fill_between(xs, means - halves, means + halves, color=colour, alpha=0.2)
+            axis.fill_between(xs, lows, highs, color=colour, alpha=0.2)
         axis.set_title(agent)
         axis.set_xlabel("training episodes")
         axis.set_ylabel(ylabel)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
-    figure.suptitle(f"{title}\nmean ± 95% CI over seeds", fontsize=10)
+    figure.suptitle(f"{title}\nmean and 95% bootstrap interval over seeds", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
 
 
 def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> None:
-    """Grouped bars: final greedy return per agent (groups) and adapter (bars), 95% CI."""
+    """Grouped bars: final greedy return per agent (groups) and adapter (bars), with the
+    95% bootstrap interval over seeds."""
     agents = list(dict.fromkeys(r.agent for r in rows))
     adapters = list(dict.fromkeys(r.adapter for r in rows))
     width = 0.8 / max(1, len(adapters))
@@ -113,15 +117,18 @@ def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> N
             if row is None:
                 continue
             xs.append(position + (index - (len(adapters) - 1) / 2) * width)
-            heights.append(row.final_return_mean)
-            errors.append(0.0 if math.isnan(row.final_return_ci95) else row.final_return_ci95)
-        axis.bar(xs, heights, width, yerr=errors, capsize=3, label=adapter, color=f"C{index}")
+            mean, low, high = row.final_return_mean, row.final_return_low, row.final_return_high
+            heights.append(mean)
+            errors.append((0.0, 0.0) if math.isnan(low) else (mean - low, high - mean))
+        yerr = np.array(errors).T if errors else None
+        axis.bar(xs, heights, width, yerr=yerr, capsize=3, label=adapter, color=f"C{index}")
     axis.set_xticks(range(len(agents)), agents)
     axis.set_ylabel("final greedy return")
     axis.axhline(0, color="black", linewidth=0.6)
     axis.grid(axis="y", alpha=0.3)
     axis.legend(fontsize=8)
-    axis.set_title(f"{title}\nmean ± 95% CI over seeds", fontsize=10)
+    axis.set_title(f"{title}\nmean and 95% bootstrap interval over seeds", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
+

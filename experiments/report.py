@@ -5,14 +5,21 @@ the end, so a rebuilt report is identical to the first one.
 
 Per adapter x agent the summary gives:
 
-- ``final_return_mean`` and ``final_return_ci95``: each seed's mean greedy return over the
-  final evaluation episodes, then the mean over seeds and the half-width of its 95%
-  Student-t interval (empty with one seed);
+- ``final_return_mean``, ``final_return_low``, ``final_return_high``: each seed's mean greedy
+  return over the final evaluation episodes of its final ("last") policy, the mean over
+  seeds and its 95% percentile-bootstrap interval over seeds (``scipy.stats.bootstrap``;
+  always inside the seeds' range; empty with one seed). The markdown table says when there
+  are fewer than 5 seeds, where such intervals are rough;
 - ``final_success_rate``: the fraction of all final evaluation episodes that succeeded;
-- ``episodes_to_threshold`` and ``seeds_reaching_threshold``: the training episodes
-  completed before the first evaluation whose mean return reached the threshold (or, with
-  no threshold set, whose every episode succeeded), averaged over the seeds that got
-  there; without evaluations during training, the first training episode that did;
+- ``best_*`` (with ``keep_best``): the same for the retained ("best") policy, and
+  ``best_chosen_at``: the median over seeds of the training episodes done at the
+  evaluation that chose it;
+- ``episodes_to_threshold`` and ``seeds_reaching_threshold``: per seed, the training
+  episodes completed before the first evaluation whose mean return reached the threshold
+  (or, with no threshold set, whose every episode succeeded; without evaluations during
+  training, the first training episode that did); the median over all seeds with the seeds
+  that never got there counted as never (empty when half or more never did), shown as
+  ``median (k/n seeds)``;
 - ``train_wall_time_s``: mean wall time of a seed's training episodes, summed;
 - ``llm_calls`` and ``cache_hits``: totals over all seeds and phases.
 """
@@ -35,8 +42,14 @@ SUMMARY_COLUMNS = (
     "agent",
     "seeds",
     "final_return_mean",
-    "final_return_ci95",
+    "final_return_low",
+    "final_return_high",
     "final_success_rate",
+    "best_return_mean",
+    "best_return_low",
+    "best_return_high",
+    "best_success_rate",
+    "best_chosen_at",
     "episodes_to_threshold",
     "seeds_reaching_threshold",
     "train_wall_time_s",
@@ -51,8 +64,14 @@ class SummaryRow:
     agent: str
     seeds: int
     final_return_mean: float
-    final_return_ci95: float
+    final_return_low: float
+    final_return_high: float
     final_success_rate: float
+    best_return_mean: float
+    best_return_low: float
+    best_return_high: float
+    best_success_rate: float
+    best_chosen_at: float
     episodes_to_threshold: float
     seeds_reaching_threshold: int
     train_wall_time_s: float
@@ -108,17 +127,39 @@ def _episode(row: dict[str, str]) -> Episode:
     )
 
 
-def mean_and_ci95(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% Student-t interval (nan with fewer than 2 values)."""
+#: Fewer seeds than this: the summary says its intervals are rough.
+FEW_SEEDS = 5
+
+
+def mean_and_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and its 95% percentile-bootstrap interval (``low``, ``high`` inside
+    ``[min, max]`` of the values; nan with fewer than 2 values). Seeded, so a rebuilt report
+    is identical."""
     if not values:
-        return math.nan, math.nan
+        return math.nan, math.nan, math.nan
     array = np.asarray(values, dtype=float)
+    mean = float(array.mean())
     if len(array) < 2:
-        return float(array.mean()), math.nan
+        return mean, math.nan, math.nan
+    if np.all(array == array[0]):
+        return float(array[0]), float(array[0]), float(array[0])
     from scipy import stats
 
-    half = stats.t.ppf(0.975, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array))
-    return float(array.mean()), float(half)
+    interval = stats.bootstrap(
+        (array,), np.mean, method="percentile", n_resamples=2000, rng=np.random.default_rng(0)
+    ).confidence_interval
+    # (a mean of resampled values can exceed the largest by a rounding error)
+    low, high = max(float(interval.low), array.min()), min(float(interval.high), array.max())
+    return mean, float(low), float(high)
+
+
+def median_to_threshold(per_seed: list[int | None]) -> float:
+    """Median of the seeds' episodes to threshold, a seed that never reached it counted as
+    never (infinitely many): nan when half or more never did."""
+    if not per_seed:
+        return math.nan
+    median = float(np.median([math.inf if v is None else float(v) for v in per_seed]))
+    return math.nan if math.isinf(median) else median
 
 
 def _reached(returns: list[float], successes: list[bool], threshold: float | None) -> bool:
@@ -144,6 +185,18 @@ def episodes_to_threshold(episodes: list[Episode], threshold: float | None) -> i
     return None
 
 
+def _phase_summary(by_seed: dict[int, list[Episode]], phase: str) -> tuple[float, ...]:
+    """(mean, low, high, success rate) of one phase's episodes, seed means first."""
+    seed_means = [
+        float(np.mean([e.return_ for e in eps if e.phase == phase]))
+        for eps in by_seed.values()
+        if any(e.phase == phase for e in eps)
+    ]
+    rows = [e for eps in by_seed.values() for e in eps if e.phase == phase]
+    success = float(np.mean([e.success for e in rows])) if rows else math.nan
+    return (*mean_and_interval(seed_means), success)
+
+
 def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryRow]:
     groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
     for e in episodes:
@@ -153,32 +206,27 @@ def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryR
         by_seed: dict[int, list[Episode]] = defaultdict(list)
         for e in group:
             by_seed[e.seed].append(e)
-        finals = [e for e in group if e.phase == "final"]
-        seed_finals = [
-            float(np.mean([e.return_ for e in eps if e.phase == "final"]))
+        final = _phase_summary(by_seed, "final")
+        best = _phase_summary(by_seed, "best")
+        chosen = [
+            next(e.episode for e in eps if e.phase == "best")
             for eps in by_seed.values()
-            if any(e.phase == "final" for e in eps)
+            if any(e.phase == "best" for e in eps)
         ]
-        mean, ci = mean_and_ci95(seed_finals)
         reached = [episodes_to_threshold(eps, threshold) for eps in by_seed.values()]
-        reached = [r for r in reached if r is not None]
         rows.append(
             SummaryRow(
-                adapter=adapter,
-                agent=agent,
-                seeds=len(by_seed),
-                final_return_mean=mean,
-                final_return_ci95=ci,
-                final_success_rate=(
-                    float(np.mean([e.success for e in finals])) if finals else math.nan
-                ),
-                episodes_to_threshold=float(np.mean(reached)) if reached else math.nan,
-                seeds_reaching_threshold=len(reached),
-                train_wall_time_s=float(
-                    np.mean([_train_time(eps) for eps in by_seed.values()])
-                ),
-                llm_calls=sum(e.llm_calls for e in group),
-                cache_hits=sum(e.cache_hits for e in group),
+                adapter,
+                agent,
+                len(by_seed),
+                *final,
+                *best,
+                float(np.median(chosen)) if chosen else math.nan,
+                median_to_threshold(reached),
+                sum(r is not None for r in reached),
+                float(np.mean([_train_time(eps) for eps in by_seed.values()])),
+                sum(e.llm_calls for e in group),
+                sum(e.cache_hits for e in group),
             )
         )
     return rows
@@ -202,28 +250,65 @@ def write_summary_csv(rows: list[SummaryRow], path: Path) -> None:
             writer.writerow([_cell(v) for v in asdict(row).values()])
 
 
+def _interval(mean: float, low: float, high: float) -> str:
+    if math.isnan(mean):
+        return ""
+    return f"{mean:.3f}" + ("" if math.isnan(low) else f" [{low:.3f}, {high:.3f}]")
+
+
 def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None) -> str:
     target = (
         "every evaluation episode succeeds" if threshold is None else f"mean return >= {threshold}"
     )
+    retained = any(not math.isnan(r.best_return_mean) for r in rows)
+    best_header = (
+        " retained policy return | success | chosen after (episodes) |" if retained else ""
+    )
     lines = [
         f"# {title}",
         "",
-        "| adapter | agent | seeds | final greedy return (mean ± 95% CI) | success | "
-        f"episodes to threshold ({target}) | train wall time (s) | LLM calls | cache hits |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| adapter | agent | seeds | final policy greedy return, mean [95% CI] | success |"
+        f"{best_header} episodes to threshold ({target}), median (seeds reaching) | "
+        "train wall time (s) | LLM calls | cache hits |",
+        "|---|---|---:|---:|---:|"
+        + ("---:|---:|---:|" if retained else "")
+        + "---:|---:|---:|---:|",
     ]
     for r in rows:
-        ci = "" if math.isnan(r.final_return_ci95) else f" ± {r.final_return_ci95:.3f}"
-        to_threshold = (
-            "never"
-            if r.seeds_reaching_threshold == 0
-            else f"{r.episodes_to_threshold:.0f} ({r.seeds_reaching_threshold}/{r.seeds} seeds)"
-        )
+        if r.seeds_reaching_threshold == 0:
+            to_threshold = f"never (0/{r.seeds})"
+        else:
+            median = (
+                "never" if math.isnan(r.episodes_to_threshold) else f"{r.episodes_to_threshold:.0f}"
+            )
+            to_threshold = f"{median} ({r.seeds_reaching_threshold}/{r.seeds})"
+        best = ""
+        if retained:
+            chosen = "" if math.isnan(r.best_chosen_at) else f"{r.best_chosen_at:.0f}"
+            success = "" if math.isnan(r.best_success_rate) else f"{r.best_success_rate:.0%}"
+            best = (
+                f" {_interval(r.best_return_mean, r.best_return_low, r.best_return_high)} |"
+                f" {success} | {chosen} |"
+            )
         lines.append(
-            f"| {r.adapter} | {r.agent} | {r.seeds} | {r.final_return_mean:.3f}{ci} | "
-            f"{r.final_success_rate:.0%} | {to_threshold} | {r.train_wall_time_s:.1f} | "
+            f"| {r.adapter} | {r.agent} | {r.seeds} | "
+            f"{_interval(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
+            f"{r.final_success_rate:.0%} |{best} {to_threshold} | {r.train_wall_time_s:.1f} | "
             f"{r.llm_calls} | {r.cache_hits} |"
+        )
+    lines.append("")
+    lines.append("Intervals: 95% percentile bootstrap over seeds of each seed's mean return.")
+    few = sorted({r.seeds for r in rows if r.seeds < FEW_SEEDS})
+    if few:
+        lines.append(
+            f"Fewer than {FEW_SEEDS} seeds ({', '.join(map(str, few))}): the intervals are "
+            "rough, read them as the spread of the seeds, not as a precise confidence interval."
+        )
+    if retained:
+        lines.append(
+            "Retained policy: the policy of the best greedy evaluation during training "
+            "(keep_best), scored on the same final episodes as the final policy; chosen after: "
+            "median over seeds of the training episodes done at that evaluation."
         )
     return "\n".join(lines) + "\n"
 
@@ -268,7 +353,6 @@ def write_report(
 ) -> list[SummaryRow]:
     """(Re)build ``summary.csv``, ``summary.md`` and the plots from ``episodes.csv``."""
     from langadapt.experiments.plots import plot_final_returns, plot_learning_curves
-
     from langadapt.experiments.runner import check_results, results_notes
 
     out_dir = Path(out_dir)
@@ -296,4 +380,3 @@ def write_report(
         log(markdown)
         log(f"written: {out_dir}/summary.csv, summary.md, learning_curves.png, final_returns.png")
     return rows
-
