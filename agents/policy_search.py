@@ -327,7 +327,7 @@ class LLMPolicySearch(Agent):
         if self.finished:
             return
         state: Any = (self.discretisation.index(x) if self.discretisation is not None
-                      else [round(float(v), 3) for v in x])
+                      else [round(float(v), 2) for v in x])
         self._steps.append((state, a, reward))
         self._episode_return += reward
         self._episode_length += 1

@@ -83,6 +83,9 @@ class GRPOSettings(BaseModel):
     max_minutes: float | None = Field(
         None, gt=0, description="stop after this much training time (minutes); None = off")
     checkpoint_every: int = Field(5, ge=1, description="steps between checkpoints")
+    stop_after_tied: int | None = Field(
+        3, ge=1, description="stop after this many steps in a row in which every group was "
+        "tied (no gradient: the policy has stopped changing); None = run every step")
 
     @field_validator("group_size")
     @classmethod
@@ -115,12 +118,13 @@ def group_advantages(rewards: Any, eps: float = 1e-6) -> tuple[np.ndarray, np.nd
     if bad.size:
         g, i = (int(v) for v in bad[0])
         raise ValueError(
-            f"reward {r[g, i]!r} in group {g} (sample {i}): expected finite rewards; a NaN "
+            f"reward {float(r[g, i])!r} in group {g} (sample {i}): expected finite rewards; a NaN "
             "reward would silently zero the group's advantages")
     mean = r.mean(axis=1, keepdims=True)
     std = r.std(axis=1, keepdims=True)
     active = (r.max(axis=1) - r.min(axis=1)) > 1e-9
-    adv = np.where(active[:, None], (r - mean) / (std + eps), 0.0)
+    adv = np.zeros_like(r)
+    adv[active] = (r[active] - mean[active]) / (std[active] + eps)
     return adv, active
 
 
@@ -365,25 +369,31 @@ class GRPOTrainer:
 
     # ---------------------------------------------------------------- the loop
     def train(self, progress: bool = True) -> list[dict[str, float]]:
-        """Run the remaining steps (stopping early at ``max_minutes``), checkpointing; the
+        """Run the remaining steps (stopping early at ``max_minutes`` or after
+        ``stop_after_tied`` steps without any signal), checkpointing; the
         final policy's evaluation is appended as a last row with ``step = steps done``."""
         from tqdm.auto import tqdm
 
         s = self.settings
         bar = tqdm(total=s.steps, initial=self.step_index, disable=not progress,
                    desc=f"GRPO seed {self.seed}", unit="step")
+        tied = 0
         while self.step_index < s.steps:
             if s.max_minutes is not None and self.train_seconds >= 60 * s.max_minutes:
                 break
+            if s.stop_after_tied is not None and tied >= s.stop_after_tied:
+                break
             row = self.step()
+            tied = tied + 1 if row["zero_spread_fraction"] == 1.0 else 0
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}",
                             skipped=f"{row['zero_spread_fraction']:.2f}",
                             success=row["greedy_success"], s_per_step=f"{row['step_seconds']:.1f}")
-            if self.out is not None and (self.step_index % s.checkpoint_every == 0
-                                         or self.step_index == s.steps):
+            if self.out is not None and self.step_index % s.checkpoint_every == 0:
                 self.checkpoint()
         bar.close()
+        if self.out is not None:
+            self.checkpoint()
         started = time.perf_counter()
         final = self.evaluate()
         self.wall_seconds += time.perf_counter() - started
@@ -434,7 +444,7 @@ class GRPOTrainer:
 
         state = torch.load(self.out / "checkpoint" / "trainer.pt", weights_only=False)
         mine = self.settings.model_dump()
-        changed = sorted(k for k in mine if k not in ("steps", "max_minutes")
+        changed = sorted(k for k in mine if k not in ("steps", "max_minutes", "stop_after_tied")
                          and state["settings"].get(k) != mine[k])
         if changed:
             raise ValueError(

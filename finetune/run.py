@@ -32,7 +32,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langadapt.finetune.grpo import LOG_COLUMNS, GRPOSettings, GRPOTrainer, MazeTask
+from langadapt.finetune.grpo import GRPOSettings, GRPOTrainer, MazeTask
 from langadapt.finetune.policy import LoRAPolicy, LoRASettings
 
 __all__ = ["FinetuneConfig", "ReferenceSettings", "load_finetune_config", "run_finetune"]
@@ -145,35 +145,38 @@ def train_seed(config: FinetuneConfig, seed: int, folder: Path, progress: bool =
 def run_reference(config: FinetuneConfig, progress: bool = True) -> list[dict[str, Any]]:
     """DQN (or the named agent) on the same maze for every seed: greedy success, shortest
     path and per-state accuracy every ``eval_every`` episodes, against training seconds."""
+    return [row for seed in config.seeds for row in _reference_seed(config, seed, progress)]
+
+
+def _reference_seed(config: FinetuneConfig, seed: int, progress: bool) -> list[dict[str, Any]]:
     from langadapt.agents import make_agent, train
 
     ref = config.reference
+    _seed_everything(seed)
+    env, judge = config.maze(), MazeTask(config.maze())
+    agent = make_agent(ref.agent, env.observation_space, env.action_space, seed=seed,
+                       **ref.params)
     rows: list[dict[str, Any]] = []
-    for seed in config.seeds:
-        _seed_everything(seed)
-        env, judge = config.maze(), MazeTask(config.maze())
-        agent = make_agent(ref.agent, env.observation_space, env.action_space, seed=seed,
-                           **ref.params)
-        clock = {"start": time.perf_counter(), "eval": 0.0}
+    start, evaluating = time.perf_counter(), 0.0
 
-        def greedy(cell: tuple[int, int], agent: Any = agent, env: Any = env) -> int:
-            return int(agent.act(env.observation_of(cell), env.legal_moves_at(cell),
-                                 explore=False))
+    def greedy(cell: tuple[int, int]) -> int:
+        return int(agent.act(env.observation_of(cell), env.legal_moves_at(cell),
+                             explore=False))
 
-        def record(episode: int) -> None:
-            t = time.perf_counter()
-            result = judge.evaluate(greedy)
-            rows.append({"seed": seed, "episode": episode,
-                         "train_seconds": t - clock["start"] - clock["eval"], **result})
-            clock["eval"] += time.perf_counter() - t
+    def record(episode: int) -> None:
+        nonlocal evaluating
+        t = time.perf_counter()
+        rows.append({"seed": seed, "episode": episode,
+                     "train_seconds": t - start - evaluating, **judge.evaluate(greedy)})
+        evaluating += time.perf_counter() - t
 
-        def on_episode(item: Any) -> None:
-            if item.phase == "train" and item.episode % ref.eval_every == 0:
-                record(item.episode)
+    def on_episode(item: Any) -> None:
+        if item.phase == "train" and item.episode % ref.eval_every == 0:
+            record(item.episode)
 
-        record(0)
-        train(agent, env, episodes=ref.episodes, seed=seed, progress=progress,
-              on_episode=on_episode)
+    record(0)
+    train(agent, env, episodes=ref.episodes, seed=seed, progress=progress,
+          on_episode=on_episode)
     return rows
 
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from langadapt.llm.backend import LLMBackend
 from langadapt.llm.cache import file_sha256
@@ -251,6 +251,9 @@ def finite_schema_values(schema: Any, limit: int = MAX_CANDIDATES) -> list[Any] 
 class TransformersBackend(LLMBackend):
     """A causal LM through ``transformers`` (+ optional LoRA adapter); see the module
     docstring."""
+
+    # reply_prefix keeps its trailing space ("Action: ")
+    model_config = ConfigDict(**{**LLMBackend.model_config, "str_strip_whitespace": False})
 
     name: ClassVar[str] = "transformers"
     supports_concurrency: ClassVar[bool] = False

@@ -1,0 +1,333 @@
+"""GRPO fine-tuning: advantages, skipped groups, LoRA-only updates, adapter round trip, the
+maze reward, the transformers backend, resume and bad input — on a tiny random-weight Llama
+built here with a word-level tokenizer (no download, no GGUF)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+import torch  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
+
+from langadapt.agents.formatters import formatter_for  # noqa: E402
+from langadapt.environments.maze import MazeEnv  # noqa: E402
+from langadapt.finetune import (  # noqa: E402
+    GRPOSettings,
+    GRPOTrainer,
+    LoRAPolicy,
+    LoRASettings,
+    MazeTask,
+    group_advantages,
+)
+from langadapt.llm import LLMUnavailableError, StructuredOutputError, make_backend  # noqa: E402
+from langadapt.llm.transformers_backend import (  # noqa: E402
+    TransformersBackend,
+    continuation_log_probs,
+    finite_schema_values,
+    load_causal_lm,
+    require_finetune,
+)
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _tokenizer(texts: list[str]):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[UNK]", "<|im_start|>", "<|im_end|>"]
+    splitter = pre_tokenizers.Whitespace()
+    words = sorted({w for t in texts for w, _ in splitter.pre_tokenize_str(t)}
+                   | {str(d) for d in range(10)} | {"Action", ":", "{", "}", '"', "action"})
+    vocab = {w: i for i, w in enumerate(specials + words)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = splitter
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="[UNK]", eos_token="<|im_end|>",
+        bos_token="<|im_start|>", pad_token="<|im_end|>")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A 2-layer Llama with random weights and a word-level tokenizer over the umaze prompts."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    env = MazeEnv(maze="umaze")
+    formatter = formatter_for(env)
+    texts = [formatter.system_prompt, "Answer with one line of the form 'Action: N' where N is "
+             "the number of your action, one of"]
+    texts += [formatter.format(env.observation_of(c), env.legal_moves_at(c))
+              for c in env.free_cells()]
+    tokenizer = _tokenizer(texts)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config)
+    folder = tmp_path_factory.mktemp("tiny_llama")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def umaze() -> MazeEnv:
+    return MazeEnv(maze="umaze")
+
+
+def _policy(tiny_model_dir: Path, env: MazeEnv, **kw) -> LoRAPolicy:
+    return LoRAPolicy(formatter_for(env), model=tiny_model_dir, lora={"r": 4}, **kw)
+
+
+def _greedy_probs(policy: LoRAPolicy, task: MazeTask) -> list[np.ndarray]:
+    return policy.distributions([task.state(c) for c in task.cells])
+
+
+# ------------------------------------------------------------------ advantages
+def test_group_advantages_on_a_hand_made_batch():
+    rewards = [[1.0, 0.0, 0.0, 1.0], [2.0, 2.0, 2.0, 2.0], [0.0, 1.0, 2.0, 3.0]]
+    adv, active = group_advantages(rewards, eps=0.0)
+    assert active.tolist() == [True, False, True]
+    np.testing.assert_allclose(adv[0], [1.0, -1.0, -1.0, 1.0])
+    np.testing.assert_allclose(adv[1], 0.0)
+    std = np.std([0.0, 1.0, 2.0, 3.0])
+    np.testing.assert_allclose(adv[2], (np.array([0.0, 1.0, 2.0, 3.0]) - 1.5) / std)
+
+
+def test_nan_reward_is_an_error_naming_it():
+    with pytest.raises(ValueError, match=r"reward nan in group 1 \(sample 2\)"):
+        group_advantages([[0.0, 1.0, 2.0], [1.0, 0.0, float("nan")]])
+
+
+def test_group_size_below_two_is_rejected():
+    with pytest.raises(ValidationError, match="group_size is 1, expected an int >= 2"):
+        GRPOSettings(group_size=1)
+
+
+# ------------------------------------------------------------------ the reward
+def test_reward_steps_a_real_maze_with_oracle_shaping(umaze):
+    task = MazeTask(umaze)
+    assert task.to_goal[(3, 1)] == 4 and task.to_goal[(2, 1)] == 3  # up, up-right, down-right, down
+    reward, nxt, done = task.step((3, 1), 2, 0.99, shaping=True)  # up
+    assert (nxt, done) == ((2, 1), False)
+    assert reward == pytest.approx(umaze.step_reward + 0.99 * -3 - (-4))
+    reward, nxt, done = task.step((2, 3), 3, 0.99, shaping=True)  # down, onto the goal
+    assert (nxt, done) == ((3, 3), True)
+    assert reward == pytest.approx(umaze.goal_reward + 0.0 - (-1))
+    assert task.optimal_actions((1, 2)) == {7}  # down-right
+    assert task.step((3, 1), 2, 0.99, shaping=False)[0] == pytest.approx(umaze.step_reward)
+
+
+def test_a_nan_potential_fails_at_the_step(umaze):
+    task = MazeTask(umaze, potential=lambda cell: float("nan"))
+    with pytest.raises(ValueError, match="expected finite numbers"):
+        task.step((3, 1), 2, 0.99, shaping=True)
+
+
+# ------------------------------------------------------------------ the policy
+def test_every_sampled_action_is_legal_and_distributions_sum_to_one(tiny_model_dir, umaze):
+    policy = _policy(tiny_model_dir, umaze)
+    task = MazeTask(umaze)
+    for cell, probs in zip(task.cells, _greedy_probs(policy, task), strict=True):
+        assert probs.shape == (len(task.legal(cell)),)
+        assert probs.sum() == pytest.approx(1.0)
+    trainer = GRPOTrainer(policy, task, {"steps": 1, "group_size": 3})
+    row = trainer.step()
+    assert row["legal_fraction"] == 1.0 and row["samples"] == 3 * len(task.cells)
+
+
+def test_shared_prefix_batch_matches_one_prompt_at_a_time(tiny_model_dir, umaze):
+    policy = _policy(tiny_model_dir, umaze)
+    task = MazeTask(umaze)
+    states = [task.state(c) for c in task.cells]
+    ids = [policy.prompt_ids(*s) for s in states]
+    with torch.no_grad():
+        batched = policy._last_logits(ids)
+        single = torch.stack([policy.lm(torch.tensor([p])).logits[0, -1] for p in ids])
+    torch.testing.assert_close(batched, single, atol=1e-4, rtol=1e-4)
+
+
+def test_continuations_of_several_tokens_reuse_the_prompt_cache(tiny_model_dir):
+    lm, _, _ = load_causal_lm(tiny_model_dir)
+    prompt, continuations = [5, 9, 11, 3], [[7], [8, 12, 4], [20, 6]]
+    with torch.no_grad():
+        scores = continuation_log_probs(lm, prompt, continuations)
+        for k, cont in enumerate(continuations):
+            logits = lm(torch.tensor([prompt + cont])).logits[0].log_softmax(-1)
+            want = sum(float(logits[len(prompt) - 1 + j, t]) for j, t in enumerate(cont))
+            assert float(scores[k]) == pytest.approx(want, abs=1e-4)
+
+
+def test_two_grpo_steps_change_only_the_lora_weights(tiny_model_dir, umaze):
+    policy = _policy(tiny_model_dir, umaze)
+    before = {n: p.detach().clone() for n, p in policy.lm.named_parameters()}
+    trainer = GRPOTrainer(policy, MazeTask(umaze), {"steps": 2, "learning_rate": 1e-2})
+    trainer.train(progress=False)
+    assert len(trainer.history) == 2 and sum(r["groups_skipped"] < r["states"]
+                                             for r in trainer.history) == 2
+    changed = {n for n, p in policy.lm.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all("lora_" in n for n in changed)
+    assert any("lora_B" in n for n in changed)
+    frozen = [n for n, p in policy.lm.named_parameters() if not p.requires_grad]
+    assert frozen and not changed & set(frozen)
+
+
+def test_zero_spread_groups_are_skipped_and_counted(tiny_model_dir):
+    env = MazeEnv(maze="umaze", goal_reward=0.0, step_reward=0.0)  # every reward is 0
+    policy = _policy(tiny_model_dir, env)
+    before = policy.adapter_state()
+    trainer = GRPOTrainer(policy, MazeTask(env), {"steps": 1, "shaping": "none"})
+    row = trainer.step()
+    assert row["groups_skipped"] == row["states"] == 6 and row["zero_spread_fraction"] == 1.0
+    assert np.isnan(row["loss"])
+    after = policy.adapter_state()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_single_move_cells_are_zero_spread_groups(tiny_model_dir, umaze):
+    task = MazeTask(umaze)
+    single = sum(len(task.legal(c)) == 1 for c in task.cells)
+    assert single >= 1
+    trainer = GRPOTrainer(_policy(tiny_model_dir, umaze), task, {"steps": 1})
+    assert trainer.step()["groups_skipped"] >= single
+
+
+def test_episode_reward_credits_the_rest_of_an_episode(tiny_model_dir, umaze):
+    task = MazeTask(umaze)
+    trainer = GRPOTrainer(_policy(tiny_model_dir, umaze), task,
+                          {"reward": "episode", "shaping": "none", "gamma": 0.9, "horizon": 5})
+    # from the cell next to the goal, moving onto it ends the episode at once
+    assert trainer.reward((2, 3), 3, {}) == pytest.approx(umaze.goal_reward)
+    # otherwise the policy's own moves follow: the goal reached after t moves, or 5 moves of
+    # step_reward
+    value = trainer.reward((3, 1), 2, {})
+    step, goal, gamma = umaze.step_reward, umaze.goal_reward, 0.9
+    possible = [sum(step * gamma**k for k in range(t)) + goal * gamma**t for t in range(1, 5)]
+    possible.append(sum(step * gamma**k for k in range(5)))
+    assert min(abs(value - p) for p in possible) < 1e-9
+
+
+# ------------------------------------------------------------------ saving, resuming
+def test_a_saved_adapter_reloads_with_the_same_greedy_actions(tiny_model_dir, umaze, tmp_path):
+    task = MazeTask(umaze)
+    policy = _policy(tiny_model_dir, umaze)
+    GRPOTrainer(policy, task, {"steps": 2, "learning_rate": 5e-2}).train(progress=False)
+    trained = _greedy_probs(policy, task)
+    policy.save_adapter(tmp_path / "adapter")
+    info = json.loads((tmp_path / "adapter" / "policy.json").read_text())
+    assert info["reply_prefix"] == "Action: " and info["decoding"] == "text"
+
+    again = LoRAPolicy(formatter_for(umaze), model=tiny_model_dir, adapter=tmp_path / "adapter")
+    fresh = _policy(tiny_model_dir, umaze)
+    reloaded, untrained = _greedy_probs(again, task), _greedy_probs(fresh, task)
+    for a, b in zip(trained, reloaded, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert [again.greedy(*task.state(c)) for c in task.cells] == [
+        task.legal(c)[int(np.argmax(p))] for c, p in zip(task.cells, trained, strict=True)]
+    assert any(not np.allclose(a, b, atol=1e-4) for a, b in zip(trained, untrained,
+                                                                strict=True))
+
+
+def test_training_resumes_from_its_checkpoint(tiny_model_dir, umaze, tmp_path):
+    settings = {"steps": 2, "checkpoint_every": 1}
+    first = GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze), settings,
+                        out=tmp_path, seed=3)
+    first.step()
+    first.checkpoint()
+    weights = first.policy.adapter_state()
+    resumed = GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze), settings,
+                          out=tmp_path, seed=3)
+    assert resumed.step_index == 1 and len(resumed.history) == 1
+    state = resumed.policy.adapter_state()
+    assert all(torch.equal(weights[k], state[k]) for k in weights)
+    resumed.train(progress=False)
+    lines = (tmp_path / "log.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in lines[1:]] == ["0", "1"]
+    with pytest.raises(ValueError, match="other settings"):
+        GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze),
+                    {**settings, "group_size": 3}, out=tmp_path)
+
+
+# ------------------------------------------------------------------ the backend
+def test_transformers_backend_answers_enum_schemas_by_scoring(tiny_model_dir, tmp_path):
+    backend = make_backend({"backend": "transformers", "model": str(tiny_model_dir),
+                            "cache_path": None})
+    assert isinstance(backend, TransformersBackend)
+    schema = {"type": "object", "properties": {"action": {"type": "integer", "enum": [1, 3]}},
+              "required": ["action"], "additionalProperties": False}
+    reply = backend.complete("You move.", "Pick.", schema=schema)
+    assert json.loads(reply)["action"] in (1, 3)
+    assert backend.complete("You move.", "Pick.", schema=schema) == reply
+    assert backend.stats()["llm_calls"] == 1 and backend.stats()["llm_cache_hits"] == 1
+    with pytest.raises(StructuredOutputError, match="finite set"):
+        backend.complete("You move.", "Talk.", schema={"type": "string"})
+    text = backend.complete("You move.", "Pick.", max_tokens=2)
+    assert isinstance(text, str)
+    prefixed = TransformersBackend(model=tiny_model_dir, reply_prefix="Action: ",
+                                   cache_path=None)
+    assert prefixed.complete("You move.", "Pick.", max_tokens=1).startswith("Action: ")
+    assert finite_schema_values({"type": "integer"}) is None
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_model_paths_and_lora_targets(tiny_model_dir, umaze, tmp_path):
+    formatter = formatter_for(umaze)
+    with pytest.raises(ValueError, match="does not exist; expected a Hugging Face model"):
+        LoRAPolicy(formatter, model=tmp_path / "nowhere")
+    (tmp_path / "weights.bin").write_bytes(b"\0")
+    with pytest.raises(ValueError, match="is not a .gguf file"):
+        LoRAPolicy(formatter, model=tmp_path / "weights.bin")
+    from transformers import T5Config
+
+    T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=4, d_ff=8).save_pretrained(
+        tmp_path / "t5")
+    with pytest.raises(ValueError, match="is not a causal language model"):
+        LoRAPolicy(formatter, model=tmp_path / "t5")
+    with pytest.raises(ValueError, match=r"target_modules \['c_attn'\] are not modules"):
+        LoRAPolicy(formatter, model=tiny_model_dir, lora=LoRASettings(target_modules=["c_attn"]))
+    with pytest.raises(ValueError, match="no adapter_config.json"):
+        TransformersBackend(model=tiny_model_dir, adapter=tmp_path)
+
+
+def test_a_missing_extra_names_it():
+    with pytest.raises(LLMUnavailableError, match=r"langadapt\[finetune\]"):
+        require_finetune("transformers", "no_such_package_for_langadapt")
+
+
+def test_finetune_command_writes_a_results_folder(tiny_model_dir, tmp_path, monkeypatch):
+    import yaml
+
+    from langadapt.experiments.cli import main
+
+    config = {
+        "name": "tiny", "environment": {"maze": "umaze", "max_steps": 10},
+        "model": str(tiny_model_dir), "lora": {"r": 2},
+        "grpo": {"steps": 2, "group_size": 2, "checkpoint_every": 1}, "seeds": [0],
+        "reference": {"episodes": 4, "eval_every": 2, "params": {"learning_starts": 1}},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "results"
+    assert main(["finetune", str(path), "--out", str(out), "--no-progress"]) == 0
+    for name in ("config.yaml", "summary.csv", "summary.md", "reference.csv",
+                 "learning_curve.png", "seed_0/log.csv", "seed_0/final.json",
+                 "seed_0/adapter/adapter_config.json", "seed_0/adapter/policy.json"):
+        assert (out / name).is_file(), name
+    assert len((out / "seed_0" / "log.csv").read_text().splitlines()) == 3
+    bad = dict(config, grpo={"group_size": 1})
+    path.write_text(yaml.safe_dump(bad))
+    assert main(["finetune", str(path), "--out", str(tmp_path / "other")]) == 2
