@@ -20,12 +20,14 @@ from typing import Any
 from langadapt.llm.backend import LLMBackend
 from langadapt.llm.llamacpp import LlamaCppBackend
 from langadapt.llm.ollama import DEFAULT_OLLAMA_MODEL, OllamaBackend, default_host, ollama_has_model
+from langadapt.llm.transformers_backend import TransformersBackend
 
 __all__ = ["BACKENDS", "backend_fields", "make_backend"]
 
 logger = logging.getLogger("langadapt.llm")
 
-BACKENDS: dict[str, type[LLMBackend]] = {"ollama": OllamaBackend, "llamacpp": LlamaCppBackend}
+BACKENDS: dict[str, type[LLMBackend]] = {"ollama": OllamaBackend, "llamacpp": LlamaCppBackend,
+                                        "transformers": TransformersBackend}
 _OLLAMA_ONLY = set(OllamaBackend.model_fields) - set(LLMBackend.model_fields) - {"model"}
 _LLAMACPP_ONLY = set(LlamaCppBackend.model_fields) - set(LLMBackend.model_fields) - {"model"}
 
