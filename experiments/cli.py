@@ -19,7 +19,7 @@ ENV_ALIASES = {
     "maze": "langadapt/Maze-v0",
     "cartpole": "langadapt/CartPole-v0",
 }
-BENCHMARKS = ("adapters", "llm", "agents")
+BENCHMARKS = ("adapters", "llm", "agents", "executors")
 
 
 class UsageError(ValueError):
@@ -163,8 +163,8 @@ def command_describe(args: argparse.Namespace) -> int:
     import gymnasium
     import numpy as np
 
-    from langadapt import adapters
     import langadapt.environments  # noqa: F401
+    from langadapt import adapters
 
     env_id = ENV_ALIASES.get(args.env.lower(), args.env)
     if env_id not in gymnasium.registry:
@@ -255,10 +255,12 @@ def command_report(args: argparse.Namespace) -> int:
 def command_finetune(args: argparse.Namespace) -> int:
     from langadapt.finetune.run import load_finetune_config, run_finetune
 
-    config = load_finetune_config(args.file)
     started = time.perf_counter()
-    out = run_finetune(config, out=args.out, force=args.force, progress=not args.no_progress,
-                       seeds=args.seeds)
+    try:  # a bad file, model path or LoRA module is the user's to fix, not a traceback
+        out = run_finetune(load_finetune_config(args.file), out=args.out, force=args.force,
+                           progress=not args.no_progress, seeds=args.seeds)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     print(f"done in {time.perf_counter() - started:.0f} s: {out}")
     return 0
 
@@ -292,9 +294,9 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix, shown as one message without a traceback: bad
     configuration or options, results folders, missing or unreadable files, an LLM that
     cannot be reached, runs that failed on a cluster. Anything else is a bug: traceback."""
-    from langadapt.llm import LLMError
     from langadapt.experiments.config import ConfigError
     from langadapt.experiments.runner import ResultsFolderError, RunsFailedError
+    from langadapt.llm import LLMError
 
     return (
         UsageError,
