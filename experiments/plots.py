@@ -132,3 +132,58 @@ def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> N
     figure.savefig(path, dpi=90)
     plt.close(figure)
 
+
+
+def plot_best_so_far(
+    by_calls: dict[str, list[list[tuple[float, float]]]],
+    by_steps: dict[str, list[list[tuple[float, float]]]],
+    path: Path,
+    title: str = "",
+) -> None:
+    """Best-so-far return against LLM calls (search agents) and against environment steps
+    (every agent): per agent the mean over seeds of each seed's step curve, band = min..max."""
+    import warnings
+
+    figure, axes = plt.subplots(1, 2, figsize=(11, 3.8), squeeze=False)
+    panels = (
+        (axes[0][0], by_calls, "LLM calls (random search: proposals)", False),
+        (axes[0][1], by_steps, "environment steps (log scale)", True),
+    )
+    agents = list(dict.fromkeys([*by_calls, *by_steps]))
+    for axis, curves, xlabel, log in panels:
+        for agent, runs in curves.items():
+            runs = [r for r in runs if r]
+            if not runs:
+                continue
+            end = max(r[-1][0] for r in runs)
+            if log:
+                start = max(1.0, min(r[0][0] for r in runs))
+                grid = np.geomspace(start, max(end, start), 200)
+            else:
+                grid = np.linspace(0.0, end, 200) if end > 0 else np.array([0.0])
+            values = np.full((len(runs), grid.size), np.nan)
+            for row, points in enumerate(runs):
+                xs = np.array([x for x, _ in points], dtype=float)
+                ys = np.array([y for _, y in points], dtype=float)
+                index = np.searchsorted(xs, grid, side="right") - 1
+                values[row] = np.where(index >= 0, ys[np.maximum(index, 0)], np.nan)
+                values[row, grid > xs[-1]] = ys[-1]  # a finished run keeps its best
+            with warnings.catch_warnings():  # columns before any seed's first point
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(values, axis=0)
+                low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+            position = agents.index(agent)
+            colour = f"C{position}"
+            axis.plot(grid, mean, color=colour, linestyle=LINE_STYLES[position % 4],
+                      label=f"{agent} ({len(runs)} seeds)")
+            axis.fill_between(grid, low, high, color=colour, alpha=0.15)
+        if log:
+            axis.set_xscale("log")
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel("best-so-far return")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.suptitle(f"{title}\nmean over seeds, band: min to max", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
