@@ -133,7 +133,6 @@ def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> N
     plt.close(figure)
 
 
-
 def plot_best_so_far(
     by_calls: dict[str, list[list[tuple[float, float]]]],
     by_steps: dict[str, list[list[tuple[float, float]]]],
