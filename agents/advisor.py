@@ -175,6 +175,10 @@ class LLMAdvisor(Agent):
     def learns(self) -> bool:
         return getattr(self.agent, "learns", True)
 
+    @property
+    def reads_description(self) -> bool:  # type: ignore[override]
+        return self.agent.reads_description
+
     def bind(self, env: Any) -> None:
         """Read the raw states from ``env`` (also binds the wrapped agent if it binds)."""
         self.advice.bind(env)
@@ -229,6 +233,12 @@ class LLMAdvisor(Agent):
 
     def load(self, path: str | Path) -> None:
         self.agent.load(path)
+
+    def snapshot(self) -> Any:
+        return self.agent.snapshot()
+
+    def restore(self, snapshot: Any) -> None:
+        self.agent.restore(snapshot)
 
 
 class AdvisedActions(gym.Wrapper):

@@ -25,14 +25,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 
-from langadapt.agents.base import Agent, read_agent_file
+from langadapt.agents.base import Agent
 from langadapt.agents.formatters import ActionParseError, DiscreteActionParser, formatter_for
 
 __all__ = ["LLMPolicy", "LLMPolicyConfig", "COUNTERS", "make_llm_backend"]
@@ -328,24 +327,18 @@ class LLMPolicy(Agent):
         fallbacks, seconds (time spent waiting for the LLM)."""
         return {k: (float(v) if k == "seconds" else int(v)) for k, v in self.counters.items()}
 
-    def _header(self) -> dict[str, Any]:
-        return {**super()._header(), "config": self.config.model_dump(mode="json")}
+    def header(self) -> dict[str, Any]:
+        return {**super().header(), "config": self.config.model_dump(mode="json")}
 
-    def save(self, path: str | Path) -> None:
-        data = {
-            "header": self._header(),
-            "best_return": self.best_return,
-            "best_episode": self.best_episode,
-        }
-        Path(path).write_text(json.dumps(data))
+    def get_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        state, tensors = super().get_state()
+        state.update(best_return=self.best_return, best_episode=self.best_episode)
+        return state, tensors
 
-    def load(self, path: str | Path) -> None:
-        header, payload = read_agent_file(path)
-        expected = self._header()
-        del expected["kind"]
-        self.check_header(header, path, expected)
-        self.best_return = payload.get("best_return")
-        self.best_episode = [tuple(step) for step in payload.get("best_episode", [])]
+    def set_state(self, state: dict[str, Any], tensors: dict[str, Any]) -> None:
+        super().set_state(state, tensors)
+        self.best_return = state.get("best_return")
+        self.best_episode = [tuple(step) for step in state.get("best_episode", [])]
 
 
 def _find_history(env: Any) -> Any:

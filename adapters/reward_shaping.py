@@ -1,0 +1,256 @@
+"""Reward shaping from a potential an LLM (or an oracle) gives each state.
+
+:class:`RewardShaping` is a gymnasium wrapper usable with any agent. The default form is
+potential-based shaping (Ng, Harada & Russell, 1999)::
+
+    r' = r + gamma * Phi(s') - Phi(s),      Phi(terminal) = 0
+
+which provably leaves the optimal policy unchanged when ``gamma`` is the agent's discount.
+``potential: llm`` asks the LLM, once per distinct state (answers cached), "how close is the
+agent to completing the task?" with structured output: an integer 0-10, and uses
+``Phi = scale * score / 10``. ``potential: oracle`` (mazes) uses
+``Phi = -scale * d(s) / d_max`` with ``d`` the shortest-path (BFS) distance to the goal.
+
+``form: judge`` is the direct form: the LLM judges each transition (s, a, s') as worse (-1),
+neutral (0) or better (1) and ``r' = r + scale * judgement``. It is **not** policy-invariant:
+the agent optimises the judge's opinion as well as the task.
+
+``info`` gains ``unshaped_reward`` and ``shaping`` (the added term). The wrapper reads the
+raw state from the unwrapped environment, so it may sit under or over other wrappers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "JUDGE_SCHEMA", "POTENTIAL_SCHEMA", "RewardShaping", "RewardShapingConfig",
+    "spearman_with_distance",
+]
+
+POTENTIAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"score": {"type": "integer", "enum": list(range(11))}},
+    "required": ["score"],
+    "additionalProperties": False,
+}
+JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"judgement": {"type": "integer", "enum": [-1, 0, 1]}},
+    "required": ["judgement"],
+    "additionalProperties": False,
+}
+POTENTIAL_QUESTION = (
+    'How close is the agent to completing the task? Reply with JSON {"score": N}, N an '
+    "integer from 0 (far from it) to 10 (about to complete it)."
+)
+JUDGE_QUESTION = (
+    'Did the action bring the agent closer to completing the task? Reply with JSON '
+    '{"judgement": N}: 1 closer, 0 no change, -1 further away.'
+)
+
+
+class RewardShapingConfig(BaseModel):
+    """Settings of :class:`RewardShaping` (the ``reward_shaping:`` block of an experiment)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    potential: Literal["llm", "oracle"] = Field("llm", description="who scores the states")
+    form: Literal["potential", "judge"] = Field(
+        "potential", description="potential: policy-invariant; judge: LLM bonus per transition"
+    )
+    gamma: float = Field(0.99, description="discount in gamma*Phi(s'); use the agent's gamma")
+    scale: float = Field(1.0, description="Phi = scale * score / 10 (oracle: -scale * d/d_max)")
+    backend: str | dict[str, Any] = Field("llamacpp", description="LLM backend spec")
+    formatter: dict[str, Any] = Field(default_factory=dict, description="formatter options")
+
+    @field_validator("gamma")
+    @classmethod
+    def _gamma(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"reward_shaping gamma is {value!r}, expected a number in [0, 1]")
+        return value
+
+    @field_validator("scale")
+    @classmethod
+    def _scale(cls, value: float) -> float:
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"reward_shaping scale is {value!r}, expected a finite number > 0")
+        return value
+
+
+class RewardShaping(gym.Wrapper):
+    """Add a shaping term to every reward (see the module docstring)."""
+
+    def __init__(
+        self, env: gym.Env, config: RewardShapingConfig | dict[str, Any] | None = None, *,
+        backend: Any = None,
+    ) -> None:
+        super().__init__(env)
+        self.config = config if isinstance(config, RewardShapingConfig) else (
+            RewardShapingConfig(**(config or {})))
+        from langadapt.agents.formatters import formatter_for
+
+        self.formatter = formatter_for(env, **self.config.formatter)
+        self.base = env.unwrapped
+        self._backend = backend
+        self.potentials: dict[str, float] = {}
+        self.judgements: dict[str, int] = {}
+        self.counters: dict[str, float] = {"potentials": 0, "judgements": 0, "llm_calls": 0,
+                                           "cache_hits": 0, "seconds": 0.0}
+        self._distance: dict[tuple[int, int], int] = {}
+        if self.config.potential == "oracle":
+            if self.config.form == "judge":
+                raise ValueError("reward_shaping form 'judge' needs potential 'llm', got oracle")
+            grid, goal = getattr(self.base, "grid", None), getattr(self.base, "goal", None)
+            if grid is None or goal is None:
+                raise ValueError(
+                    f"reward_shaping potential 'oracle' needs a maze (grid and goal), got "
+                    f"{type(self.base).__name__}; use potential llm"
+                )
+            from langadapt.environments.maze import bfs_distances
+
+            self._distance = bfs_distances(np.asarray(grid), tuple(goal))
+            self._d_max = max(self._distance.values()) or 1
+        self._phi = 0.0
+        self._state: np.ndarray | None = None
+        self._legal: list[int] | None = None
+
+    # ------------------------------------------------------------------ LLM
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            from langadapt.agents.llm_policy import make_llm_backend
+
+            self._backend = make_llm_backend(self.config.backend)
+        return self._backend
+
+    def check_backend(self) -> None:
+        """Build the backend and check it honours the schema (ValueError otherwise)."""
+        if self.config.potential != "llm":
+            return
+        schema = POTENTIAL_SCHEMA if self.config.form == "potential" else JUDGE_SCHEMA
+        check = getattr(self.backend, "check_schema_support", None)
+        if callable(check):
+            try:
+                check(schema)
+            except RuntimeError as error:
+                raise ValueError(
+                    f"reward shaping needs the schema {schema}, which the backend cannot "
+                    f"honour ({error})"
+                ) from error
+
+    def _ask(self, user: str, schema: dict[str, Any], field: str, allowed: list[int]) -> int:
+        from langadapt.agents.llm_policy import _stats
+
+        before = _stats(self.backend)
+        started = time.perf_counter()
+        try:
+            reply = self.backend.chat(
+                [{"role": "system", "content": self.formatter.system_prompt},
+                 {"role": "user", "content": user}],
+                schema=schema, max_tokens=16,
+            )
+        finally:
+            self.counters["seconds"] += time.perf_counter() - started
+            after = _stats(self.backend)
+            self.counters["llm_calls"] += after[0] - before[0]
+            self.counters["cache_hits"] += after[1] - before[1]
+        try:
+            value = json.loads(reply)[field]
+        except (TypeError, ValueError, KeyError):
+            value = reply
+        if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
+            raise ValueError(
+                f"the LLM's {field} reply {reply!r} is out of range; expected JSON "
+                f"{{{field!r}: N}} with N in {allowed[0]}..{allowed[-1]}"
+            )
+        return value
+
+    def potential(self, state: Any, legal_moves: Any = None) -> float:
+        """Phi of a non-terminal ``state`` (one LLM call per distinct state, then memoised)."""
+        if self.config.potential == "oracle":
+            cell = (int(state[0]), int(state[1]))
+            if cell not in self._distance:
+                raise ValueError(f"state {list(state)!r} is not a cell that can reach the goal")
+            return -self.config.scale * self._distance[cell] / self._d_max
+        user = self.formatter.format(state, legal_moves) + "\n" + POTENTIAL_QUESTION
+        if user not in self.potentials:
+            score = self._ask(user, POTENTIAL_SCHEMA, "score", list(range(11)))
+            self.counters["potentials"] += 1
+            self.potentials[user] = self.config.scale * score / 10.0
+        return self.potentials[user]
+
+    def judge(self, state: Any, legal: Any, action: int, next_state: Any, next_legal: Any) -> int:
+        """The LLM's judgement of one transition: -1, 0 or 1 (memoised per prompt)."""
+        user = (
+            "Before:\n" + self.formatter.format(state, legal)
+            + f"\nThe agent chose {self.formatter.action_label(action)}.\nAfter:\n"
+            + self.formatter.format(next_state, next_legal or legal) + "\n" + JUDGE_QUESTION
+        )
+        if user not in self.judgements:
+            self.judgements[user] = self._ask(user, JUDGE_SCHEMA, "judgement", [-1, 0, 1])
+            self.counters["judgements"] += 1
+        return self.judgements[user]
+
+    def prepare(self) -> None:
+        """Check the backend and, when the states can be enumerated (mazes), score them all
+        now: a bad backend or an out-of-range reply fails before training starts."""
+        self.check_backend()
+        if self.config.form != "potential" or not hasattr(self.base, "free_cells"):
+            return
+        for cell in self.base.free_cells():
+            if tuple(cell) != tuple(getattr(self.base, "goal", ())):
+                state = self.base.observation_of(cell)
+                self.potential(state, self.base.legal_moves_at(cell))
+
+    # ------------------------------------------------------------------ gymnasium
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self._state = self.formatter.state_of(self.base)
+        self._legal = info.get("legal_moves")
+        if self.config.form == "potential":
+            self._phi = self.potential(self._state, self._legal)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        state = self.formatter.state_of(self.base)
+        legal = info.get("legal_moves")
+        if self.config.form == "potential":
+            phi = 0.0 if terminated else self.potential(state, legal)
+            shaping = self.config.gamma * phi - self._phi
+            self._phi = phi
+        else:
+            verdict = self.judge(self._state, self._legal, int(action), state, legal)
+            shaping = self.config.scale * verdict
+        self._state, self._legal = state, legal
+        info["unshaped_reward"] = reward
+        info["shaping"] = shaping
+        return obs, float(reward) + shaping, terminated, truncated, info
+
+    def llm_stats(self) -> dict[str, float]:
+        """potentials / judgements asked, llm_calls, cache_hits, seconds."""
+        return {k: (float(v) if k == "seconds" else int(v)) for k, v in self.counters.items()}
+
+
+def spearman_with_distance(shaper: RewardShaping) -> float:
+    """Spearman correlation of ``Phi`` with ``-(BFS distance to the goal)`` over every free
+    cell of a maze but the goal (1.0: Phi orders the cells exactly as the distance does)."""
+    from scipy.stats import spearmanr
+
+    from langadapt.environments.maze import bfs_distances
+
+    base = shaper.base
+    distance = bfs_distances(np.asarray(base.grid), tuple(base.goal))
+    cells = [c for c in base.free_cells() if c in distance and tuple(c) != tuple(base.goal)]
+    phi = [shaper.potential(base.observation_of(c), base.legal_moves_at(c)) for c in cells]
+    if len(set(phi)) < 2:
+        return float("nan")
+    return float(spearmanr(phi, [-distance[c] for c in cells]).statistic)
