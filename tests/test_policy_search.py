@@ -302,3 +302,58 @@ def test_frozenlake_conventions(lake):
     assert [env.step(0)[3] for _ in range(3)] == [False, False, True]
     with pytest.raises(ValueError, match="map_name"):
         gym.make("langadapt/FrozenLake-v0", map_name="5x5")
+
+
+# ------------------------------------------------------------------ experiment files
+
+
+@pytest.mark.parametrize("name", ["cartpole_linear", "cartpole_tabular", "frozenlake"])
+def test_shipped_experiment_files_validate(name):
+    from langadapt.experiments.config import load_config
+
+    config = load_config(CONFIGS / f"policy_search_{name}.yaml")
+    types = [a.type for a in config.agents]
+    assert types == ["llm_policy_search", "llm_policy_search", "qlearning"]
+    llm, random_search = config.agents[0].params, config.agents[1].params
+    assert llm["llm"]["backend"] == "llamacpp" and random_search["proposer"] == "random"
+    assert {k: v for k, v in random_search.items() if k != "proposer"} == llm
+    assert len(config.seed_list) >= 5
+
+
+def test_experiment_file_two_round_smoke_through_fake_ollama(tmp_path, monkeypatch):
+    """The FrozenLake file with two rounds, one seed and the LLM behind the fake Ollama server:
+    results folder with the rounds in done.json, the LLM calls in episodes.csv and the
+    search summary."""
+    import csv
+
+    import yaml
+
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.runner import run_experiment
+
+    data = yaml.safe_load((CONFIGS / "policy_search_frozenlake.yaml").read_text())
+    script = Script([_table(SOLVED), _table(ALL_LEFT)])
+    with FakeOllama(reply=script) as fake:
+        for agent in data["agents"][:2]:
+            agent["params"] = {**agent["params"], "rounds": 2}
+        data["agents"][0]["params"]["llm"] = {
+            "backend": "ollama", "model": "llama3.2", "host": fake.host}
+        data |= {"seeds": [0], "training": {"steps": 300}, "cache_dir": str(tmp_path / "cache")}
+        path = tmp_path / "smoke.yaml"
+        path.write_text(yaml.safe_dump(data))
+        config = load_config(path)
+        monkeypatch.setenv("LANGADAPT_CACHE_DIR", str(tmp_path / "llm"))
+        out = run_experiment(config, tmp_path / "out", progress=False, log=lambda _: None)
+    assert fake.chat_requests == 2
+    done = json.loads((out / "runs" / "raw__llm__seed0" / "done.json").read_text())
+    assert [r["round"] for r in done["rounds"]] == [0, 1, 2]
+    assert [r["kept"] for r in done["rounds"]] == [True, True, False]
+    assert done["rounds"][1]["evaluated_return"] == 1.0
+    with open(out / "episodes.csv") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["agent"] == "llm"]
+    assert sum(int(r["llm_calls"]) for r in rows) == 2
+    assert [float(r["return"]) for r in rows if r["phase"] == "final"] == [1.0]
+    summary = (out / "search_summary.md").read_text()
+    assert "| llm | 1 | 1 |" in summary and "random_search" in summary and "qlearning" in summary
+    assert (out / "best_so_far.png").stat().st_size > 0
+    assert len((out / "rounds.csv").read_text().splitlines()) == 1 + 3 + 3
