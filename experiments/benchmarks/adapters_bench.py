@@ -1,4 +1,4 @@
-"""Benchmark of the language adapters (issue 3): warm steps, the adapter's own cost, cold encoding.
+"""Benchmark of the language adapters: warm steps, the adapter's own cost, cold encoding.
 
 Figures, all measured in one run (this machine is shared: only side-by-side ratios mean
 much, and every timing is the best of several interleaved repeats):
@@ -88,7 +88,7 @@ def run(quick: bool = False) -> dict[str, float | str]:
     raw_env = MazeEnv(maze=maze, max_steps=200)
     adapter = LanguageAdapter(MazeEnv(maze=maze), encoder=encoder)
     prerender_start = time.perf_counter()
-    distinct = adapter.prerender(reachable_inputs(raw_env), progress=False)
+    distinct = adapter.prerender(reachable_inputs(raw_env), progress=False)["distinct_texts"]
     prerender_seconds = time.perf_counter() - prerender_start
     calls_before = adapter.stats()["encoder_calls"]
     wrapped = LanguageObservation(MazeEnv(maze=maze, max_steps=200), adapter)
@@ -134,8 +134,8 @@ def run(quick: bool = False) -> dict[str, float | str]:
     # ---------------------------------------------------------------- per-component costs
     state, legal, _ = inputs[-1]
     vector = adapter(state, legal)
-    index = adapter.state_memo
-    if index is None:
+    index = adapter.memo.by_state
+    if adapter.memo.history_key is not None:
         raise RuntimeError("the maze adapter has no state index; expected one")
     parts = {
         "copy": lambda: vector.copy(),
@@ -164,8 +164,7 @@ def run(quick: bool = False) -> dict[str, float | str]:
             batch = texts[r * n_cold : (r + 1) * n_cold]
             cold = LanguageAdapter(
                 MazeEnv(maze=maze),
-                encoder=encoder,
-                cache=EmbeddingCache(encoder, path=Path(tmp) / f"cold{r}.sqlite"),
+                embedding_cache=EmbeddingCache(encoder, path=Path(tmp) / f"cold{r}.sqlite"),
             )
 
             def plain(batch: list[str] = batch) -> None:

@@ -1,16 +1,16 @@
 """LLM adapter benchmark: LLM calls per run, warm-cache step rate, prerender concurrency.
 
-Everything runs against the test suite's Ollama-protocol server (``tests/fake_ollama.py``)
-over real HTTP through the official ``ollama`` client, so the figures measure this
-library's caching and concurrency, not a model. Three measurements, each side by side in
-one run:
+Everything runs through `LLMAdapter` with a stand-in backend (a `langadapt.llm.LLMBackend`
+whose answer is derived from the prompt, after an optional latency), so the figures
+measure this library's caching and concurrency, not a model or a server. Three
+measurements, each side by side in one run:
 
 1. ``llm_calls_first_run`` vs ``distinct_prompts``: a random-policy Maze run through
    `LanguageObservation` makes one LLM call per distinct prompt, and an identical rerun
    with a new adapter (same persistent description cache) makes ``llm_calls_rerun`` = 0.
 2. ``warm_steps_ratio``: Maze steps per second through the LLM adapter with a warm memo
    (after `prerender` of every reachable cell) ÷ raw Maze steps per second, replaying the
-   same sequence of random legal actions on both (target >= 0.5);
+   same sequence of random legal actions on both (>= 0.5 expected);
    ``warm_steps_ratio_gym_make`` the same with both environments from ``gymnasium.make``.
 3. ``prerender_speedup``: prerender of every reachable Maze cell through the server with an
    artificial per-request latency, ``concurrency=4`` vs ``concurrency=1`` (encodings are
@@ -21,29 +21,42 @@ one run:
 
 from __future__ import annotations
 
-import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from langadapt.experiments.benchmarks import legal_action_sequence, replay
+from langadapt.llm import LLMBackend
 
-_TESTS = Path(__file__).resolve().parents[2] / "tests"
-
-
-def _fake_ollama() -> Any:
-    if str(_TESTS) not in sys.path:
-        sys.path.insert(0, str(_TESTS))
-    from fake_ollama import FakeOllama
-
-    return FakeOllama
+_IN_FLIGHT = {"now": 0, "max": 0}
+_LOCK = threading.Lock()
 
 
-def _answer(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
-    """A deterministic stand-in for a model: a description derived from the prompt."""
-    first = messages[-1]["content"].split("\n")[0].removeprefix("Current state: ")
-    return f"The agent observes this: {first}"
+class StandInBackend(LLMBackend):
+    """A deterministic stand-in model: the description is derived from the prompt, after
+    ``latency`` seconds; it may answer several requests at once (like an Ollama server)."""
+
+    name: ClassVar[str] = "stand-in"
+    supports_concurrency: ClassVar[bool] = True
+    latency: float = 0.0
+
+    def generate(self, messages: list[dict[str, str]], schema: Any, max_tokens: int) -> str:
+        with _LOCK:
+            _IN_FLIGHT["now"] += 1
+            _IN_FLIGHT["max"] = max(_IN_FLIGHT["max"], _IN_FLIGHT["now"])
+        try:
+            if self.latency:
+                time.sleep(self.latency)
+            first = messages[-1]["content"].split("\n")[0].removeprefix("Current state: ")
+            return f"The agent observes this: {first}"
+        finally:
+            with _LOCK:
+                _IN_FLIGHT["now"] -= 1
+
+    def resolve_identity(self) -> str:
+        return "stand-in-1"
 
 
 def run(quick: bool = False) -> dict[str, float | str]:
@@ -51,40 +64,38 @@ def run(quick: bool = False) -> dict[str, float | str]:
     import gymnasium as gym
 
     from langadapt import environments
-    from langadapt.adapters import LanguageObservation, reachable_inputs
-    from langadapt.adapters.llm import OllamaAdapter
+    from langadapt.adapters import LanguageObservation, LLMAdapter, reachable_inputs
 
-    fake_cls = _fake_ollama()
     maze_name = "umaze" if quick else "medium"
     run_steps = 300 if quick else 2000
     rate_steps = 5_000 if quick else 30_000
     latency = 0.05 if quick else 0.1
     results: dict[str, float | str] = {"maze": maze_name}
 
-    with tempfile.TemporaryDirectory() as tmp, fake_cls(answer=_answer) as fake:
+    with tempfile.TemporaryDirectory() as tmp:
         tmpdir = Path(tmp)
         emb = tmpdir / "embeddings.sqlite"
 
         # 1. LLM calls in a run = distinct prompts; the rerun makes none.
         env = environments.MazeEnv(maze=maze_name, max_steps=100)
-        settings = dict(host=fake.host, cache_path=tmpdir / "run.sqlite",
-                        embedding_cache_path=emb, action_history_length=2)
-        first = OllamaAdapter(env, **settings)
+        settings = dict(embedding_cache_path=emb, action_history_length=2)
+        first = LLMAdapter(env, backend=StandInBackend(cache_path=tmpdir / "run.sqlite"),
+                           **settings)
         run_actions = legal_action_sequence(env, run_steps, seed=1)
         replay(LanguageObservation(env, first), run_actions)
-        rerun = OllamaAdapter(env, **settings)
+        rerun = LLMAdapter(env, backend=StandInBackend(cache_path=tmpdir / "run.sqlite"),
+                           **settings)
         replay(LanguageObservation(env, rerun), run_actions)
         results["llm_calls_first_run"] = first.stats()["llm_calls"]
-        results["distinct_prompts"] = len(first.cache)
+        results["distinct_prompts"] = len(first.backend.cache)
         results["llm_calls_rerun"] = rerun.stats()["llm_calls"]
-        results["server_chat_requests"] = fake.chat_requests
         print(f"maze run of {run_steps} steps (history 2): {results['llm_calls_first_run']} LLM "
               f"calls for {results['distinct_prompts']} distinct prompts; rerun: "
               f"{results['llm_calls_rerun']} calls", flush=True)
 
         # 2. Warm-cache steps/s with the LLM adapter / raw steps/s.
-        warm = OllamaAdapter(env, host=fake.host, cache_path=tmpdir / "warm.sqlite",
-                             embedding_cache_path=emb, action_history_length=0)
+        warm = LLMAdapter(env, backend=StandInBackend(cache_path=tmpdir / "warm.sqlite"),
+                          embedding_cache_path=emb, action_history_length=0)
         warm.prerender(reachable_inputs(env), progress=False)
         calls_before = warm.stats()["llm_calls"]
         actions = legal_action_sequence(env, rate_steps, seed=3)
@@ -111,25 +122,24 @@ def run(quick: bool = False) -> dict[str, float | str]:
         results["warm_run_llm_calls"] = warm.stats()["llm_calls"] - calls_before
         print(f"warm steps/s: raw MazeEnv {rate['raw']:,.0f}, LLM adapter {rate['llm']:,.0f} "
               f"(ratio {results['warm_steps_ratio']:.2f}); both from gymnasium.make: ratio "
-              f"{results['warm_steps_ratio_gym_make']:.2f} (target >= 0.5)", flush=True)
+              f"{results['warm_steps_ratio_gym_make']:.2f}", flush=True)
 
         # 3. Prerender through the server with latency, concurrency 4 vs 1.
         inputs = reachable_inputs(env)
-        OllamaAdapter(env, host=fake.host, cache_path=tmpdir / "encodings-warmup.sqlite",
-                      embedding_cache_path=emb, action_history_length=0,
-                      concurrency=4).prerender(inputs, progress=False)
-        fake.latency = latency
+        LLMAdapter(env, backend=StandInBackend(cache_path=None), embedding_cache_path=emb,
+                   action_history_length=0, concurrency=4).prerender(inputs, progress=False)
         timings = {}
         for concurrency in (1, 4):
-            fake.max_in_flight = 0
-            adapter = OllamaAdapter(env, host=fake.host, embedding_cache_path=emb,
-                                    cache_path=tmpdir / f"prerender-{concurrency}.sqlite",
-                                    action_history_length=0, concurrency=concurrency)
+            _IN_FLIGHT["max"] = 0
+            backend = StandInBackend(cache_path=tmpdir / f"prerender-{concurrency}.sqlite",
+                                     latency=latency)
+            adapter = LLMAdapter(env, backend=backend, embedding_cache_path=emb,
+                                 action_history_length=0, concurrency=concurrency)
             start = time.perf_counter()
             summary = adapter.prerender(inputs, progress=False)
             timings[concurrency] = time.perf_counter() - start
             results[f"prerender_c{concurrency}_s"] = round(timings[concurrency], 3)
-            results[f"prerender_c{concurrency}_max_in_flight"] = fake.max_in_flight
+            results[f"prerender_c{concurrency}_max_in_flight"] = _IN_FLIGHT["max"]
         results["prerender_prompts"] = summary["distinct_prompts"]
         results["prerender_latency_s"] = latency
         results["prerender_speedup"] = round(timings[1] / timings[4], 2)
@@ -141,5 +151,6 @@ def run(quick: bool = False) -> dict[str, float | str]:
 
 if __name__ == "__main__":
     import json
+    import sys
 
     print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
