@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,21 @@ def test_model_label_follows_the_path(tmp_path):
     assert backend.name == "llamacpp" and backend.model == gguf.resolve()
     with pytest.raises(ValidationError, match="n_threads"):
         LlamaCppBackend(n_threads=0, cache_path=None)
+
+
+@pytest.mark.parametrize("backend", ["llamacpp", "auto"])
+def test_describe_runs_the_gguf_file_given_with_model(backend, tmp_path, capsys, monkeypatch):
+    from langadapt.experiments.cli import main
+    from langadapt.llm import llamacpp
+
+    other = tmp_path / "other.gguf"
+    shutil.copyfile(default_gguf_path(), other)
+    monkeypatch.setenv("LANGADAPT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # nothing there
+    code = main(["describe", "maze", "--adapter", "llm", "--backend", backend,
+                 "--model", str(other), "--steps", "0"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.startswith("# LLM backend: llamacpp, model other")
+    assert any(key[0] == str(other.resolve()) for key in llamacpp._MODELS)
+    llamacpp.close_models()  # frees the copy's model
