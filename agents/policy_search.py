@@ -158,6 +158,9 @@ class PolicySearchConfig(BaseModel):
     task_hints: str = Field("", description="what the task is, for the system prompt")
     structured_output: bool = Field(
         True, description="ask the backend for JSON fitting the proposal's schema")
+    vary_seed: bool = Field(
+        True, description="sampling seed = backend seed + round, so that with temperature > 0 "
+        "a model does not answer every round with the same draws")
     bins: list[int] | None = Field(
         None, description="tabular: bins per dimension; none = the observation is the state")
     bounds: list[tuple[float, float]] | None = Field(
@@ -428,8 +431,13 @@ class LLMPolicySearch(Agent):
         entry["requests"] += 1
         self.counters["requests"] += 1
         schema = self.schema if self.config.structured_output else None
+        backend = self.backend
+        if self.config.vary_seed:
+            _ = (backend.identity, backend.cache)  # resolved once; the copy shares them
+            backend = backend.model_copy(  # and the counters: stats() sees every call
+                update={"seed": (backend.seed + self.round) % 2**31})
         try:
-            reply = self.backend.chat(messages, schema=schema, max_tokens=self.max_tokens)
+            reply = backend.chat(messages, schema=schema, max_tokens=self.max_tokens)
         except LLMReplyError as error:  # includes StructuredOutputError: nothing usable
             return "", None, str(error)
         try:

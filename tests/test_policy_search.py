@@ -129,6 +129,9 @@ def test_structured_output_every_reply_parses(lake):
     schema = fake.chat_bodies[0]["format"]
     assert schema == proposal_schema("tabular", 4, n_states=16)
     assert [e["requests"] for e in agent.round_log[1:]] == [1, 1, 1, 1]
+    # a new sampling seed every round (backend seed 0 + round); one set of counters
+    assert [b["options"]["seed"] for b in fake.chat_bodies] == [1, 2, 3, 4]
+    assert agent.stats()["llm_calls"] == 4
 
 
 def test_replies_that_break_the_schema_are_skipped_not_raised(lake):
