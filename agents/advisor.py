@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from langadapt.agents.base import Agent, check_count
 from langadapt.agents.formatters import formatter_for
-from langadapt.agents.llm_policy import COUNTERS, BackendSpec, LLMPolicy
+from langadapt.agents.llm_policy import COUNTERS, BackendSpec, LLMPolicy, llm_layer_names
 
 __all__ = ["AdvisorConfig", "Advice", "LLMAdvisor", "AdvisedActions", "sb3_advice_callback"]
 
@@ -227,6 +227,10 @@ class LLMAdvisor(Agent):
             for key, value in inner().items():
                 stats[key] = stats.get(key, 0) + value
         return stats
+
+    def stats(self) -> dict[str, float]:
+        """The advice's LLM counters under the LLM layer's names (for the runner)."""
+        return llm_layer_names(self.llm_stats())
 
     def save(self, path: str | Path) -> None:
         self.agent.save(path)

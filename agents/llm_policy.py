@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from langadapt.agents.base import Agent
 from langadapt.agents.formatters import ActionParseError, DiscreteActionParser, formatter_for
 
-__all__ = ["LLMPolicy", "LLMPolicyConfig", "COUNTERS", "make_llm_backend"]
+__all__ = ["COUNTERS", "LLMPolicy", "LLMPolicyConfig", "llm_layer_names", "make_llm_backend"]
 
 #: The counters of :meth:`LLMPolicy.llm_stats`.
 COUNTERS = (
@@ -327,6 +327,10 @@ class LLMPolicy(Agent):
         fallbacks, seconds (time spent waiting for the LLM)."""
         return {k: (float(v) if k == "seconds" else int(v)) for k, v in self.counters.items()}
 
+    def stats(self) -> dict[str, float]:
+        """The counters under the LLM layer's names, as the experiment runner sums them."""
+        return llm_layer_names(self.llm_stats())
+
     def header(self) -> dict[str, Any]:
         return {**super().header(), "config": self.config.model_dump(mode="json")}
 
@@ -339,6 +343,13 @@ class LLMPolicy(Agent):
         super().set_state(state, tensors)
         self.best_return = state.get("best_return")
         self.best_episode = [tuple(step) for step in state.get("best_episode", [])]
+
+
+def llm_layer_names(counters: dict[str, float]) -> dict[str, float]:
+    """``llm_calls``, ``llm_cache_hits`` and ``llm_fallbacks`` from a role's counters."""
+    return {"llm_calls": counters.get("llm_calls", 0),
+            "llm_cache_hits": counters.get("cache_hits", 0),
+            "llm_fallbacks": counters.get("fallbacks", 0)}
 
 
 def _find_history(env: Any) -> Any:

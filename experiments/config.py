@@ -84,6 +84,9 @@ class EnvironmentSpec(_Strict):
 
     id: str = Field(description="gymnasium id, e.g. langadapt/Maze-v0")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the env")
+    reward_shaping: dict[str, Any] | None = Field(
+        default=None, description="shape the training reward (adapters.reward_shaping)"
+    )
 
     @field_validator("id")
     @classmethod
@@ -121,9 +124,15 @@ class AdapterSpec(_Strict):
 class AgentSpec(_Strict):
     """One learner: ``qlearning``, ``dqn`` or ``random``, with its hyperparameters."""
 
-    type: Literal["qlearning", "dqn", "random", "llm_policy_search"]
+    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy"]
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
+    advisor: dict[str, Any] | None = Field(
+        default=None, description="advice during training (agents.advisor.AdvisorConfig)"
+    )
+    reward_shaping: dict[str, Any] | None = Field(
+        default=None, description="this agent's reward shaping, instead of the environment's"
+    )
     per_adapter: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="hyperparameters that differ for one adapter, by adapter name (e.g. "
@@ -415,6 +424,7 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
         ]
         for where, params in checks:
             _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
+        _check_llm_roles(config, index, spec, source)
     for index, adapter in enumerate(config.adapters):
         where = f"adapters.{index}.settings."
         if adapter.type == "raw" and adapter.settings:
@@ -424,6 +434,28 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
             )
         for model, settings in _adapter_setting_models(adapter):
             _validate(model, settings, source, where)
+
+
+def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
+    """The advisor and reward-shaping blocks, and llm_policy agents only on raw states."""
+    from langadapt.adapters.reward_shaping import RewardShapingConfig
+    from langadapt.agents.advisor import AdvisorConfig
+
+    if spec.advisor is not None:
+        _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
+    if spec.reward_shaping is not None:
+        _validate(RewardShapingConfig, spec.reward_shaping, source,
+                  f"agents.{index}.reward_shaping.")
+    if index == 0 and config.environment.reward_shaping is not None:
+        _validate(RewardShapingConfig, config.environment.reward_shaping, source,
+                  "environment.reward_shaping.")
+    others = [a.name for a in config.adapters if a.type != "raw"]
+    if spec.type == "llm_policy" and others:
+        raise ConfigError(
+            f"{source}: agents.{index}: llm_policy reads the raw state itself, so it runs only "
+            f"with adapters of type raw; got {', '.join(others)} (list it in an experiment "
+            "with only a raw adapter)"
+        )
 
 
 def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], dict[str, Any]]]:

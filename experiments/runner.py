@@ -180,13 +180,14 @@ def train_run(
         seed=run.seed,
         **run.agent.params_for(run.adapter.name),
     )
+    last_stats = _run_stats(adapter, agent)  # before the roles: shaping's scoring counts
+    agent, env, eval_env, shaper = _llm_roles(config, run, agent, env, raw_env, adapter)
     started = time.perf_counter()
-    last_stats = _run_stats(adapter, agent)
     rows = 0
 
     def record(episode_record) -> None:
         nonlocal last_stats, rows
-        stats = _run_stats(adapter, agent)
+        stats = _run_stats(adapter, agent, shaper)
         on_row(
             {
                 "adapter": run.adapter.name,
@@ -211,7 +212,7 @@ def train_run(
     loop = agents.train
     if run.agent.type == "llm_policy_search":  # rounds of proposals: the search's own loop
         loop = type(agent).search
-    records = loop(
+    records = [] if not getattr(agent, "learns", True) else loop(  # a zero-shot LLM policy
         agent,
         env,
         episodes=config.training.episodes,
@@ -222,17 +223,19 @@ def train_run(
         progress=False,
         on_episode=record,
         **_retention(config),
+        **({} if eval_env is env else {"eval_env": eval_env}),
     )
     if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
         for episode_record in agents.evaluate(
-            agent, env, episodes=config.evaluation.final_episodes, seed=run.seed + FINAL_EVAL_SEED
+            agent, eval_env, episodes=config.evaluation.final_episodes,
+            seed=run.seed + FINAL_EVAL_SEED,
         ):
             episode_record.phase = "best"
             episode_record.episode = records.best.episode  # the evaluation that chose it
             record(episode_record)
         agent.restore(records.last_policy)
     final = agents.evaluate(
-        agent, env, episodes=config.evaluation.final_episodes, seed=run.seed + FINAL_EVAL_SEED
+        agent, eval_env, episodes=config.evaluation.final_episodes, seed=run.seed + FINAL_EVAL_SEED
     )
     trained = sum(1 for r in records if r.phase == "train")
     for episode_record in final:
@@ -246,14 +249,40 @@ def train_run(
         "wall_time": time.perf_counter() - started,
         "adapter_stats": {k: float(v) for k, v in adapter.stats().items()},
         **_agent_log(agent),
+        "llm_roles": {name: role.llm_stats() for name, role in
+                      (("agent", agent), ("reward_shaping", shaper)) if hasattr(role, "llm_stats")},
     }
 
 
-def _run_stats(adapter: Any, agent: Any) -> dict[str, float]:
-    """The adapter's counters plus the agent's own LLM counters (LLM policy search)."""
+def _llm_roles(config: ExperimentConfig, run: Run, agent: Any, env: Any, raw_env: Any,
+               adapter: Any) -> tuple[Any, Any, Any, Any]:
+    """(agent, training env, evaluation env, shaper): the run's advisor wrapped around the
+    agent, reward shaping on the training env only (evaluation keeps the env's own reward),
+    and the agent bound to the training env when it reads raw states (LLM roles)."""
+    eval_env, shaper = env, None
+    shaping = run.agent.reward_shaping or config.environment.reward_shaping
+    if shaping is not None:
+        from langadapt.adapters.reward_shaping import RewardShaping
+
+        shaper = RewardShaping(raw_env, shaping)
+        shaper.prepare()
+        env, eval_env = wrap(shaper, adapter), wrap(make_env(config), adapter)
+    if run.agent.advisor is not None:
+        from langadapt.agents.advisor import LLMAdvisor
+
+        agent = LLMAdvisor(agent, run.agent.advisor)
+    if hasattr(agent, "bind"):
+        agent.bind(env)
+    return agent, env, eval_env, shaper
+
+
+def _run_stats(adapter: Any, agent: Any, *others: Any) -> dict[str, float]:
+    """The adapter's counters plus the LLM counters of the agent (LLM policy search, LLM
+    policy, advisor) and of the reward shaping."""
     stats = dict(adapter.stats())
-    for key, value in (agent.stats() if hasattr(agent, "stats") else {}).items():
-        stats[key] = stats.get(key, 0) + value
+    for source in (agent, *others):
+        for key, value in (source.stats() if hasattr(source, "stats") else {}).items():
+            stats[key] = stats.get(key, 0) + value
     return stats
 
 

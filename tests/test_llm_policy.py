@@ -128,7 +128,8 @@ def test_maze_and_sailing_formatters_use_the_describers() -> None:
     env = maze("medium")
     text = formatter_for(env).format([1, 1], env.unwrapped.legal_moves_at((1, 1)),
                                      [([1, 2], 0)])
-    assert text.startswith("The goal is a fair way off, five cells down and five cells to the right.")
+    assert text.startswith(
+        "The goal is a fair way off, five cells down and five cells to the right.")
     assert "Your previous actions, oldest first: left." in text
     sailing = formatter_for("langadapt/Sailing-v0").format([0.0, 0.0], [0, 1])
     assert "heading directly into the wind" in sailing
