@@ -19,7 +19,7 @@ ENV_ALIASES = {
     "maze": "langadapt/Maze-v0",
     "cartpole": "langadapt/CartPole-v0",
 }
-BENCHMARKS = ("adapters", "llm", "agents", "executors")
+BENCHMARKS = ("adapters", "llm", "agents", "executors", "llm_roles")
 
 
 class UsageError(ValueError):
