@@ -55,6 +55,7 @@ SUMMARY_COLUMNS = (
     "train_wall_time_s",
     "llm_calls",
     "cache_hits",
+    "llm_fallbacks",
 )
 
 
@@ -77,6 +78,7 @@ class SummaryRow:
     train_wall_time_s: float
     llm_calls: int
     cache_hits: int
+    llm_fallbacks: int
 
 
 @dataclass
@@ -92,6 +94,7 @@ class Episode:
     wall_time: float
     llm_calls: int
     cache_hits: int
+    llm_fallbacks: int = 0
 
 
 def read_episodes(path: Path) -> list[Episode]:
@@ -124,6 +127,7 @@ def _episode(row: dict[str, str]) -> Episode:
         wall_time=float(row["wall_time"]),
         llm_calls=int(row["llm_calls"]),
         cache_hits=int(row["cache_hits"]),
+        llm_fallbacks=int(row.get("llm_fallbacks") or 0),
     )
 
 
@@ -227,6 +231,7 @@ def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryR
                 float(np.mean([_train_time(eps) for eps in by_seed.values()])),
                 sum(e.llm_calls for e in group),
                 sum(e.cache_hits for e in group),
+                sum(e.llm_fallbacks for e in group),
             )
         )
     return rows

@@ -293,3 +293,23 @@ def test_episodes_record_llm_fallbacks(finished):
     with open(out / "episodes.csv", newline="") as handle:
         header = next(csv.reader(handle))
     assert "llm_fallbacks" in header
+
+
+def test_a_summary_says_plainly_when_descriptions_were_fallbacks(tmp_path):
+    from fake_ollama import FakeOllama
+
+    with FakeOllama(models=("tiny",), mode="empty") as server:  # every reply is empty
+        llm = {"type": "llm", "settings": {"backend": "ollama", "model": "tiny",
+                                           "host": server.host, "fallback": True,
+                                           "action_history_length": 0, "retries": 0}}
+        config = experiment_from_dict(
+            raw_config(tmp_path, adapters=[{"type": "raw"}, llm], agents=[{"type": "random"}],
+                       seeds=1)
+        )
+        out = run_experiment(config, **QUIET)
+    with open(out / "summary.csv", newline="") as handle:
+        summary = {row["adapter"]: row for row in csv.DictReader(handle)}
+    assert int(summary["llm"]["llm_fallbacks"]) > 0
+    assert int(summary["raw"]["llm_fallbacks"]) == 0
+    assert "llm: " in (out / "summary.md").read_text()
+    assert "came from the rule describer, not the LLM" in (out / "summary.md").read_text()
