@@ -1,0 +1,160 @@
+"""LLM advisor: schedule, sources, zero calls at evaluation, calls <= distinct prompts."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+from test_llm_policy import ScriptedBackend, first_legal
+
+import langadapt.environments  # noqa: F401
+from langadapt.agents import evaluate, make_agent, train
+from langadapt.agents.advisor import AdvisedActions, AdvisorConfig, LLMAdvisor
+from langadapt.environments.maze import ACTION_DELTAS, bfs_distances
+
+
+def maze(name: str = "medium") -> gym.Env:
+    return gym.make("langadapt/Maze-v0", maze=name, step_reward=0.0)
+
+
+def qlearner(env: gym.Env, seed: int = 0):
+    return make_agent("qlearning", env.observation_space, env.action_space, seed=seed,
+                      alpha=0.5, epsilon_decay=0.97)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"probability": 1.5}, "advisor probability is 1.5, expected a number in [0, 1]"),
+        ({"probability": -0.1}, "advisor probability is -0.1, expected a number in [0, 1]"),
+        ({"decay_fraction": 0.0}, "advisor decay_fraction is 0.0, expected a number in (0, 1]"),
+        ({"decay_fraction": 2}, "advisor decay_fraction is 2"),
+        ({"source": "teacher"}, "source"),
+    ],
+)
+def test_bad_schedules_are_errors_naming_the_value(settings: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        AdvisorConfig(**settings)
+    with pytest.raises(ValueError):
+        LLMAdvisor(qlearner(maze()), settings)
+
+
+def test_oracle_needs_a_maze() -> None:
+    env = gym.make("langadapt/CartPole-v0")
+    agent = make_agent("random", env.observation_space, env.action_space)
+    with pytest.raises(ValueError, match="source 'oracle' needs a maze .* got CartPoleEnv"):
+        LLMAdvisor(agent, {"source": "oracle"}).bind(env)
+
+
+def test_schedule_decays_to_zero_at_the_fraction() -> None:
+    advisor = LLMAdvisor(qlearner(maze()), {"source": "random", "probability": 0.8,
+                                           "decay_fraction": 0.5})
+    advice = advisor.advice
+    assert advice.probability(0.0) == pytest.approx(0.8)
+    assert advice.probability(0.25) == pytest.approx(0.4)
+    assert advice.probability(0.5) == 0.0 and advice.probability(0.9) == 0.0
+
+
+def test_oracle_advice_is_a_shortest_path_move() -> None:
+    env = maze("large")
+    advisor = LLMAdvisor(qlearner(env), {"source": "oracle", "probability": 1.0})
+    advisor.bind(env)
+    base = env.unwrapped
+    distance = bfs_distances(base.grid, base.goal)
+    for cell in base.free_cells():
+        if cell == base.goal:
+            continue
+        env.reset(options={"start": cell})
+        legal = base.legal_moves_at(cell)
+        move = advisor.advice.suggest(None, legal)
+        target = (cell[0] + ACTION_DELTAS[move][0], cell[1] + ACTION_DELTAS[move][1])
+        assert distance[target] == distance[cell] - 1
+
+
+def test_llm_advice_costs_at_most_one_call_per_prompt_and_none_at_evaluation() -> None:
+    env = maze("medium")
+    backend = ScriptedBackend(script=first_legal)
+    advisor = LLMAdvisor(qlearner(env), {"source": "llm", "probability": 0.9,
+                                        "decay_fraction": 0.8}, backend=backend)
+    advisor.bind(env)
+    train(advisor, env, episodes=30, seed=0, progress=False)
+    stats = advisor.llm_stats()
+    assert stats["advised"] > 0
+    assert stats["llm_calls"] == len(set(backend.asked)) == len(backend.asked) > 0
+    # counters add up: every advised decision was a call, a cache hit or a single move
+    assert stats["decisions"] == stats["advised"]
+    assert stats["llm_calls"] + stats["cache_hits"] <= stats["decisions"]
+    assert stats["fallbacks"] == stats["parse_failures"] == 0
+    evaluate(advisor, env, episodes=5, seed=1)
+    assert advisor.llm_stats() == stats  # greedy evaluation never asks
+    assert advisor.stats()["llm_calls"] == stats["llm_calls"]
+
+
+def test_advice_stops_after_the_decay_and_the_agent_learns_it() -> None:
+    env = maze("medium")
+    inner = qlearner(env)
+    advisor = LLMAdvisor(inner, {"source": "oracle", "probability": 1.0, "decay_fraction": 0.5})
+    advisor.bind(env)
+    train(advisor, env, episodes=10, seed=0, progress=False)
+    advised_early = advisor.llm_stats()["advised"]
+    assert advised_early > 0
+    records = evaluate(advisor, env, episodes=1, seed=0)
+    assert records[0].success  # p=1 oracle advice for half the episodes teaches the path
+
+
+def test_advised_actions_wrapper_for_sb3_stores_the_executed_action() -> None:
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import DQN
+
+    from langadapt.agents.advisor import sb3_advice_callback
+
+    env = AdvisedActions(maze("umaze"), {"source": "oracle", "probability": 1.0,
+                                         "decay_fraction": 1.0}, total_steps=200)
+    executed: list[int] = []
+
+    class Log(gym.Wrapper):
+        def step(self, action):
+            out = self.env.step(action)
+            executed.append(out[4]["executed_action"])
+            return out
+
+    model = DQN("MlpPolicy", Log(env), learning_starts=1000, buffer_size=1000, seed=0,
+                policy_kwargs={"net_arch": [8]})
+    model.learn(total_timesteps=60, callback=sb3_advice_callback())
+    stored = model.replay_buffer.actions[: len(executed), 0, 0].astype(int).tolist()
+    assert stored == executed
+    assert env.advice.counters["advised"] > 0
+    env.training = False
+    before = env.advice.counters["advised"]
+    env.reset(seed=0)
+    env.step(0)
+    assert env.advice.counters["advised"] == before
+
+
+def test_advisor_in_an_experiment_file(tmp_path) -> None:
+    import yaml
+
+    from langadapt.experiments.config import ConfigError, load_config
+    from langadapt.experiments.runner import run_experiment
+
+    data = {
+        "name": "advice",
+        "environment": {"id": "langadapt/Maze-v0",
+                        "params": {"maze": "umaze", "step_reward": 0.0}},
+        "adapters": [{"type": "raw"}],
+        "agents": [{"type": "qlearning", "label": "q+oracle",
+                    "advisor": {"source": "oracle", "probability": 0.5}}],
+        "training": {"episodes": 5}, "seeds": 1,
+        "evaluation": {"every": 5, "episodes": 1, "final_episodes": 1},
+    }
+    path = tmp_path / "advice.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = run_experiment(load_config(path), out_dir=tmp_path / "out", progress=False,
+                         log=lambda _: None)
+    done = json.loads(next((out / "runs").glob("*/done.json")).read_text())
+    assert done["llm_roles"]["agent"]["advised"] > 0
+    data["agents"][0]["advisor"]["probability"] = 2
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"agents\.0\.advisor\.probability.*expected a number"):
+        load_config(path)
