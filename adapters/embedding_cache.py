@@ -12,25 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from langadapt.llm.store import SQLiteStore
 
-__all__ = ["EmbeddingCache", "TextEncoder", "text_key"]
-
-
-class TextEncoder(Protocol):
-    """What the cache needs from an encoder (``MiniLMEncoder`` is one)."""
-
-    name: str
-
-    @property
-    def dimension(self) -> int: ...
-
-    def encode_many(self, texts: Sequence[str]) -> np.ndarray: ...
+__all__ = ["EmbeddingCache", "text_key"]
 
 
 def text_key(encoder_name: str, text: str) -> str:
@@ -48,7 +37,7 @@ class EmbeddingCache:
     ``store_hits`` (the part of ``hits`` read from the file).
     """
 
-    def __init__(self, encoder: TextEncoder, path: str | os.PathLike[str] | None = None,
+    def __init__(self, encoder: Any, path: str | os.PathLike[str] | None = None,
                  capacity: int = 20_000) -> None:
         self.encoder = encoder
         self.store = SQLiteStore(path, capacity, what="embedding cache", decode=self._decode)

@@ -35,9 +35,17 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from langadapt.llm.cache import AnswerCache, answer_key, default_cache_path
 from langadapt.llm.errors import (
@@ -342,55 +350,60 @@ class LLMBackend(BaseModel):
         src = Path(path)
         if not src.is_file():
             raise ValueError(f"JSONL file {str(src)!r} does not exist")
-        added = 0
         with src.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if line.strip():
-                    added += self._import_line(line, f"{src}:{lineno}")
-        return added
+            return sum(self._import_line(line, f"{src}:{n}")
+                       for n, line in enumerate(fh, start=1) if line.strip())
 
     def _import_line(self, line: str, where: str) -> int:
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {record!r}")
-        answer = record.get("answer", record.get("description"))
-        if not isinstance(answer, str) or not answer.strip():
-            raise ValueError(f"{where}: field 'answer' must be a non-empty string, got {answer!r}")
-        if "messages" in record:
-            try:
-                messages = check_messages(record["messages"])
-            except ValueError as error:
-                raise ValueError(f"{where}: field 'messages': {error}") from None
-        else:
-            prompt, system = record.get("prompt"), record.get("system")
-            if not isinstance(prompt, str) or not prompt:
-                raise ValueError(f"{where}: field 'prompt' must be a non-empty string, "
-                                 f"got {prompt!r}")
-            if system is not None and not isinstance(system, str):
-                raise ValueError(f"{where}: field 'system' must be a string (or absent), "
-                                 f"got {system!r}")
-            messages = ([{"role": "system", "content": system}] if system else []) + [
-                {"role": "user", "content": prompt}]
-        checks = (("backend", str), ("identity", str), ("model", str), ("created", str),
-                  ("options", dict), ("schema", dict))
-        for field, kind in checks:
-            value = record.get(field)
-            if value is not None and (not isinstance(value, kind) or value == ""):
-                raise ValueError(f"{where}: field {field!r} must be a non-empty "
-                                 f"{'JSON object' if kind is dict else 'string'} (or absent), "
-                                 f"got {value!r}")
-        backend = record.get("backend") or self.name
-        identity = record.get("identity") or self.identity
-        options = record.get("options") or self.options()
-        schema = record.get("schema")
-        key = answer_key(backend, identity, options, schema, messages)
+            record = _Record.model_validate_json(line)
+        except ValidationError as error:
+            first = error.errors()[0]
+            if first["type"] == "json_invalid":
+                raise ValueError(f"{where}: not valid JSON ({first['msg']})") from None
+            field = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{where}: field {field!r}: {first['msg']}") from None
+        messages = record.messages or (
+            ([{"role": "system", "content": record.system}] if record.system else [])
+            + [{"role": "user", "content": record.prompt}])
+        backend = record.backend or self.name
+        identity = record.identity or self.identity
+        options = record.options or self.options()
+        key = answer_key(backend, identity, options, record.schema_, messages)
         new = self.cache.get(key) is None
-        self.cache.put(key, answer, {
-            "backend": backend, "identity": identity,
-            "model": record.get("model") or self.model_label(), "options": options,
-            "schema": schema, "messages": messages,
-        }, created=record.get("created"))
+        self.cache.put(key, record.answer, {
+            "backend": backend, "identity": identity, "model": record.model or self.model_label(),
+            "options": options, "schema": record.schema_, "messages": messages,
+        }, created=record.created)
         return int(new)
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class _Record(BaseModel):
+    """One JSONL line of `LLMBackend.import_jsonl`."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    answer: str = Field(min_length=1, validation_alias=AliasChoices("answer", "description"),
+                        pattern=r"\S")
+    messages: list[_Message] | None = Field(None, min_length=1)
+    prompt: str | None = Field(None, min_length=1)
+    system: str | None = None
+    backend: str | None = Field(None, min_length=1)
+    identity: str | None = Field(None, min_length=1)
+    model: str | None = Field(None, min_length=1)
+    created: str | None = Field(None, min_length=1)
+    options: dict[str, Any] | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+
+    @model_validator(mode="after")
+    def _question(self) -> _Record:
+        if self.messages is None and self.prompt is None:
+            raise ValueError("give messages (a list of role/content) or prompt (a string)")
+        if self.messages is not None:
+            self.messages = [m.model_dump() for m in self.messages]  # type: ignore[misc]
+        return self

@@ -64,7 +64,7 @@ class AnswerCache:
         """Store one answer (committed at once); the first answer for a key wins."""
         if not isinstance(answer, str) or not answer.strip():
             raise ValueError(f"refusing to cache an empty or non-text answer: {answer!r}")
-        self.store.put(key, answer, answer, meta, created)
+        self.store.put_many([(key, answer, answer, meta)], created)
 
     def __len__(self) -> int:
         return len(self.store)

@@ -180,7 +180,7 @@ class LlamaCppBackend(LLMBackend):
         grammar_for(schema)
 
     def resolve_identity(self) -> str:
-        memo = None if self.cache_path is None else Path(self.cache_path).parent / "gguf_sha256.json"
+        memo = None if self.cache_path is None else self.cache_path.parent / "gguf_sha256.json"
         return "sha256:" + file_sha256(self.model_path, memo)
 
     def llama(self) -> Any:
@@ -201,5 +201,6 @@ class LlamaCppBackend(LLMBackend):
         try:
             content = reply["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as error:
-            raise LLMReplyError(f"{self.where()} returned an unexpected reply: {reply!r}") from error
+            raise LLMReplyError(
+                f"{self.where()} returned an unexpected reply: {reply!r}") from error
         return content

@@ -93,7 +93,8 @@ class SQLiteStore:
                 self._open()
             except sqlite3.DatabaseError as error:
                 if not _is_corrupt(error):
-                    raise CacheError(f"{what} {str(self.path)!r} cannot be opened: {error}") from error
+                    raise CacheError(
+                        f"{what} {str(self.path)!r} cannot be opened: {error}") from error
                 self._recover(error)
 
     # ---- the file ------------------------------------------------------------------
@@ -197,27 +198,18 @@ class SQLiteStore:
         return self.get_many([key]).get(key)
 
     # ---- writing -------------------------------------------------------------------
-    def put_many(self, items: Iterable[tuple[str, Any, Any, dict[str, Any] | None]]) -> None:
+    def put_many(self, items: Iterable[tuple[str, Any, Any, dict[str, Any] | None]],
+                 created: str | None = None) -> None:
         """Store ``(key, memory value, stored value, meta)`` items in one transaction."""
-        rows = []
+        stamp = created or utc_now()
         with self._lock:
+            rows = []
             for key, value, stored, meta in items:
                 self._remember(key, value)
                 rows.append((key, stored, json.dumps(meta or {}, ensure_ascii=False,
-                                                     sort_keys=True), utc_now()))
+                                                     sort_keys=True), stamp))
             if rows and self._db is not None:
                 self._run(lambda db: _insert(db, rows))
-
-    def put(self, key: str, value: Any, stored: Any, meta: dict[str, Any] | None = None,
-            created: str | None = None) -> None:
-        if created is None:
-            self.put_many([(key, value, stored, meta)])
-            return
-        with self._lock:
-            self._remember(key, value)
-            row = (key, stored, json.dumps(meta or {}, ensure_ascii=False, sort_keys=True), created)
-            if self._db is not None:
-                self._run(lambda db: _insert(db, [row]))
 
     def _remember(self, key: str, value: Any) -> None:
         memory = self._memory

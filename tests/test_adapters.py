@@ -23,9 +23,9 @@ from gymnasium.utils.env_checker import check_env
 from langadapt import adapters
 from langadapt.adapters import (
     STAT_KEYS,
+    CacheError,
     CartPoleDescriber,
     EmbeddingCache,
-    CacheError,
     LanguageAdapter,
     LanguageObservation,
     MazeDescriber,

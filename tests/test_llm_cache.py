@@ -157,7 +157,7 @@ def test_jsonl_plain_lines_import_under_the_importers_key_and_round_trip(tmp_pat
                         (json.dumps({"prompt": "p", "answer": "a", "options": [1]}),
                          "field 'options'"),
                         (json.dumps({"messages": [{"role": "x"}], "answer": "a"}),
-                         "field 'messages'")]:
+                         "field 'messages.0.role'")]:
         (tmp_path / "bad.jsonl").write_text(line + "\n")
         with pytest.raises(ValueError, match=f"bad.jsonl:1: {match}"):
             backend.import_jsonl(tmp_path / "bad.jsonl")

@@ -14,8 +14,7 @@ import pytest
 from fake_ollama import FakeOllama
 from pydantic import ValidationError
 
-from langadapt import adapters
-from langadapt import environments
+from langadapt import adapters, environments
 from langadapt.adapters.llm import LlamaCppAdapter, LLMAdapter, OllamaAdapter, make_llm_adapter
 from langadapt.llm import (
     LLMBackend,
@@ -332,7 +331,7 @@ def test_jsonl_import_rejects_bad_lines(tmp_path, maze):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "p", "description": "", "model": "m"}\n')
     adapter = OllamaAdapter(maze, cache_path=tmp_path / "c.sqlite")
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: field 'answer'"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: field 'description'"):
         adapter.import_jsonl(bad)
 
 
