@@ -54,7 +54,9 @@ class ProcessExecutor:
             return
         workers = min(self.jobs, len(keys))
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(runner.execute_run, data, key, str(out_dir)): key for key in keys}
+            futures = {
+                pool.submit(runner.execute_run, data, key, str(out_dir)): key for key in keys
+            }
             for future in as_completed(futures):
                 future.result()
                 yield Outcome(futures[future])

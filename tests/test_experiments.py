@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from langadapt.experiments import runner as runner_module
-from langadapt.experiments.config import ConfigError, load_config, experiment_from_dict
+from langadapt.experiments.config import ConfigError, experiment_from_dict, load_config
 from langadapt.experiments.report import read_episodes, summarise, write_report
 from langadapt.experiments.runner import run_experiment, runs_of
 
@@ -230,7 +230,8 @@ def test_an_existing_results_folder_is_protected(finished_tiny_run, tmp_path):
     config, out = finished_tiny_run
     with pytest.raises(ConfigError, match="already holds results of this experiment"):
         run_experiment(config, progress=False, log=lambda _: None)
-    other = config.model_copy(update={"training": config.training.model_copy(update={"episodes": 7})})
+    longer = config.training.model_copy(update={"episodes": 7})
+    other = config.model_copy(update={"training": longer})
     with pytest.raises(ConfigError, match="holds the results of a different experiment"):
         run_experiment(other, out_dir=out, resume=True, progress=False, log=lambda _: None)
     assert (out / "summary.csv").is_file()  # nothing already written was lost

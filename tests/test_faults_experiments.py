@@ -258,7 +258,8 @@ def test_a_corrupt_config_yaml_in_the_results_folder_is_one_line_on_resume(finis
 
 def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
     path = tmp_path / "latin1.yaml"
-    path.write_bytes(yaml.safe_dump(raw_config(tmp_path, description="café"), allow_unicode=True).encode("latin-1"))
+    text = yaml.safe_dump(raw_config(tmp_path, description="café"), allow_unicode=True)
+    path.write_bytes(text.encode("latin-1"))
     with pytest.raises(ConfigError, match=r"latin1\.yaml: not a UTF-8 text file"):
         load_config(path)
     result = _cli("run", str(path))

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from fake_ollama import FakeOllama
+
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.executors import ShippedAdapter, ship
 from langadapt.experiments.executors_ray import RayUnavailableError
@@ -57,7 +57,8 @@ def experiment(tmp_path: Path, **changes) -> dict:
 
 def _rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as handle:
-        return [{k: v for k, v in row.items() if k != "wall_time"} for row in csv.DictReader(handle)]
+        rows = csv.DictReader(handle)
+        return [{k: v for k, v in row.items() if k != "wall_time"} for row in rows]
 
 
 def _free_port() -> int:
@@ -334,8 +335,8 @@ def _port_open(port: int) -> bool:
 
 
 def _alive_nodes(address: str, env: dict[str, str]) -> int:
-    code = ("import ray, logging; ray.init(address=%r, logging_level=logging.ERROR); "
-            "print(sum(n['Alive'] for n in ray.nodes()))" % address)
+    code = (f"import ray, logging; ray.init(address={address!r}, logging_level=logging.ERROR); "
+            "print(sum(n['Alive'] for n in ray.nodes()))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120, env=env)
     return int(result.stdout.strip() or 0)
