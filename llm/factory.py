@@ -4,7 +4,8 @@
 ``"auto"`` -> Ollama when a server answers at ``host`` (default ``$OLLAMA_HOST`` or
 127.0.0.1:11434) and has the model, else llama.cpp. A dict gives ``backend`` and the
 backend's fields (``model``, ``host``, ``temperature``, ...), generation options also nested
-under ``options``. With ``auto`` a ``model`` that is a file goes to llama.cpp directly; an
+under ``options``. With ``auto`` a ``model`` that is a file (or ends in ``.gguf``) goes to
+llama.cpp directly; an
 Ollama model name is dropped when llama.cpp is picked (the reason says so), and so are the
 fields of the backend not picked. The choice is logged and kept in ``choice_reason``.
 """
@@ -48,7 +49,10 @@ def _flatten(spec: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _is_file(model: Any) -> bool:
-    return isinstance(model, (str, os.PathLike)) and Path(model).expanduser().is_file()
+    """Whether ``model`` names a GGUF file (an existing file, or any path ending in .gguf,
+    so that a missing one is an error naming it rather than a silent switch of model)."""
+    return isinstance(model, (str, os.PathLike)) and (
+        os.fspath(model).lower().endswith(".gguf") or Path(model).expanduser().is_file())
 
 
 def backend_fields(spec: Mapping[str, Any]) -> list[tuple[type[LLMBackend], dict[str, Any]]]:
