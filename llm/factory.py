@@ -5,9 +5,8 @@
 127.0.0.1:11434) and has the model, else llama.cpp. A dict gives ``backend`` and the
 backend's fields (``model``, ``host``, ``temperature``, ...), generation options also nested
 under ``options``. With ``auto`` a ``model`` that is a file (or ends in ``.gguf``) goes to
-llama.cpp directly; an
-Ollama model name is dropped when llama.cpp is picked (the reason says so), and so are the
-fields of the backend not picked. The choice is logged and kept in ``choice_reason``.
+llama.cpp directly; an Ollama model name is dropped when llama.cpp is picked (the reason
+says so), and so are the fields of the backend not picked. The choice is logged and kept in ``choice_reason``.
 """
 
 from __future__ import annotations
