@@ -215,17 +215,24 @@ class LLMPolicy(Agent):
         if len(moves) == 1:
             return moves[0]
         started = time.perf_counter()
-        messages = [{"role": "system", "content": self.formatter.system_prompt}]
-        for ex_state, ex_moves, ex_action in self._examples():
-            messages.append({"role": "user", "content": self._user(ex_state, ex_moves, ())})
-            messages.append({"role": "assistant", "content": self._answer(ex_action)})
-        messages.append({"role": "user", "content": self._user(state, moves, history)})
+        messages = self.messages(state, moves, history)
         try:
             if self.config.decoding == "structured":
                 return self._structured(messages, moves)
             return self._text(messages, moves)
         finally:
             self.counters["seconds"] += time.perf_counter() - started
+
+    def messages(
+        self, state: Any, moves: Sequence[int], history: Sequence[Any] = ()
+    ) -> list[dict[str, str]]:
+        """The chat messages of one decision: the task, few-shot turns, the state."""
+        messages = [{"role": "system", "content": self.formatter.system_prompt}]
+        for ex_state, ex_moves, ex_action in self._examples():
+            messages.append({"role": "user", "content": self._user(ex_state, ex_moves, ())})
+            messages.append({"role": "assistant", "content": self._answer(ex_action)})
+        messages.append({"role": "user", "content": self._user(state, moves, history)})
+        return messages
 
     def _user(self, state: Any, moves: Sequence[int], history: Sequence[Any]) -> str:
         text = self.formatter.format(state, moves, history)
@@ -350,6 +357,40 @@ def llm_layer_names(counters: dict[str, float]) -> dict[str, float]:
     return {"llm_calls": counters.get("llm_calls", 0),
             "llm_cache_hits": counters.get("cache_hits", 0),
             "llm_fallbacks": counters.get("fallbacks", 0)}
+
+
+def show_prompt(
+    env: Any, role: str, backend: Any, state: Any = None, decoding: str = "structured"
+) -> str:
+    """The messages an LLM role (``policy``, ``advisor`` or ``shaper``) sends for ``state``
+    (default: the environment's reset state) and the reply, as text (``langadapt prompt``)."""
+    obs, info = env.reset(seed=0)
+    state = obs if state is None else np.asarray(state, dtype=np.float32)
+    legal = info.get("legal_moves")
+    base = env.unwrapped
+    if state is not obs and hasattr(base, "legal_moves_at"):
+        legal = base.legal_moves_at((int(state[0]), int(state[1])))
+    if role == "shaper":
+        from langadapt.adapters.reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
+
+        shaper_formatter = formatter_for(env)
+        messages = [{"role": "system", "content": shaper_formatter.system_prompt},
+                    {"role": "user", "content": shaper_formatter.format(state, legal) + "\n"
+                     + POTENTIAL_QUESTION}]
+        reply = make_llm_backend(backend).chat(messages, schema=POTENTIAL_SCHEMA, max_tokens=16)
+    elif role in ("policy", "advisor"):
+        policy = LLMPolicy(env.observation_space, env.action_space,
+                           {"decoding": decoding}, backend=backend)
+        policy.bind(env)
+        moves = policy.formatter.check_legal(legal)
+        messages = policy.messages(state, moves)
+        action = policy.decide(state, moves)
+        name = policy.formatter.action_names[action]
+        reply = f"-> action {action} ({name}); counters {policy.llm_stats()}"
+    else:
+        raise ValueError(f"role is {role!r}, expected policy, advisor or shaper")
+    shown = [f"[{m['role']}]\n{m['content']}" for m in messages]
+    return "\n\n".join([*shown, f"[reply]\n{reply}"])
 
 
 def _find_history(env: Any) -> Any:

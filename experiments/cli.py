@@ -80,6 +80,18 @@ def _parser() -> argparse.ArgumentParser:
                           "--backend auto a GGUF file goes to llama.cpp)")
     describe.add_argument("--host", default=None, help="Ollama host (default $OLLAMA_HOST)")
 
+    prompt = commands.add_parser(
+        "prompt", help="show the LLM policy / advisor / shaper prompt and reply for one state",
+        description="Print the prompt an LLM role sends for one state and the reply it gets.")
+    prompt.add_argument("env", help="sailing, maze, cartpole or a gymnasium id")
+    prompt.add_argument("--role", choices=("policy", "advisor", "shaper"), default="policy")
+    prompt.add_argument("--maze", default=None, help="maze layout (maze only)")
+    prompt.add_argument("--state", default=None, help="raw observation (default: the reset)")
+    prompt.add_argument("--decoding", choices=("structured", "text"), default="structured")
+    prompt.add_argument("--backend", default="llamacpp", choices=("llamacpp", "ollama"))
+    prompt.add_argument("--model", default=None, help="Ollama model name or GGUF path")
+    prompt.add_argument("--host", default=None, help="Ollama host")
+
     prerender = commands.add_parser(
         "prerender",
         help="describe and encode every reachable state of an experiment into the caches",
@@ -231,6 +243,20 @@ def _legal_moves_of(env, state) -> list[int]:
     return list(range(env.action_space.n))
 
 
+def command_prompt(args: argparse.Namespace) -> int:
+    import gymnasium
+
+    from langadapt.agents.llm_policy import show_prompt
+
+    env_id = ENV_ALIASES.get(args.env.lower(), args.env)
+    env = gymnasium.make(env_id, **({"maze": args.maze} if args.maze else {}))
+    spec = {"backend": args.backend, **{k: getattr(args, k) for k in ("model", "host")
+                                        if getattr(args, k)}}
+    state = _parse_state(args.state) if args.state else None
+    print(show_prompt(env, args.role, spec, state=state, decoding=args.decoding))
+    return 0
+
+
 def command_prerender(args: argparse.Namespace) -> int:
     from langadapt.experiments.config import load_config
     from langadapt.experiments.runner import prerender
@@ -283,6 +309,7 @@ def command_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "run": command_run,
     "describe": command_describe,
+    "prompt": command_prompt,
     "prerender": command_prerender,
     "report": command_report,
     "bench": command_bench,
