@@ -360,3 +360,27 @@ def test_experiment_file_two_round_smoke_through_fake_ollama(tmp_path, monkeypat
     assert "| llm | 1 | 1 |" in summary and "random_search" in summary and "qlearning" in summary
     assert (out / "best_so_far.png").stat().st_size > 0
     assert len((out / "rounds.csv").read_text().splitlines()) == 1 + 3 + 3
+
+
+def test_maze_tables_and_save_load(tmp_path):
+    """The maze's (row, col) is the state itself; illegal table moves fall back to a legal
+    one (counted); the kept policy survives save / load."""
+    env = gym.make("langadapt/Maze-v0", maze="umaze")
+    agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=1,
+                       proposer="random", rounds=5, evaluation_episodes=1)
+    assert agent.n_states == 25
+    agent.search(env, seed=1)
+    assert agent.counters["illegal_table_actions"] > 0 and agent.finished
+    agent.save(tmp_path / "search.pt")
+    fresh = make_agent("llm_policy_search", env.observation_space, env.action_space,
+                       proposer="random", rounds=5, evaluation_episodes=1)
+    fresh.load(tmp_path / "search.pt")
+    assert fresh.best.to_json() == agent.best.to_json()
+    assert fresh.best_return == agent.best_return
+    obs, info = env.reset(seed=2)
+    assert fresh.act(obs, info["legal_moves"], False) == agent.act(obs, info["legal_moves"],
+                                                                   False)
+    linear = make_agent("llm_policy_search", env.observation_space, env.action_space,
+                        family="linear", proposer="random", rounds=5, evaluation_episodes=1)
+    with pytest.raises(ValueError, match="tabular"):
+        linear.load(tmp_path / "search.pt")
