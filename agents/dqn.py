@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
@@ -50,12 +50,14 @@ class DQNConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    hidden_sizes: list[int] = Field(
-        default_factory=lambda: [256, 256], description="Widths of the hidden layers."
+    hidden_sizes: list[Annotated[int, Field(le=65_536)]] = Field(
+        default_factory=lambda: [256, 256], max_length=64,
+        description="Widths of the hidden layers (at most 64 layers of 65,536).",
     )
     activation: Literal["relu", "tanh"] = Field("relu", description="Hidden activation.")
     learning_rate: float = Field(1e-3, gt=0.0, description="Adam learning rate.")
-    buffer_size: int = Field(100_000, ge=1, description="Replay buffer capacity (transitions).")
+    buffer_size: int = Field(100_000, ge=1, le=100_000_000,
+                             description="Replay buffer capacity (transitions).")
     learning_starts: int = Field(
         1000, ge=0, description="Steps of uniformly random acting before training starts."
     )
@@ -339,12 +341,14 @@ class DQNAgent(Agent):
         }
 
     def restore(self, snapshot: dict[str, torch.Tensor]) -> None:
-        """Copy weights from :meth:`snapshot` (in place: the acting views stay valid)."""
-        for name, net in (("q_net", self.q_net), ("target_net", self.target_net)):
-            want = net.state_dict()
-            net.load_state_dict(
-                {k: take(snapshot, f"{name}.{k}", tuple(v.shape)) for k, v in want.items()}
-            )
+        """Copy weights from :meth:`snapshot` (in place: the acting views stay valid);
+        every tensor is checked before any is copied."""
+        checked = {
+            name: {k: take(snapshot, f"{name}.{k}", v.shape) for k, v in net.state_dict().items()}
+            for name, net in (("q_net", self.q_net), ("target_net", self.target_net))
+        }
+        self.q_net.load_state_dict(checked["q_net"])
+        self.target_net.load_state_dict(checked["target_net"])
 
     def header(self) -> dict[str, Any]:
         return super().header() | {
@@ -370,7 +374,6 @@ class DQNAgent(Agent):
         return state, tensors
 
     def set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-        self.restore({k: v.to(self.device) for k, v in tensors.items()})
         optimizer = self.optimizer.state_dict()
         optimizer["state"] = {
             i: {
@@ -381,6 +384,7 @@ class DQNAgent(Agent):
             for i, p in enumerate(self.q_net.parameters())
             if f"optimizer.{i}.step" in tensors
         }
+        self.restore({k: v.to(self.device) for k, v in tensors.items()})
         self.optimizer.load_state_dict(optimizer)
         super().set_state(state, tensors)
         self.num_timesteps = int(state["num_timesteps"])
