@@ -144,7 +144,7 @@ def evaluate(
     _check_count("after_episode", after_episode, minimum=0, optional=False)
     _check_env(agent, env)
     records = []
-    text = agent.reads_description
+    text = getattr(agent, "reads_description", False)
     reset_seed: int | None = seed
     for _ in range(episodes):
         t0 = time.perf_counter()
@@ -268,7 +268,7 @@ def train(
         dynamic_ncols=True,
     )
     act, learn, step = agent.act, agent.learn, env.step
-    text = agent.reads_description
+    text = getattr(agent, "reads_description", False)
     total, done_episodes = 0, 0
     next_eval_step = eval_every_steps
     reset_seed: int | None = seed
