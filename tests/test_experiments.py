@@ -60,6 +60,8 @@ def test_every_shipped_config_is_valid():
         "cartpole.yaml",
     } <= names
     for path in CONFIGS:
+        if "grpo" in yaml.safe_load(path.read_text()):
+            continue  # a `langadapt finetune` file, not an experiment
         config = load_config(path)
         assert config.seed_list, path
 

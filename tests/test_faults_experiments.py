@@ -314,3 +314,12 @@ def test_a_summary_says_plainly_when_descriptions_were_fallbacks(tmp_path):
     assert int(summary["raw"]["llm_fallbacks"]) == 0
     assert "llm: " in (out / "summary.md").read_text()
     assert "came from the rule describer, not the LLM" in (out / "summary.md").read_text()
+
+
+def test_a_huge_network_fails_when_the_file_is_read(tmp_path):
+    dqn = {"type": "dqn", "params": {"hidden_sizes": [10**9]}}
+    with pytest.raises(ConfigError, match=r"agents\.0\.params\.hidden_sizes"):
+        experiment_from_dict(raw_config(tmp_path, agents=[dqn]), "x.yaml")
+    buffer = {"type": "dqn", "params": {"buffer_size": 10**12}}
+    with pytest.raises(ConfigError, match=r"agents\.0\.params\.buffer_size"):
+        experiment_from_dict(raw_config(tmp_path, agents=[buffer]), "x.yaml")
