@@ -4,10 +4,10 @@ LLM policy search (``llm_policy_search`` agents) beside step-wise learners.
 Written into the results folder by the runner (rebuild with
 ``python -m langadapt.experiments.search_report DIR``):
 
-- ``search_summary.md``: per agent, the best-so-far return (mean ± 95% CI over seeds) after
-  10, 30 and 100 LLM calls (random search: proposals; "–" where a run made fewer calls) and
-  at the environment steps the LLM search had used by then (Q-learning / DQN: their best
-  greedy evaluation so far);
+- ``search_summary.md``: per agent, the best-so-far return (mean and 95% bootstrap interval
+  over seeds) after 10, 30 and 100 LLM calls (random search: proposals; "–" where a run made
+  fewer calls) and at the environment steps the LLM search had used by then (Q-learning /
+  DQN: their best greedy evaluation so far);
 - ``rounds.csv``: every round of every search run (prompt size, proposal, evaluated return,
   kept or not, requests, env steps), from the runs' ``done.json``;
 - ``best_so_far.png``: the two curves for every agent.
@@ -128,8 +128,8 @@ def summary_markdown(curves: list[RunCurve], title: str) -> str:
     most = max((c.points[-1][0] for c in curves if c.search and c.points), default=0)
     calls = sorted({*(k for k in CALL_MARKS if k <= most), most} - {0}) or list(CALL_MARKS)
     lines = [f"# {title}", "",
-             "Best-so-far return, mean ± 95% CI over seeds, after N LLM calls (random search: "
-             "N proposals):", "",
+             "Best-so-far return, mean [95% bootstrap interval] over seeds, after N LLM calls "
+             "(random search: N proposals):", "",
              "| agent | seeds | " + " | ".join(f"{k} calls" for k in calls)
              + " | env steps (all rounds) | skipped rounds | LLM calls (cache hits) | "
              "LLM seconds |",
