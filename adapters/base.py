@@ -292,19 +292,24 @@ class BaseAdapter(BaseModel):
         """``(vector, text)`` of one input, from the memo when it was seen before."""
         memo = self.memo
         try:  # the warm path: an array of the env's dtype and shape, int moves, seen before
-            if state.dtype is memo.dtype and state.shape == memo.shape:
+            if state.dtype is memo.dtype:
                 kind = type(legal_moves)
-                if kind is list or kind is tuple:
+                if kind is list:  # the state index (empty when the history matters)
+                    entry = memo.by_state.get(state.tobytes())
+                    if (entry is not None and entry[0] == legal_moves
+                            and state.shape == memo.shape):
+                        for move in legal_moves:
+                            if type(move) is not int:
+                                break
+                        else:
+                            return entry[1]
+                if (kind is list or kind is tuple) and state.shape == memo.shape:
                     for move in legal_moves:
                         if type(move) is not int:
                             break
                     else:
-                        hk = memo.history_key
-                        if hk is None and kind is list:
-                            entry = memo.by_state.get(state.tobytes())
-                            if entry is not None and entry[0] == legal_moves:
-                                return entry[1]
                         key = state.tobytes() + bytes(legal_moves)
+                        hk = memo.history_key
                         hit = memo.entries.get(key if hk is None
                                                else (key, hk(episode_action_history)))
                         if hit is not None:
