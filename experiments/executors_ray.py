@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -40,8 +41,20 @@ class RayUnavailableError(ConfigError):
     """Ray is not installed, or the cluster cannot be reached."""
 
 
-def import_ray() -> Any:
-    """The ``ray`` module, else an error naming the extra that installs it."""
+#: Ray reads this once, when it is imported: "0" makes a node use the loopback address
+#: instead of the machine's network address. A cluster this process starts for itself
+#: (no ``--address``) serves only this machine, so it stays on 127.0.0.1.
+LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def import_ray(local_cluster: bool = False) -> Any:
+    """The ``ray`` module, else an error naming the extra that installs it.
+
+    ``local_cluster``: this process will start its own single-machine cluster, which then
+    listens on 127.0.0.1 only (unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is set or Ray
+    was imported already)."""
+    if local_cluster and "ray" not in sys.modules:
+        os.environ.setdefault(LOOPBACK_ONLY_ENV, "0")
     try:
         import ray
     except ImportError:
@@ -77,7 +90,7 @@ class RayExecutor:
     """Runs as Ray tasks. ``jobs``: most runs in flight (default: all, Ray queues them)."""
 
     def __init__(self, spec: ExecutorSpec, jobs: int | None = None) -> None:
-        self.ray = import_ray()
+        self.ray = import_ray(local_cluster=spec.address is None)
         self.spec = spec
         self.jobs = jobs
         self.startup_seconds: float | None = None
