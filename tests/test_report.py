@@ -69,3 +69,40 @@ def test_summary_reports_last_and_best_policies_and_few_seeds():
     markdown = summary_markdown([row], "t", 475.0)
     assert "40 (2/3)" in markdown and "retained policy return" in markdown
     assert "Fewer than 5 seeds (3)" in markdown
+
+
+def test_keep_best_experiment_writes_best_and_final_rows(tmp_path):
+    import csv
+
+    import pytest
+
+    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.runner import run_experiment
+
+    data = {
+        "name": "keep",
+        "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}},
+        "adapters": [{"type": "raw"}],
+        "agents": [{"type": "qlearning", "params": {"alpha": 0.5}}],
+        "training": {"episodes": 12},
+        "seeds": 2,
+        "evaluation": {"every": 4, "episodes": 2, "final_episodes": 3, "keep_best": True},
+        "output": str(tmp_path / "out"),
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    run_experiment(experiment_from_dict(data), progress=False, log=lambda _: None)
+    with open(tmp_path / "out" / "episodes.csv", newline="") as handle:
+        episodes = list(csv.DictReader(handle))
+    for seed in ("0", "1"):
+        mine = [r for r in episodes if r["seed"] == seed]
+        assert [r["phase"] for r in mine].count("best") == 3
+        assert [r["phase"] for r in mine].count("final") == 3
+        evaluated_after = {int(r["episode"]) for r in mine if r["phase"] == "eval"}
+        assert {int(r["episode"]) for r in mine if r["phase"] == "best"} <= evaluated_after
+    from langadapt.experiments.report import read_episodes
+
+    (row,) = summarise(read_episodes(tmp_path / "out" / "episodes.csv"), None)
+    assert not math.isnan(row.best_return_mean) and 4 <= row.best_chosen_at <= 12
+    data["evaluation"] = {"every": None, "keep_best": True}
+    with pytest.raises(ConfigError, match="keep_best needs an evaluation schedule: set evaluation"):
+        experiment_from_dict(data)
