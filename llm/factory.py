@@ -6,7 +6,8 @@
 backend's fields (``model``, ``host``, ``temperature``, ...), generation options also nested
 under ``options``. With ``auto`` a ``model`` that is a file (or ends in ``.gguf``) goes to
 llama.cpp directly; an Ollama model name is dropped when llama.cpp is picked (the reason
-says so), and so are the fields of the backend not picked. The choice is logged and kept in ``choice_reason``.
+says so), and so are the fields of the backend not picked. The choice is logged and kept
+in ``choice_reason``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.llm.backend import LLMBackend
+from langadapt.llm.errors import ModelNotFoundError
 from langadapt.llm.llamacpp import LlamaCppBackend
-from langadapt.llm.ollama import DEFAULT_OLLAMA_MODEL, OllamaBackend, default_host, ollama_has_model
+from langadapt.llm.ollama import OllamaBackend
 from langadapt.llm.transformers_backend import TransformersBackend
 
 __all__ = ["BACKENDS", "backend_fields", "make_backend"]
@@ -87,15 +89,18 @@ def make_backend(spec: str | Mapping[str, Any] | LLMBackend) -> LLMBackend:
             logger.info("LLM backend auto -> llamacpp (%s)", backend.choice_reason)
         return backend
     (_, ollama_fields), (_, embedded) = options
-    OllamaBackend(**ollama_fields)  # a bad field is a ValidationError before any probe
+    ollama = OllamaBackend(**ollama_fields)  # a bad field is a ValidationError before any probe
     LlamaCppBackend(**embedded)
-    host = ollama_fields.get("host") or default_host()
-    model = ollama_fields.get("model") or DEFAULT_OLLAMA_MODEL
-    found, reason = ollama_has_model(host, model, timeout=min(2.0, ollama_fields.get("timeout",
-                                                                                     2.0)))
-    backend = OllamaBackend(**ollama_fields) if found else LlamaCppBackend(**embedded)
+    probe = ollama.model_copy(update={"timeout": min(2.0, ollama.timeout)})
+    try:
+        found = probe.listed_digest() is not None
+        reason = (f"Ollama at {ollama.host} has model {ollama.model!r}" if found
+                  else f"no Ollama server answering at {ollama.host}")
+    except ModelNotFoundError:
+        found, reason = False, f"Ollama at {ollama.host} has no model {ollama.model!r}"
+    backend = ollama if found else LlamaCppBackend(**embedded)
     if not found and "model" in ollama_fields:
-        reason += f"; the Ollama model name {model!r} does not apply to llama.cpp"
+        reason += f"; the Ollama model name {ollama.model!r} does not apply to llama.cpp"
     backend._choice_reason = reason
     logger.info("LLM backend auto -> %s (%s)", backend.name, reason)
     return backend

@@ -31,8 +31,7 @@ from langadapt.llm.errors import (
     StructuredOutputError,
 )
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_OLLAMA_MODEL", "OllamaBackend", "default_host",
-           "ollama_has_model"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_OLLAMA_MODEL", "OllamaBackend", "default_host"]
 
 if TYPE_CHECKING:
     import ollama
@@ -104,11 +103,9 @@ class OllamaBackend(LLMBackend):
             f"{self.where()}: the connection failed ({type(error).__name__}: {error}), "
             f"{self.retries + 1} attempt(s) in total")
 
-    def resolve_identity(self) -> str:
-        """``sha256:<digest>`` of the model as the server lists it; the name when unreachable.
-
-        Raises `ModelNotFoundError` when the server answers but has no such model.
-        """
+    def listed_digest(self) -> str | None:
+        """The digest the server lists for the model (``""`` when it gives none), or None when
+        no server answers. Raises `ModelNotFoundError` when the server lacks the model."""
         import httpx
         import ollama
 
@@ -116,15 +113,22 @@ class OllamaBackend(LLMBackend):
             listed = self.client.list()
         except (ConnectionError, httpx.HTTPError, ollama.ResponseError,
                 json.JSONDecodeError, pydantic.ValidationError):
-            return self.model
+            return None
         wanted = _tagged(self.model)
         for entry in listed.models:
             if _tagged(entry.model or "") == wanted:
-                digest = entry.digest or ""
-                return digest if digest.startswith("sha256:") or not digest else f"sha256:{digest}"
+                return entry.digest or ""
         raise ModelNotFoundError(
             f"the Ollama server at {self.host} does not have model {self.model!r}; download it "
             f"with `ollama pull {self.model}`")
+
+    def resolve_identity(self) -> str:
+        """``sha256:<digest>`` of the model as the server lists it; the model name when the
+        server cannot be reached (or lists no digest)."""
+        digest = self.listed_digest()
+        if not digest:
+            return self.model
+        return digest if digest.startswith("sha256:") else f"sha256:{digest}"
 
     def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int) -> str:
         """One chat request."""
@@ -177,25 +181,3 @@ class OllamaBackend(LLMBackend):
                                 f"{type(content).__name__}; expected text")
         return content
 
-
-def ollama_has_model(host: str, model: str, timeout: float = 2.0) -> tuple[bool, str]:
-    """Whether an Ollama server at ``host`` answers and has ``model``, with a reason."""
-    import httpx
-    import ollama
-
-    client = ollama.Client(host=host, timeout=timeout)
-    try:
-        client.show(model)
-    except (ConnectionError, httpx.ConnectError):
-        return False, f"no Ollama server at {host}"
-    except httpx.HTTPError as error:
-        return False, f"Ollama at {host} did not answer ({type(error).__name__})"
-    except ollama.ResponseError as error:
-        if error.status_code == 404:
-            return False, f"Ollama at {host} has no model {model!r}"
-        return False, f"Ollama at {host} answered HTTP {error.status_code}"
-    except (json.JSONDecodeError, pydantic.ValidationError):
-        return False, f"the server at {host} does not speak Ollama's API"
-    finally:
-        client.close()
-    return True, f"Ollama at {host} has model {model!r}"
