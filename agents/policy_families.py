@@ -139,9 +139,8 @@ class Discretisation:
         lines = [f"There are {self.n_states} states; state = {terms}, where"]
         for d in range(self.dims):
             if self.discrete:
-                lines.append(
-                    f"- i{d} = {names[d]} - {self.low[d]:g} (from 0 to {int(self.sizes[d]) - 1})"
-                )
+                offset = f" - {self.low[d]:g}" if self.low[d] else ""
+                lines.append(f"- i{d} = {names[d]}{offset} (0 to {int(self.sizes[d]) - 1})")
                 continue
             inner = self.inner_edges[d].tolist()
             ranges = ", ".join(_bin_range(k, inner) for k in range(len(inner) + 1))

@@ -523,8 +523,11 @@ class LLMPolicySearch(Agent):
         if self.config.replay_buffer:
             parts = [head, "Best episodes so far:"]
             parts += [self._trajectory_line(t) for t in self.best_trajectories]
-            parts.append("Worst episodes so far:")
-            parts += [self._trajectory_line(t) for t in self.worst_trajectories]
+            worst = [t for t in self.worst_trajectories
+                     if not any(t is b for b in self.best_trajectories)]
+            if worst:
+                parts.append("Worst episodes so far:")
+                parts += [self._trajectory_line(t) for t in worst]
         elif self.latest_trajectory is not None:
             parts = [head, "Latest episode:", self._trajectory_line(self.latest_trajectory)]
         else:
