@@ -73,7 +73,6 @@ class LLMAdapter(BaseAdapter):
     _describer: Any = PrivateAttr(default=None)
     _action_names: tuple[str, ...] | None = PrivateAttr(default=None)
     _fallback_texts: set[str] = PrivateAttr(default_factory=set)
-    _fallback_keys: set[str] = PrivateAttr(default_factory=set)
     _last_fallback: bool = PrivateAttr(default=False)
     _cuts: list[int] = PrivateAttr(default_factory=lambda: [0])
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
@@ -136,11 +135,6 @@ class LLMAdapter(BaseAdapter):
         """Whether the most recent description was the rule-language fallback."""
         return self._last_fallback
 
-    @property
-    def fallback_prompts(self) -> frozenset[str]:
-        """Cache keys of the prompts answered by the fallback in this process."""
-        return frozenset(self._fallback_keys)
-
     # ---- prompts -------------------------------------------------------------------------
     def action_name(self, action: Any) -> str:
         """An action in words (``"2 (down)"``) or ``"<n>"`` when unnamed."""
@@ -197,14 +191,10 @@ class LLMAdapter(BaseAdapter):
         except LLMError:
             if not self.fallback:
                 raise
-        backend = self._backend
-        backend.record_fallback()
+        self._backend.record_fallback()
         text = self.rule_description(*item)
         with self._lock:
             self._fallback_texts.add(text)
-            self._fallback_keys.add(backend.request_key(
-                [{"role": "system", "content": prompt.system},
-                 {"role": "user", "content": prompt.user}], None, self.max_tokens))
         return text, True
 
     def describe_checked(self, items: list[Item], progress: bool) -> list[tuple[str, bool]]:
