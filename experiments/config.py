@@ -55,6 +55,7 @@ RESULT_NEUTRAL_KEYS = frozenset(
     {
         "host", "timeout", "keep_alive", "retries", "backoff", "max_backoff", "stream",
         "concurrency", "n_threads", "cache_path", "embedding_cache_path", "cache_capacity",
+        "embedding_cache_capacity",
         "memo_capacity", "memo_size", "progress", "verbose",
     }
 )

@@ -285,6 +285,17 @@ def test_resume_after_the_driver_of_a_local_cluster_was_killed(tmp_path):
     _kill_driver_mid_run_then_resume(tmp_path, ["--executor", "ray", "--jobs", "1"])
 
 
+# `ray start` for a second node on this machine, kept on 127.0.0.1. Ray refuses a worker
+# node while loopback-only mode is on (conftest), and with it off it swaps 127.0.0.1 for
+# the machine's network address; keeping the address as given keeps every connection of
+# the test cluster on the loopback interface.
+LOOPBACK_WORKER_NODE = (
+    "import sys, ray._private.services as services; "
+    "services.resolve_ip_for_localhost = lambda host: host; "
+    "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()"
+)
+
+
 @pytest.mark.slow
 def test_a_two_node_cluster_runs_resumes_and_merges_worker_caches(tmp_path):
     """`ray start --head` and a second `ray start --address` node on 127.0.0.1; a driver
@@ -307,9 +318,10 @@ def test_a_two_node_cluster_runs_resumes_and_merges_worker_caches(tmp_path):
         address = f"127.0.0.1:{port}"
         _wait_for(lambda: _port_open(port), 120, "the head node")
         nodes.append(subprocess.Popen(
-            [str(RAY), "start", "--address", address, *common],
+            [sys.executable, "-c", LOOPBACK_WORKER_NODE, "start", "--address", address,
+             *common],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            env=env,
+            env=dict(env, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1"),
         ))
         _wait_for(lambda: _alive_nodes(address, env) == 2, 120, "two nodes")
         _kill_driver_mid_run_then_resume(tmp_path / "maze", ["--executor", "ray", "--address",
