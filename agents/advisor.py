@@ -2,8 +2,10 @@
 
 :class:`LLMAdvisor` wraps any agent of this package. While training (``explore=True``),
 with probability ``p(t)`` the action taken is the advisor's suggestion for the state instead
-of the agent's own (exploratory) choice; the agent still learns from every transition, the
-advised ones included (off-policy: Q-learning and DQN learn from any behaviour). ``p``
+of the agent's exploratory choice (``replace: exploratory``, the default: a choice that
+differs from the agent's greedy one; ``replace: any`` replaces every choice); the agent
+still learns from every transition, the advised ones included (off-policy: Q-learning and
+DQN learn from any behaviour). ``p``
 starts at ``probability`` and falls linearly to 0 at ``decay_fraction`` of training (the
 horizon ``train()`` announces), so the advice fades away and the final policy is the
 agent's own. Evaluation (``explore=False``) never asks for advice: zero LLM calls.
@@ -52,6 +54,11 @@ class AdvisorConfig(BaseModel):
     probability: float = Field(0.5, description="chance of taking the advice at the start")
     decay_fraction: float = Field(
         0.5, description="fraction of training after which the advice is never taken"
+    )
+    replace: Literal["exploratory", "any"] = Field(
+        "exploratory",
+        description="exploratory: advice replaces only the agent's exploratory choices (its "
+        "greedy ones are still tried, so their values get corrected); any: every choice",
     )
     backend: BackendSpec = Field("llamacpp", description="LLM backend spec (source llm)")
     decoding: Literal["structured", "text"] = Field("structured", description="source llm")
@@ -205,11 +212,16 @@ class LLMAdvisor(Agent):
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
         action = self.agent.act(obs, legal_moves, explore)
-        if explore:
-            p = self.advice.probability(self.progress)
-            if p > 0.0 and self.rng.random() < p:
-                return self.advice.suggest(obs, legal_moves)
-        return action
+        if not explore:
+            return action
+        p = self.advice.probability(self.progress)
+        if p <= 0.0 or self.rng.random() >= p:
+            return action
+        if self.config.replace == "exploratory" and action == self.agent.act(
+            obs, legal_moves, False
+        ):
+            return action  # the agent's greedy choice: tried as it is
+        return self.advice.suggest(obs, legal_moves)
 
     def learn(
         self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,

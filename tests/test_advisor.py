@@ -158,3 +158,16 @@ def test_advisor_in_an_experiment_file(tmp_path) -> None:
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"agents\.0\.advisor\.probability.*expected a number"):
         load_config(path)
+
+
+def test_only_exploratory_choices_are_replaced_unless_any() -> None:
+    env = maze("medium")
+    counts = {}
+    for replace in ("exploratory", "any"):
+        greedy = make_agent("qlearning", env.observation_space, env.action_space,
+                            epsilon_start=0.0, epsilon_min=0.0)
+        advisor = LLMAdvisor(greedy, {"source": "random", "probability": 1.0,
+                                      "decay_fraction": 1.0, "replace": replace})
+        train(advisor, env, episodes=3, seed=0, progress=False)
+        counts[replace] = advisor.llm_stats()["advised"]
+    assert counts["exploratory"] == 0 and counts["any"] > 0
