@@ -164,8 +164,9 @@ def test_only_exploratory_choices_are_replaced_unless_any() -> None:
     env = maze("medium")
     counts = {}
     for replace in ("exploratory", "any"):
-        greedy = make_agent("qlearning", env.observation_space, env.action_space,
-                            epsilon_start=0.0, epsilon_min=0.0)
+        greedy = make_agent("dqn", env.observation_space, env.action_space, hidden_sizes=[8],
+                            learning_starts=0, exploration_initial_eps=0.0,
+                            exploration_final_eps=0.0)
         advisor = LLMAdvisor(greedy, {"source": "random", "probability": 1.0,
                                       "decay_fraction": 1.0, "replace": replace})
         train(advisor, env, episodes=3, seed=0, progress=False)
