@@ -34,7 +34,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from langadapt.agents.base import Agent
 from langadapt.agents.formatters import ActionParseError, DiscreteActionParser, formatter_for
 
-__all__ = ["COUNTERS", "LLMPolicy", "LLMPolicyConfig", "llm_layer_names", "make_llm_backend"]
+__all__ = [
+    "COUNTERS",
+    "LLMPolicy",
+    "LLMPolicyConfig",
+    "decision_messages",
+    "llm_layer_names",
+    "make_llm_backend",
+]
 
 #: The counters of :meth:`LLMPolicy.llm_stats`.
 COUNTERS = (
@@ -71,6 +78,38 @@ class LLMPolicyConfig(BaseModel):
     formatter: dict[str, Any] = Field(
         default_factory=dict, description="options of the environment's formatter"
     )
+
+
+def decision_messages(
+    formatter: Any,
+    state: Any,
+    moves: Sequence[int],
+    history: Sequence[Any] = (),
+    decoding: str = "structured",
+    examples: Sequence[tuple[Any, Sequence[int], int]] = (),
+) -> list[dict[str, str]]:
+    """The chat messages ``llm_policy`` sends for one decision: the formatter's system prompt,
+    few-shot ``(state, moves, action)`` turns, and the state with the reply instruction of
+    ``decoding`` (GRPO fine-tuning trains on exactly these messages)."""
+    parser = DiscreteActionParser(n_actions=formatter.n_actions)
+
+    def user(s: Any, m: Sequence[int], h: Sequence[Any]) -> str:
+        text = formatter.format(s, m, h)
+        if decoding == "structured":
+            return text + '\nReply with JSON {"action": N}, N one of the legal actions.'
+        return text + "\n" + parser.action_format(m)
+
+    def answer(action: int) -> str:
+        if decoding == "structured":
+            return json.dumps({"action": int(action)})
+        return f"Action: {int(action)}"
+
+    messages = [{"role": "system", "content": formatter.system_prompt}]
+    for ex_state, ex_moves, ex_action in examples:
+        messages.append({"role": "user", "content": user(ex_state, ex_moves, ())})
+        messages.append({"role": "assistant", "content": answer(ex_action)})
+    messages.append({"role": "user", "content": user(state, moves, history)})
+    return messages
 
 
 def make_llm_backend(spec: BackendSpec | Any) -> Any:
@@ -227,23 +266,8 @@ class LLMPolicy(Agent):
         self, state: Any, moves: Sequence[int], history: Sequence[Any] = ()
     ) -> list[dict[str, str]]:
         """The chat messages of one decision: the task, few-shot turns, the state."""
-        messages = [{"role": "system", "content": self.formatter.system_prompt}]
-        for ex_state, ex_moves, ex_action in self._examples():
-            messages.append({"role": "user", "content": self._user(ex_state, ex_moves, ())})
-            messages.append({"role": "assistant", "content": self._answer(ex_action)})
-        messages.append({"role": "user", "content": self._user(state, moves, history)})
-        return messages
-
-    def _user(self, state: Any, moves: Sequence[int], history: Sequence[Any]) -> str:
-        text = self.formatter.format(state, moves, history)
-        if self.config.decoding == "structured":
-            return text + '\nReply with JSON {"action": N}, N one of the legal actions.'
-        return text + "\n" + self.parser.action_format(moves)
-
-    def _answer(self, action: int) -> str:
-        if self.config.decoding == "structured":
-            return json.dumps({"action": int(action)})
-        return f"Action: {int(action)}"
+        return decision_messages(self.formatter, state, moves, history, self.config.decoding,
+                                 self._examples())
 
     def _chat(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> str:
         default = 16 if schema is not None else 48
