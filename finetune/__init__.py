@@ -13,11 +13,10 @@ from langadapt.finetune.grpo import (
     MazeTask,
     group_advantages,
 )
-from langadapt.finetune.policy import REPLY_PREFIX, LoRAPolicy, LoRASettings
+from langadapt.finetune.policy import LoRAPolicy, LoRASettings
 
 __all__ = [
     "LOG_COLUMNS",
-    "REPLY_PREFIX",
     "GRPOSettings",
     "GRPOTrainer",
     "LoRAPolicy",

@@ -1,19 +1,18 @@
 """`LoRAPolicy`: a causal LM with a LoRA adapter that picks a legal action for a state.
 
-The prompt is the one `LLMPolicy` sends in text mode (the environment's formatter and the
-``Action: N`` instruction), and the assistant's reply is prefilled with ``Action: ``. The
-policy is the softmax, over the **legal** actions only, of the log-probability the model
-gives each action's number as the continuation (GLAM / TWOSOME scoring): every sampled action
-is legal, and its log-probability is exact. For single-token action numbers (0-9) this is one
-forward pass per state and the same distribution as constraining the next token to the legal
-numbers; longer numbers are scored on the prompt's KV cache.
-
-States are scored in batches: the prompts' common token prefix (system prompt and the start
-of the user turn) runs once and its KV cache is shared by the batch.
+It is ``llm_policy`` in structured mode (the default) on the ``transformers`` backend, made
+trainable. The prompt is exactly the one `LLMPolicy` sends (`decision_messages`: the
+environment's formatter and the ``{"action": N}`` instruction). The policy is the softmax,
+over the **legal** actions only, of exactly the scores the backend's structured replies use
+(`reply_log_probs`): the log-probability of each candidate reply ``{"action": N}`` plus end
+of turn, computed on the prompt's KV cache (GLAM / TWOSOME scoring). Every sampled action is
+legal, its log-probability is exact, and ``llm_policy`` with the saved adapter and
+temperature 0 takes this policy's greedy action in every state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,18 +22,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from langadapt.agents.formatters import DiscreteActionParser, ObservationFormatter
+from langadapt.agents.llm_policy import decision_messages
 from langadapt.llm.transformers_backend import (
-    continuation_log_probs,
+    finite_schema_values,
     load_causal_lm,
+    reply_log_probs,
     require_finetune,
 )
 
-__all__ = ["LoRASettings", "LoRAPolicy", "REPLY_PREFIX"]
-
-#: The start of the assistant's reply the policy is trained and evaluated with.
-REPLY_PREFIX = "Action: "
-#: Shortest common prompt prefix worth encoding once for a batch.
-MIN_SHARED_PREFIX = 8
+__all__ = ["LoRASettings", "LoRAPolicy"]
 
 State = tuple[Any, tuple[int, ...]]
 
@@ -117,81 +113,33 @@ class LoRAPolicy:
                 r=self.lora.r, lora_alpha=self.lora.alpha, lora_dropout=self.lora.dropout,
                 target_modules=list(self.lora.target_modules), bias="none"))
         self.lm.eval()  # no dropout in the base model; LoRA dropout follows lora.dropout
-        self.action_tokens = [
-            list(self.tokenizer(str(a), add_special_tokens=False).input_ids)
-            for a in range(formatter.n_actions)
-        ]
-        self.single_token = all(len(t) == 1 for t in self.action_tokens)
-        self._prompt_memo: dict[Any, list[int]] = {}
-
-    # ---------------------------------------------------------------- prompts
-    def messages(self, state: Any, legal_moves: Sequence[int] | None) -> list[dict[str, str]]:
-        """The chat `LLMPolicy` sends in text mode for ``state`` (no history, no examples)."""
-        moves = self.formatter.check_legal(legal_moves)
-        user = self.formatter.format(state, moves, ()) + "\n" + self.parser.action_format(moves)
-        return [{"role": "system", "content": self.formatter.system_prompt},
-                {"role": "user", "content": user}]
-
-    def prompt_ids(self, state: Any, legal_moves: Sequence[int] | None) -> list[int]:
-        """Token ids of the chat template with the reply prefilled with ``Action: ``."""
-        moves = self.formatter.check_legal(legal_moves)
-        key = (np.asarray(state, dtype=np.float64).tobytes(), moves)
-        if key not in self._prompt_memo:
-            text = self.tokenizer.apply_chat_template(
-                self.messages(state, moves), tokenize=False, add_generation_prompt=True)
-            self._prompt_memo[key] = list(
-                self.tokenizer(text + REPLY_PREFIX, add_special_tokens=False).input_ids)
-        return self._prompt_memo[key]
 
     # ---------------------------------------------------------------- scoring
+    def messages(self, state: Any, legal_moves: Sequence[int] | None) -> list[dict[str, str]]:
+        """The chat `LLMPolicy` sends in structured mode for ``state`` (no history, no
+        examples)."""
+        return decision_messages(self.formatter, state, self.formatter.check_legal(legal_moves))
+
     def log_probs(self, states: Sequence[State], reference: bool = False) -> list[Any]:
         """For each ``(state, legal_moves)``, the log-probabilities of its legal actions (a
         torch vector in the order of ``legal_moves``), with grad when grad is enabled.
 
         ``reference``: the frozen model without the adapter.
         """
-        import contextlib
-
-        if not states:
-            return []
-        moves = [self.formatter.check_legal(legal) for _, legal in states]
-        ids = [self.prompt_ids(state, legal) for (state, _), legal in zip(states, moves,
-                                                                          strict=True)]
         context = self.lm.disable_adapter() if reference else contextlib.nullcontext()
+        out = []
         with context:
-            if self.single_token:
-                logits = self._last_logits(ids)
-                scores = [logits[i].log_softmax(-1)[[self.action_tokens[a][0] for a in legal]]
-                          for i, legal in enumerate(moves)]
-            else:
-                scores = [continuation_log_probs(self.lm, p, [self.action_tokens[a]
-                                                              for a in legal])
-                          for p, legal in zip(ids, moves, strict=True)]
-        return [(s / self.temperature).log_softmax(-1) for s in scores]
-
-    def _last_logits(self, ids: list[list[int]]) -> Any:
-        """Next-token logits after each prompt, ``[batch, vocab]``; the common prefix of the
-        prompts is encoded once and its KV cache shared."""
-        import torch
-
-        shortest = min(len(p) for p in ids)
-        shared = 0
-        while shared < shortest - 1 and all(p[shared] == ids[0][shared] for p in ids):
-            shared += 1
-        cache = None
-        if len(ids) > 1 and shared >= MIN_SHARED_PREFIX:
-            cache = self.lm(torch.tensor([ids[0][:shared]]), use_cache=True).past_key_values
-            cache.batch_repeat_interleave(len(ids))
-        else:
-            shared = 0
-        rest = [p[shared:] for p in ids]
-        width = max(len(r) for r in rest)
-        # Right padding needs no attention mask: a causal model's real tokens never look at
-        # the padding after them.
-        batch = torch.tensor([r + [r[-1]] * (width - len(r)) for r in rest])
-        logits = self.lm(batch, past_key_values=cache, use_cache=False).logits
-        last = torch.tensor([len(r) - 1 for r in rest])
-        return logits[torch.arange(len(rest)), last].float()
+            for state, legal in states:
+                moves = self.formatter.check_legal(legal)
+                # the values the backend scores for the action schema llm_policy sends
+                values = finite_schema_values(self.parser.schema(moves))
+                if [v["action"] for v in values] != list(moves):
+                    raise ValueError(f"the action schema of {moves} gives {values}; expected "
+                                     "one {'action': N} per legal move, in order")
+                scores = reply_log_probs(self.lm, self.tokenizer,
+                                         self.messages(state, moves), values)
+                out.append((scores / self.temperature).log_softmax(-1))
+        return out
 
     def distributions(self, states: Sequence[State], batch_size: int = 16) -> list[np.ndarray]:
         """Action probabilities over each state's legal moves (no grad), in batches."""
@@ -218,9 +166,9 @@ class LoRAPolicy:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         self.lm.save_pretrained(path)
-        info = {"reply_prefix": REPLY_PREFIX, "temperature": self.temperature,
+        info = {"decoding": "structured", "temperature": self.temperature,
                 "model": self.model_source, "model_identity": self.model_identity,
-                "decoding": "text", **(extra or {})}
+                **(extra or {})}
         (path / "policy.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         return path
 

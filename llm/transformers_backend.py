@@ -7,17 +7,16 @@ dequantised by ``transformers`` to float32 (about 20 s) and kept as a float32 co
 any local Hugging Face model directory (with ``config.json``) or another GGUF file. Nothing
 is downloaded. Needs the optional dependencies ``pip install 'langadapt[finetune]'``.
 
-Replies: greedy (``temperature`` 0) or sampled text after the model's chat template;
-``reply_prefix`` is written at the start of the assistant's turn and returned as part of
-the reply (``reply_prefix="Action: "`` is how a GRPO-trained adapter was trained to answer).
+Replies: greedy (``temperature`` 0) or sampled text after the model's chat template.
 Structured output: a schema whose valid values form a small finite set (``enum``,
 ``const``, booleans, and objects of such fields — the LLM policy's action schema) is
-answered by scoring every candidate JSON text as a continuation and taking the best
-(sampling from the softmax over them when ``temperature`` > 0); other schemas raise
-`StructuredOutputError`.
+answered by scoring every candidate JSON text (plus end of turn) as the whole reply
+(:func:`reply_log_probs`) and taking the best (sampling from the softmax over them when
+``temperature`` > 0); other schemas raise `StructuredOutputError`.
 
-:func:`load_causal_lm` and :func:`continuation_log_probs` are the pieces GRPO fine-tuning
-(``langadapt.finetune``) shares with this backend.
+:func:`load_causal_lm` and :func:`reply_log_probs` are what GRPO fine-tuning
+(``langadapt.finetune``) shares with this backend: its policy is the softmax of exactly
+these scores, so ``llm_policy`` (structured mode) with a trained adapter acts as trained.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from langadapt.llm.backend import LLMBackend
 from langadapt.llm.cache import file_sha256
@@ -43,10 +42,12 @@ from langadapt.llm.llamacpp import default_gguf_path
 __all__ = [
     "FINETUNE_PACKAGES",
     "TransformersBackend",
+    "chat_prompt_ids",
     "continuation_log_probs",
     "finite_schema_values",
     "load_causal_lm",
     "require_finetune",
+    "reply_log_probs",
     "resolve_model_source",
 ]
 
@@ -215,6 +216,26 @@ def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Se
     return scores + torch.stack(extra)
 
 
+def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of ``messages`` under the tokenizer's chat template, the assistant's turn
+    opened."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False).input_ids)
+
+
+def reply_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
+                    values: Sequence[Any]) -> Any:
+    """Log-probability (a torch vector, with grad when grad is on) that the assistant's whole
+    reply to ``messages`` is ``json.dumps(value)`` followed by end of turn, for each value.
+
+    The structured replies of `TransformersBackend` and the GRPO policy both use it.
+    """
+    end = tokenizer.eos_token_id
+    replies = [list(tokenizer(json.dumps(v), add_special_tokens=False).input_ids) + [end]
+               for v in values]
+    return continuation_log_probs(lm, chat_prompt_ids(tokenizer, messages), replies)
+
+
 def finite_schema_values(schema: Any, limit: int = MAX_CANDIDATES) -> list[Any] | None:
     """Every value valid against ``schema`` when they form a finite set of at most ``limit``
     (``enum``, ``const``, ``boolean``, ``null`` and objects of such fields), else None."""
@@ -252,9 +273,6 @@ class TransformersBackend(LLMBackend):
     """A causal LM through ``transformers`` (+ optional LoRA adapter); see the module
     docstring."""
 
-    # reply_prefix keeps its trailing space ("Action: ")
-    model_config = ConfigDict(**{**LLMBackend.model_config, "str_strip_whitespace": False})
-
     name: ClassVar[str] = "transformers"
     supports_concurrency: ClassVar[bool] = False
 
@@ -262,8 +280,6 @@ class TransformersBackend(LLMBackend):
         None, description="model directory or .gguf file; None = the embedded SmolLM2")
     adapter: Path | None = Field(
         None, description="LoRA adapter directory written by langadapt finetune")
-    reply_prefix: str = Field(
-        "", description="text that starts the assistant's reply (e.g. 'Action: ')")
 
     _lm: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
@@ -294,9 +310,6 @@ class TransformersBackend(LLMBackend):
 
     def model_post_init(self, context: Any) -> None:
         require_finetune()
-
-    def options(self, max_tokens: int | None = None) -> dict[str, Any]:
-        return {**super().options(max_tokens), "reply_prefix": self.reply_prefix}
 
     def where(self) -> str:
         label = self.model.name if self.model is not None else "SmolLM2 (embedded)"
@@ -331,13 +344,6 @@ class TransformersBackend(LLMBackend):
                     self._tokenizer, self._lm = tokenizer, lm
         return self._lm, self._tokenizer
 
-    def prompt_ids(self, messages: list[dict[str, str]], prefix: str) -> list[int]:
-        """Token ids of ``messages`` under the chat template, the assistant turn opened and
-        ``prefix`` written."""
-        _, tokenizer = self.language_model()
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return list(tokenizer(text + prefix, add_special_tokens=False).input_ids)
-
     def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int) -> str:
         import torch
 
@@ -346,7 +352,7 @@ class TransformersBackend(LLMBackend):
         with self._generate_lock, torch.no_grad():
             if schema is not None:
                 return self._structured(messages, schema, generator)
-            ids = self.prompt_ids(messages, self.reply_prefix)
+            ids = chat_prompt_ids(tokenizer, messages)
             if len(ids) + max_tokens > self.context_length:
                 raise LLMReplyError(
                     f"the prompt has {len(ids)} tokens; with max_tokens={max_tokens} it does "
@@ -358,7 +364,7 @@ class TransformersBackend(LLMBackend):
                 temperature=self.temperature if self.temperature > 0 else None,
                 top_p=None, top_k=None, pad_token_id=tokenizer.eos_token_id)
             text = tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
-        return self.reply_prefix + text
+        return text
 
     def _structured(self, messages: list[dict[str, str]], schema: dict, generator: Any) -> str:
         import torch
@@ -369,13 +375,10 @@ class TransformersBackend(LLMBackend):
                 f"{self.where()} cannot honour this schema: its valid values are not a finite "
                 f"set of at most {MAX_CANDIDATES}; {self.structured_output_hint()}")
         lm, tokenizer = self.language_model()
-        texts = [json.dumps(v) for v in values]
-        end = tokenizer.eos_token_id
-        conts = [list(tokenizer(t, add_special_tokens=False).input_ids) + [end] for t in texts]
-        scores = continuation_log_probs(lm, self.prompt_ids(messages, ""), conts)
+        scores = reply_log_probs(lm, tokenizer, messages, values)
         if self.temperature > 0:
             probs = (scores / self.temperature).softmax(-1)
             best = int(torch.multinomial(probs, 1, generator=generator))
         else:
             best = int(scores.argmax())
-        return texts[best]
+        return json.dumps(values[best])

@@ -66,8 +66,8 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
     env = MazeEnv(maze="umaze")
     formatter = formatter_for(env)
-    texts = [formatter.system_prompt, "Answer with one line of the form 'Action: N' where N is "
-             "the number of your action, one of"]
+    texts = [formatter.system_prompt, 'Reply with JSON {"action": N}, N one of the legal '
+             "actions."]
     texts += [formatter.format(env.observation_of(c), env.legal_moves_at(c))
               for c in env.free_cells()]
     tokenizer = _tokenizer(texts)
@@ -150,17 +150,6 @@ def test_every_sampled_action_is_legal_and_distributions_sum_to_one(tiny_model_d
     assert row["legal_fraction"] == 1.0 and row["samples"] == 3 * len(task.cells)
 
 
-def test_shared_prefix_batch_matches_one_prompt_at_a_time(tiny_model_dir, umaze):
-    policy = _policy(tiny_model_dir, umaze)
-    task = MazeTask(umaze)
-    states = [task.state(c) for c in task.cells]
-    ids = [policy.prompt_ids(*s) for s in states]
-    with torch.no_grad():
-        batched = policy._last_logits(ids)
-        single = torch.stack([policy.lm(torch.tensor([p])).logits[0, -1] for p in ids])
-    torch.testing.assert_close(batched, single, atol=1e-4, rtol=1e-4)
-
-
 def test_continuations_of_several_tokens_reuse_the_prompt_cache(tiny_model_dir):
     lm, _, _ = load_causal_lm(tiny_model_dir)
     prompt, continuations = [5, 9, 11, 3], [[7], [8, 12, 4], [20, 6]]
@@ -229,7 +218,7 @@ def test_a_saved_adapter_reloads_with_the_same_greedy_actions(tiny_model_dir, um
     trained = _greedy_probs(policy, task)
     policy.save_adapter(tmp_path / "adapter")
     info = json.loads((tmp_path / "adapter" / "policy.json").read_text())
-    assert info["reply_prefix"] == "Action: " and info["decoding"] == "text"
+    assert info["decoding"] == "structured"
 
     again = LoRAPolicy(formatter_for(umaze), model=tiny_model_dir, adapter=tmp_path / "adapter")
     fresh = _policy(tiny_model_dir, umaze)
@@ -277,10 +266,37 @@ def test_transformers_backend_answers_enum_schemas_by_scoring(tiny_model_dir, tm
         backend.complete("You move.", "Talk.", schema={"type": "string"})
     text = backend.complete("You move.", "Pick.", max_tokens=2)
     assert isinstance(text, str)
-    prefixed = TransformersBackend(model=tiny_model_dir, reply_prefix="Action: ",
-                                   cache_path=None)
-    assert prefixed.complete("You move.", "Pick.", max_tokens=1).startswith("Action: ")
     assert finite_schema_values({"type": "integer"}) is None
+
+
+def test_llm_policy_with_the_trained_adapter_takes_the_trained_greedy_actions(
+        tiny_model_dir, umaze, tmp_path):
+    from langadapt.agents.llm_policy import LLMPolicy
+
+    task = MazeTask(umaze)
+    policy = _policy(tiny_model_dir, umaze)
+    untrained = [policy.greedy(*task.state(c)) for c in task.cells]
+    GRPOTrainer(policy, task, {"steps": 2, "learning_rate": 5e-2}).train(progress=False)
+    trained = [policy.greedy(*task.state(c)) for c in task.cells]
+    policy.save_adapter(tmp_path / "adapter")
+
+    def agent(adapter: Path | None) -> LLMPolicy:
+        backend = {"backend": "transformers", "model": str(tiny_model_dir),
+                   "temperature": 0.0, "cache_path": None}
+        if adapter is not None:
+            backend["adapter"] = str(adapter)
+        made = LLMPolicy(umaze.observation_space, umaze.action_space, {"backend": backend})
+        made.bind(umaze)
+        assert made.config.decoding == "structured"
+        return made
+
+    tuned, plain = agent(tmp_path / "adapter"), agent(None)
+    for cell in task.cells:
+        state, legal = task.state(cell)
+        assert tuned.messages(state, legal) == policy.messages(state, legal)
+    assert [tuned.act(*task.state(c), explore=False) for c in task.cells] == trained
+    assert [plain.act(*task.state(c), explore=False) for c in task.cells] == untrained
+    assert tuned.llm_stats()["fallbacks"] == 0 and tuned.llm_stats()["parse_failures"] == 0
 
 
 # ------------------------------------------------------------------ bad input
