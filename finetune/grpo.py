@@ -6,8 +6,8 @@ One step:
 1. pick the step's states: every reachable non-goal cell (``states: all``), or ``N`` of
    the cells the policy has met so far (the start, and every cell its sampled actions and
    rollouts reached);
-2. score them all without grad (one batched pass, prompt prefix shared) and draw a group
-   of ``G`` actions per state from the policy — always legal;
+2. score them all without grad (each prompt encoded once, its candidate replies run on its
+   KV cache) and draw a group of ``G`` actions per state from the policy — always legal;
 3. reward each action by stepping a real `MazeEnv` from that cell: ``reward: step`` is the
    one-step reward plus the potential-based shaping ``gamma * phi(s') - phi(s)`` (``phi``
    = -BFS distance to the goal, 0 at the goal; Ng et al. 1999, so the optimal policy is
@@ -79,7 +79,7 @@ class GRPOSettings(BaseModel):
         "oracle", description="potential-based shaping with phi = -BFS distance to the goal")
     gamma: float = Field(0.99, gt=0, le=1.0, description="discount of shaping and returns")
     horizon: int = Field(20, ge=1, description="longest rollout of reward: episode")
-    batch_size: int = Field(16, ge=1, description="states per forward pass")
+    batch_size: int = Field(16, ge=1, description="states per backward pass (bounds memory)")
     max_minutes: float | None = Field(
         None, gt=0, description="stop after this much training time (minutes); None = off")
     checkpoint_every: int = Field(5, ge=1, description="steps between checkpoints")
