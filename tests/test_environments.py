@@ -18,7 +18,12 @@ from hypothesis import strategies as st
 
 from langadapt import environments
 from langadapt.environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
-from langadapt.environments.maze import ACTION_DELTAS, ACTION_NAMES, MAZE_NAMES, shortest_path_actions
+from langadapt.environments.maze import (
+    ACTION_DELTAS,
+    ACTION_NAMES,
+    MAZE_NAMES,
+    shortest_path_actions,
+)
 from langadapt.environments.rendering import write_png
 
 # The layouts exactly as written in issue 2 (an independent copy of the published mazes).
