@@ -272,7 +272,9 @@ def smollm() -> Any:
     return make_backend({"backend": "llamacpp", "cache_path": None})
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow  # SmolLM2 replies: ~1 s each on an idle machine, 10x that on a busy one
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     cell=st.sampled_from(maze("large").unwrapped.free_cells()),
     moves=st.lists(st.integers(0, 7), min_size=2, max_size=8, unique=True),
@@ -286,6 +288,7 @@ def test_structured_decoding_on_llamacpp_is_always_legal(smollm: Any, cell: Any,
     assert policy.llm_stats()["fallbacks"] == 0
 
 
+@pytest.mark.slow
 def test_llamacpp_is_deterministic_and_a_rerun_makes_no_call(tmp_path: Path) -> None:
     from langadapt.llm import make_backend
 
