@@ -296,7 +296,7 @@ class LLMPolicySearch(Agent):
     def _reply_tokens(self) -> int:
         if self.config.family == "tabular":
             return 3 * self.n_states + 32
-        return 12 * self.n_actions * (self.obs_dim + 1) + 32
+        return 24 * self.n_actions * (self.obs_dim + 1) + 32
 
     # ---------------------------------------------------------------- protocol
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
@@ -483,7 +483,7 @@ class LLMPolicySearch(Agent):
         else:
             verdict = ("kept as the new best" if self.last_kept
                        else f"not kept (the best stays at {_fmt(self.best_return)})")
-            last_outcome = (f"{json.dumps(last.to_json())} scored {_fmt(self.last_return)}, "
+            last_outcome = (f"{json.dumps(_shown(last))} scored {_fmt(self.last_return)}, "
                             f"{verdict}")
         recent = self.scores[-cfg.history_size:] if cfg.history_size else []
         history = ", ".join(f"{r}: {_fmt(s)}{' (kept)' if k else ''}" for r, s, k in recent)
@@ -503,9 +503,9 @@ class LLMPolicySearch(Agent):
             "evaluation_episodes": str(cfg.evaluation_episodes),
             "rounds": str(cfg.rounds),
             "round": str(self.round),
-            "best_policy": json.dumps({key: self.best.to_json()}) if self.best else "none",
+            "best_policy": json.dumps({key: _shown(self.best)}) if self.best else "none",
             "best_return": _fmt(self.best_return),
-            "last_proposal": json.dumps({key: last.to_json()}) if last else "none",
+            "last_proposal": json.dumps({key: _shown(last)}) if last else "none",
             "last_return": _fmt(self.last_return) if last else "none",
             "last_outcome": last_outcome,
             "score_history": history or "none yet",
@@ -684,6 +684,14 @@ def _entry(round_: int, proposer: str) -> dict[str, Any]:
     """The start of one round's log entry."""
     return {"round": round_, "proposer": proposer, "requests": 0, "corrections": 0,
             "prompt_chars": 0, "reply": None, "error": None, "llm_seconds": 0.0}
+
+
+def _shown(policy: Policy) -> Any:
+    """A policy as the prompt shows it: weights to 3 decimals (shown 16-digit weights, SmolLM2
+    copies them and its reply runs past max_tokens)."""
+    if isinstance(policy, LinearPolicy):
+        return np.round(policy.weights, 3).tolist()
+    return policy.to_json()
 
 
 def _names(given: list[str] | None, count: int, what: str, prefix: str) -> list[str]:

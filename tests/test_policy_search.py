@@ -262,8 +262,12 @@ def test_templates_render_with_every_documented_variable():
                                                        "bounds": CARTPOLE_BOUNDS})):
         agent = LLMPolicySearch(env.observation_space, env.action_space,
                                 {"family": family, "proposer": "random", **extra})
+        agent.search(env, seed=0, episodes=agent.config.evaluation_episodes)
         variables = agent.prompt_variables()
         assert set(variables) == set(TEMPLATE_VARIABLES)
+        if family == "linear":  # weights shown to 3 decimals, not 16 digits
+            shown = json.loads(variables["best_policy"])["weights"]
+            assert all(round(w, 3) == w for row in shown for w in row)
         for template in templates.values():
             template.substitute(variables)
 
