@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from fake_ollama import FakeOllama
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from langadapt.llm import (
     make_backend,
     schema_errors,
 )
+from langadapt.llm.testing import FakeOllama
 
 OPTS = {"temperature": 0.0, "max_tokens": 96, "seed": 0, "context_length": 2048}
 MSGS = [{"role": "system", "content": "sys"}, {"role": "user", "content": "p"}]

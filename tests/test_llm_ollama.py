@@ -1,4 +1,4 @@
-"""OllamaAdapter against a real HTTP server speaking Ollama's protocol (tests/fake_ollama.py)."""
+"""OllamaAdapter against a real HTTP server speaking Ollama's protocol (langadapt.llm.testing)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_ollama import FakeOllama
 from pydantic import ValidationError
 
 from langadapt import adapters, environments
@@ -24,6 +23,7 @@ from langadapt.llm import (
     ModelNotFoundError,
     OllamaBackend,
 )
+from langadapt.llm.testing import FakeOllama
 
 REPO = Path(__file__).resolve().parents[1]
 

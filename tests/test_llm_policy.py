@@ -27,7 +27,7 @@ from langadapt.agents.llm_policy import LLMPolicy
 from langadapt.llm import LLMBackend, StructuredOutputError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_ollama import FakeOllama  # noqa: E402
+from langadapt.llm.testing import FakeOllama  # noqa: E402
 
 
 class ScriptedBackend(LLMBackend):

@@ -32,7 +32,7 @@ from langadapt.agents.policy_search import (
     load_templates,
 )
 from langadapt.llm import schema_errors
-from tests.fake_ollama import FakeOllama
+from langadapt.llm.testing import FakeOllama
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

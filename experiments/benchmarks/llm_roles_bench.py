@@ -4,7 +4,7 @@ Figures (``run()`` returns them; ``python -m langadapt.experiments.benchmarks.ll
 --part NAME`` runs one part):
 
 - ``parse``: structured decoding on llama.cpp (SmolLM2) and through the fake Ollama server
-  (``tests/fake_ollama.py``, which honours ``format``) over distinct prompts (random maze
+  (``langadapt.llm.testing``, which honours ``format``) over distinct prompts (random maze
   cells with random legal-move sets, and random CartPole states): the share of decisions
   that yield a legal action; text mode on llama.cpp: parse rate, recovered by the correction
   re-prompt, fallbacks. Then the same decisions again on the same cache: LLM calls of a rerun.
@@ -20,15 +20,12 @@ LLM answers go to ``$LANGADAPT_CACHE_DIR`` (set it to keep the repository's cach
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-_TESTS = Path(__file__).resolve().parents[2] / "tests"
 
 
 def _states(n: int, seed: int) -> list[tuple[Any, Any, list[int]]]:
@@ -110,9 +107,7 @@ def parse_part(n: int, text_n: int, cache_dir: Path) -> dict[str, float]:
         "llamacpp_text_fallbacks": text["fallbacks"],
         "llamacpp_text_legal_share": 1 - text["fallbacks"] / asked,
     })
-    if str(_TESTS) not in sys.path:
-        sys.path.insert(0, str(_TESTS))
-    from fake_ollama import FakeOllama
+    from langadapt.llm.testing import FakeOllama
 
     with FakeOllama(models=["llama3.2"]) as fake:
         spec = {"backend": "ollama", "host": fake.host, "model": "llama3.2", "cache_path": None}
