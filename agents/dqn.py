@@ -160,7 +160,8 @@ class DQNAgent(Agent):
         self.q_net.to(self.device)
         self.target_net.to(self.device)
         self.target_net.requires_grad_(False)
-        self.optimizer = _adam(self.q_net.parameters(), cfg.learning_rate)
+        self._parameters = list(self.q_net.parameters())  # one list for Adam and clipping
+        self.optimizer = _adam(self._parameters, cfg.learning_rate)
         self.buffer = ReplayBuffer(cfg.buffer_size, self.obs_dim, self.n_actions)
         self.gradient_steps = cfg.train_freq if cfg.gradient_steps == -1 else cfg.gradient_steps
         if self.gradient_steps < 1:
@@ -327,7 +328,7 @@ class DQNAgent(Agent):
             loss = F.smooth_l1_loss(q_taken, targets)
             self.optimizer.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(self.q_net.parameters(), cfg.max_grad_norm)
+            nn.utils.clip_grad_norm_(self._parameters, cfg.max_grad_norm, foreach=True)
             self.optimizer.step()
         self.n_updates += gradient_steps
         self.last_loss = loss.item()
