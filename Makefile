@@ -22,8 +22,9 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(VENV)/bin/langadapt run configs/quickstart.yaml --force
 
-# The test suite, then the installed-wheel smoke from outside the checkout.
-test: unit-test wheel-smoke
+# The installed-wheel smoke from outside the checkout, then the test suite (whose summary
+# line closes the output).
+test: wheel-smoke unit-test
 
 unit-test: $(STAMP)
 	$(PY) -m pytest -q
