@@ -9,6 +9,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import gymnasium
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -171,29 +175,34 @@ def command_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_describe(args: argparse.Namespace) -> int:
+def _make_env(name: str, maze: str | None) -> gymnasium.Env:
+    """The environment a command names (an alias such as ``maze`` or a gymnasium id), with
+    ``--maze`` for the maze only; a UsageError naming the value otherwise."""
     import gymnasium
-    import numpy as np
 
-    import langadapt.environments  # noqa: F401
-    from langadapt import adapters
+    import langadapt.environments  # noqa: F401  (registers the langadapt ids)
 
-    env_id = ENV_ALIASES.get(args.env.lower(), args.env)
+    env_id = ENV_ALIASES.get(name.lower(), name)
     if env_id not in gymnasium.registry:
         ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
         known = ", ".join([*ENV_ALIASES, *ours])
-        raise UsageError(f"unknown environment {args.env!r}; expected one of {known}")
-    params = {}
-    if args.maze:
-        if env_id != ENV_ALIASES["maze"]:
-            raise UsageError(f"--maze {args.maze!r} is for the maze; {env_id} has no layouts")
-        params["maze"] = args.maze
+        raise UsageError(f"unknown environment {name!r}; expected one of {known}")
+    if maze and env_id != ENV_ALIASES["maze"]:
+        raise UsageError(f"--maze {maze!r} is for the maze; {env_id} has no layouts")
+    return gymnasium.make(env_id, **({"maze": maze} if maze else {}))
+
+
+def command_describe(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from langadapt import adapters
+
     if args.steps < 0:
         raise UsageError(f"--steps {args.steps}: expected a number of steps >= 0")
     given_llm_options = [f"--{k}" for k in ("model", "host") if getattr(args, k)]
     if args.adapter != "llm" and given_llm_options:
         raise UsageError(f"{', '.join(given_llm_options)} only apply with --adapter llm")
-    env = gymnasium.make(env_id, **params)
+    env = _make_env(args.env, args.maze)
     settings = {}
     if args.adapter == "llm":
         settings = {"backend": args.backend}
@@ -212,7 +221,7 @@ def command_describe(args: argparse.Namespace) -> int:
             state = np.asarray(_parse_state(text), dtype=space.dtype)
             if state.shape != space.shape:
                 raise UsageError(
-                    f"--state {text!r} has {state.size} values; {env_id} observations have "
+                    f"--state {text!r} has {state.size} values; {env.spec.id} observations have "
                     f"shape {space.shape}"
                 )
             legal = _legal_moves_of(env, state)
@@ -244,12 +253,9 @@ def _legal_moves_of(env, state) -> list[int]:
 
 
 def command_prompt(args: argparse.Namespace) -> int:
-    import gymnasium
-
     from langadapt.agents.llm_policy import show_prompt
 
-    env_id = ENV_ALIASES.get(args.env.lower(), args.env)
-    env = gymnasium.make(env_id, **({"maze": args.maze} if args.maze else {}))
+    env = _make_env(args.env, args.maze)
     spec = {"backend": args.backend, **{k: getattr(args, k) for k in ("model", "host")
                                         if getattr(args, k)}}
     state = _parse_state(args.state) if args.state else None

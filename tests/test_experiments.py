@@ -362,7 +362,10 @@ def test_cli_reports_bad_input_plainly(tmp_path):
     assert bad_state.returncode == 2 and "shape (2,)" in bad_state.stderr
     unknown = _cli("describe", "chess")
     assert unknown.returncode == 2 and "maze" in unknown.stderr
-    assert "Traceback" not in missing.stderr + bad_state.stderr + unknown.stderr
+    unknown_prompt = _cli("prompt", "chess", "--role", "policy")
+    assert unknown_prompt.returncode == 2 and "unknown environment 'chess'" in unknown_prompt.stderr
+    assert "Traceback" not in (missing.stderr + bad_state.stderr + unknown.stderr
+                               + unknown_prompt.stderr)
 
 
 def test_per_adapter_hyperparameters_override_and_are_checked(tmp_path):
