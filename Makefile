@@ -11,7 +11,7 @@ EXTRAS := dev,ray,finetune
 SMOKE := $(or $(TMPDIR),/tmp)/langadapt-wheel-smoke
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-slow unit-test wheel wheel-smoke bench lint clean-venv
+.PHONY: run test test-slow unit-test import-lint wheel wheel-smoke bench lint clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,12 +22,16 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(VENV)/bin/langadapt run configs/quickstart.yaml --force
 
-# The installed-wheel smoke from outside the checkout, then the test suite (whose summary
-# line closes the output).
-test: wheel-smoke unit-test
+# The layer contracts (.importlinter), the installed-wheel smoke from outside the checkout,
+# then the test suite (whose summary line closes the output).
+test: import-lint wheel-smoke unit-test
 
 unit-test: $(STAMP)
 	$(PY) -m pytest -q
+
+# A layer imported from below (or an import cycle) fails here, naming the import.
+import-lint: $(STAMP)
+	$(VENV)/bin/lint-imports
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
@@ -44,13 +48,14 @@ wheel-smoke: wheel
 	$(PYTHON) -m venv $(SMOKE)/venv
 	$(SMOKE)/venv/bin/python -m pip install --quiet --upgrade pip
 	$(SMOKE)/venv/bin/python -m pip install --quiet --constraint constraints.txt $(SMOKE)/dist/langadapt-*.whl
-	cd $(SMOKE) && $(SMOKE)/venv/bin/python $(CURDIR)/.ci/wheel_smoke.py $(SMOKE)/dist/langadapt-*.whl $(CURDIR)
+	cd $(SMOKE) && $(SMOKE)/venv/bin/python $(CURDIR)/.ci/wheel_smoke.py $(SMOKE)/dist/langadapt-*.whl $(CURDIR) $(SMOKE)/src
 
 bench: $(STAMP)
 	$(VENV)/bin/langadapt bench
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean-venv:
 	rm -rf $(VENV)

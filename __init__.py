@@ -8,10 +8,13 @@ sub-packages are the folders beside this file (see the README, "Layout")::
 Importing it registers the ``langadapt/...`` gymnasium ids.
 """
 
-from langadapt import environments  # noqa: F401  (registers the langadapt/... ids)
-from langadapt.adapters import LanguageObservation
-from langadapt.adapters import make as make_adapter
-from langadapt.agents import evaluate, make_agent, train
+from . import (
+    environments,  # noqa: F401  (registers the langadapt/... ids)
+    roles,  # noqa: F401  (registers the llm_policy and llm_policy_search agents)
+)
+from .adapters import LanguageObservation
+from .adapters import make as make_adapter
+from .agents import evaluate, make_agent, train
 
 __version__ = "0.2.0"
 

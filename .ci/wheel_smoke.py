@@ -1,13 +1,24 @@
 """Use an installed langadapt wheel the way a user's project does: from outside the checkout.
 
 Run by ``make wheel-smoke`` with the python of a fresh virtual environment that has only the
-wheel (and its dependencies) installed, from a temporary directory. It checks that
+wheel (and its dependencies) installed, from a temporary directory::
+
+    python wheel_smoke.py WHEEL CHECKOUT [SOURCE]
+
+(SOURCE: the tree the wheel was built from, when not the checkout: ``make wheel`` builds from
+the last commit.) It checks that
 
 1. the wheel's top-level import names are exactly ``{"langadapt"}``;
-2. every module of the installed package imports, and it is the installed copy (not the
+2. every package of the checkout (a folder with an ``__init__.py``, but ``tests``) is in the
+   wheel as ``langadapt.<folder>``, and so are the package data: the experiment files
+   ``configs/*.yaml`` (as ``langadapt/configs/``) and the prompt templates;
+3. every module of the installed package imports, and it is the installed copy (not the
    checkout);
-3. every adapter builds by name and describes/encodes a maze state;
-4. ``langadapt run`` trains and evaluates a tiny experiment end to end and writes its summary.
+4. every adapter builds by name and describes/encodes a maze state;
+5. the ``langadapt`` command works from outside the checkout: ``--version``, ``run --list``
+   and ``finetune --list`` name every packaged file, ``run quickstart --check`` resolves the
+   bare name to the installed copy, and ``langadapt run`` trains and evaluates a tiny
+   experiment end to end and writes its summary.
 
 Exits non-zero with a message naming what failed.
 """
@@ -49,6 +60,55 @@ def check_top_level(wheel: Path) -> None:
     print(f"top-level names: {sorted(top)} ({len(names)} files)")
 
 
+# Package data that must ship: (folder in the checkout, glob) -> the same path under langadapt/.
+PACKAGE_DATA = (("configs", "*.yaml"), ("roles/templates/policy_search", "*.txt"))
+
+
+def checkout_packages(root: Path) -> dict[str, Path]:
+    """``{langadapt.<dotted>: folder}`` of every package under ``root`` (a folder with an
+    ``__init__.py`` whose parents are packages too), ``tests`` and hidden folders left out."""
+    found: dict[str, Path] = {}
+
+    def walk(folder: Path, prefix: str) -> None:
+        for child in sorted(folder.iterdir()):
+            if (child.is_dir() and child.name.isidentifier() and child.name != "tests"
+                    and (child / "__init__.py").is_file()):
+                name = f"{prefix}.{child.name}"
+                found[name] = child
+                walk(child, name)
+
+    walk(root, "langadapt")
+    return found
+
+
+def check_contents(wheel: Path, checkout: Path, source: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    in_wheel = {n[: -len("/__init__.py")].replace("/", ".") for n in names
+                if n.endswith("/__init__.py")}
+    missing = []
+    for package, folder in checkout_packages(checkout).items():
+        if package not in in_wheel:
+            relative = folder.relative_to(checkout)
+            committed = (source / relative / "__init__.py").is_file()
+            missing.append(f"{package} ({relative}/)" + (
+                "" if committed else ": not in the tree the wheel was built from; is it "
+                "committed?"))
+    if missing:
+        raise SystemExit(f"wheel {wheel.name} lacks packages of the checkout: "
+                         + "; ".join(missing))
+    print(f"packages: {sorted(in_wheel)}")
+    for folder, pattern in PACKAGE_DATA:
+        files = sorted((checkout / folder).glob(pattern))
+        if not files:
+            raise SystemExit(f"no {folder}/{pattern} in the checkout {checkout}")
+        absent = [f.name for f in files if f"langadapt/{folder}/{f.name}" not in names]
+        if absent:
+            raise SystemExit(f"wheel {wheel.name} lacks package data langadapt/{folder}/: "
+                             f"{', '.join(absent)}")
+        print(f"package data langadapt/{folder}/{pattern}: {len(files)} files")
+
+
 def check_imports(checkout: Path) -> None:
     import langadapt
 
@@ -80,29 +140,58 @@ def check_adapters() -> None:
         print(f"adapter {name!r}: vector {vector.shape}")
 
 
-def check_cli() -> None:
+def langadapt(*args: str, cwd: str) -> str:
+    """Run the installed ``langadapt`` command; its stdout, or exit naming the failure."""
+    command = [str(Path(sys.executable).with_name("langadapt")), *args]
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n"
+                         f"{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def check_cli(checkout: Path) -> None:
+    from importlib.metadata import version
+
     with tempfile.TemporaryDirectory() as tmp:
+        shown = langadapt("--version", cwd=tmp).strip()
+        if shown != f"langadapt {version('langadapt')}":
+            raise SystemExit(f"langadapt --version printed {shown!r}; the wheel is "
+                             f"{version('langadapt')}")
+        listed = langadapt("run", "--list", cwd=tmp) + langadapt("finetune", "--list", cwd=tmp)
+        names = {line.split()[0] for line in listed.splitlines() if line.startswith("  ")}
+        expected = {f.stem for f in (checkout / "configs").glob("*.yaml")}
+        if names != expected:
+            raise SystemExit(f"langadapt run/finetune --list name {sorted(names)}; the packaged "
+                             f"files are {sorted(expected)}")
+        print(f"langadapt --version: {shown}; --list: {len(names)} packaged files")
+        import langadapt as package
+
+        checked = langadapt("run", "quickstart", "--check", cwd=tmp).strip()
+        installed = Path(package.__file__).resolve().parent
+        if installed not in Path(checked.split(":", 1)[0]).resolve().parents:
+            raise SystemExit(f"langadapt run quickstart did not resolve to the packaged file "
+                             f"under {installed}: {checked}")
+        print(f"langadapt run quickstart --check: {checked}")
+
         config = Path(tmp) / "wheel_smoke.yaml"
         config.write_text(TINY_EXPERIMENT, encoding="utf-8")
         out = Path(tmp) / "results"
-        command = [str(Path(sys.executable).with_name("langadapt")), "run", str(config),
-                   "--out", str(out), "--no-progress"]
-        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n"
-                             f"{done.stdout}\n{done.stderr}")
+        stdout = langadapt("run", str(config), "--out", str(out), "--no-progress", cwd=tmp)
         summaries = list(out.rglob("summary.md"))
         if not summaries:
-            raise SystemExit(f"langadapt run wrote no summary.md under {out}:\n{done.stdout}")
+            raise SystemExit(f"langadapt run wrote no summary.md under {out}:\n{stdout}")
         print(f"langadapt run: {summaries[0].read_text(encoding='utf-8').splitlines()[0]}")
 
 
 def main() -> None:
     wheel, checkout = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    source = Path(sys.argv[3]).resolve() if len(sys.argv) > 3 else checkout
     check_top_level(wheel)
+    check_contents(wheel, checkout, source)
     check_imports(checkout)
     check_adapters()
-    check_cli()
+    check_cli(checkout)
     print("wheel smoke: passed")
 
 

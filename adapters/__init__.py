@@ -3,30 +3,22 @@
 ``make(name, env, **settings)`` builds ``"raw"`` (`RawAdapter`), ``"language"``
 (`LanguageAdapter`) or ``"llm"`` (`make_llm_adapter`: `OllamaAdapter` / `LlamaCppAdapter`).
 Every adapter subclasses `BaseAdapter`; `LanguageObservation` is the gymnasium wrapper.
+The describers and the rest of each environment's language spec live in
+`langadapt.environments` (`language_for`, `register_language`).
 """
 
 from typing import Any
 
-from langadapt.adapters.base import STAT_KEYS, AdapterInput, BaseAdapter, Memo
-from langadapt.adapters.describers import (
-    CartPoleBins,
-    CartPoleDescriber,
-    Describer,
-    MazeDescriber,
-    SailingBins,
-    SailingDescriber,
-    describer_for,
-    register_describer,
-)
-from langadapt.adapters.embedding_cache import EmbeddingCache
-from langadapt.adapters.encoder import MiniLMEncoder, get_encoder
-from langadapt.adapters.history import history_pairs, last_action
-from langadapt.adapters.language import LanguageAdapter
-from langadapt.adapters.llm import LlamaCppAdapter, LLMAdapter, OllamaAdapter, make_llm_adapter
-from langadapt.adapters.prerender import reachable_inputs
-from langadapt.adapters.raw import RawAdapter
-from langadapt.adapters.wrapper import LanguageObservation
-from langadapt.llm import CacheError, LLMError, LLMReplyError, LLMUnavailableError
+from ..llm import CacheError, LLMError, LLMReplyError, LLMUnavailableError
+from .base import STAT_KEYS, AdapterInput, BaseAdapter, Memo
+from .embedding_cache import EmbeddingCache
+from .encoder import MiniLMEncoder, get_encoder
+from .history import history_pairs, last_action
+from .language import LanguageAdapter
+from .llm import LlamaCppAdapter, LLMAdapter, OllamaAdapter, make_llm_adapter
+from .prerender import reachable_inputs
+from .raw import RawAdapter
+from .wrapper import LanguageObservation
 
 ADAPTERS: dict[str, Any] = {"raw": RawAdapter, "language": LanguageAdapter,
                             "llm": make_llm_adapter}
@@ -51,9 +43,6 @@ __all__ = [
     "AdapterInput",
     "BaseAdapter",
     "CacheError",
-    "CartPoleBins",
-    "CartPoleDescriber",
-    "Describer",
     "EmbeddingCache",
     "LLMAdapter",
     "LLMError",
@@ -62,20 +51,15 @@ __all__ = [
     "LanguageAdapter",
     "LanguageObservation",
     "LlamaCppAdapter",
-    "MazeDescriber",
     "Memo",
     "MiniLMEncoder",
     "OllamaAdapter",
     "RawAdapter",
-    "SailingBins",
-    "SailingDescriber",
     "available_adapters",
-    "describer_for",
     "get_encoder",
     "history_pairs",
     "last_action",
     "make",
     "make_llm_adapter",
     "reachable_inputs",
-    "register_describer",
 ]

@@ -31,9 +31,9 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from langadapt.adapters.describers import _resolve_env, check_legal_moves
-from langadapt.adapters.embedding_cache import EmbeddingCache
-from langadapt.adapters.encoder import get_encoder
+from ..environments import check_legal_moves, unwrap_env
+from .embedding_cache import EmbeddingCache
+from .encoder import get_encoder
 
 __all__ = ["AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "env_spaces"]
 
@@ -141,6 +141,8 @@ class BaseAdapter(BaseModel):
 
     #: Name of the adapter kind (``adapters.make(kind, env)``).
     kind: ClassVar[str] = "base"
+    #: Whether the description says what the state means (False: the raw numbers).
+    describes_states: ClassVar[bool] = True
 
     encoder: str | None = Field(
         None, description="sentence-transformers model name or path; None = packaged MiniLM")
@@ -184,7 +186,7 @@ class BaseAdapter(BaseModel):
         if env is None:
             raise ValueError(f"{type(self).__name__} needs an environment: "
                              f"{type(self).__name__}(env, ...) with an instance or a gymnasium id")
-        self._env = _resolve_env(env)
+        self._env = unwrap_env(env)
         self._space, self._n_actions = env_spaces(self._env)
         self.clear_memo()
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from langadapt.llm.store import SQLiteStore
+from ..llm.store import SQLiteStore
 
 __all__ = ["EmbeddingCache", "text_key"]
 

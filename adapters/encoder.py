@@ -11,14 +11,32 @@ This encoder adds no normalisation of its own; note that all-MiniLM-L6-v2's pipe
 ends in a ``Normalize`` module, so its vectors have unit L2 norm.
 
 The model is loaded lazily (on the first encode or ``dimension`` access) and once per
-process per model: :func:`get_encoder` returns the process-wide shared instance.
+process per model: :func:`get_encoder` returns the process-wide shared instance. Loading
+shows no progress bar (transformers' bars are off while the model loads, then restored).
+
+**Fork safety.** A process that has run the model and then forks (gymnasium's
+``AsyncVectorEnv`` and SB3's ``SubprocVecEnv(start_method="fork")`` fork on Linux by
+default) used to hang its children for ever in the model's first layer norm: torch's CPU
+thread pool (OpenMP) does not survive ``fork``. This module registers an
+``os.register_at_fork(after_in_child=...)`` hook: in every forked child it calls
+``torch.set_num_threads(1)`` (when torch is imported), so torch runs on the child's own
+thread and never touches the parent's pool, and it gives every encoder a fresh lock (a lock
+another parent thread held at the fork would otherwise stay held). The model the child
+inherits is then used as it is: the children encode, and give the same vectors as the
+parent. (A child that knows its parent never ran torch may raise its thread count again.)
+The tokenizers library protects itself: it turns its own parallelism off in a forked child.
+An encoder on CUDA cannot run in a forked child at all (torch's "Cannot re-initialize CUDA
+in forked subprocess" error): use the ``spawn`` or ``forkserver`` start method there.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import threading
+import warnings
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -95,6 +113,7 @@ class MiniLMEncoder:
         self._dimension: int | None = None
         self._normalized = False
         self._lock = threading.Lock()
+        _INSTANCES.add(self)
 
     def __repr__(self) -> str:
         return f"MiniLMEncoder(name={self.name!r}, device={self.device!r})"
@@ -109,13 +128,15 @@ class MiniLMEncoder:
         return self._model
 
     def _load(self) -> None:
+        import huggingface_hub.utils as hub_utils
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as transformers_logging
 
-        transformers_logging.disable_progress_bar()  # no "Loading weights" bar on every load
-
         source = self._source if self._source is not None else str(default_model_path())
         device = self.device or _auto_device()
+        bars_on = transformers_logging.is_progress_bar_enabled()
+        hub_off = hub_utils.are_progress_bars_disabled()
+        transformers_logging.disable_progress_bar()  # no "Loading weights" bar on every load
         try:
             model = SentenceTransformer(source, device=device, local_files_only=True)
         except OSError as error:
@@ -124,6 +145,13 @@ class MiniLMEncoder:
                 "local model directory or a model already in the Hugging Face cache "
                 "(nothing is downloaded)"
             ) from error
+        finally:
+            if bars_on:  # as they were (enabling transformers' also enables the hub's)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    transformers_logging.enable_progress_bar()
+                    if hub_off:
+                        hub_utils.disable_progress_bars()
         self.device = str(model.device)
         measure = getattr(model, "get_embedding_dimension", None) or (
             model.get_sentence_embedding_dimension
@@ -178,6 +206,22 @@ class MiniLMEncoder:
 
 _SHARED: dict[str, MiniLMEncoder] = {}
 _SHARED_LOCK = threading.Lock()
+_INSTANCES: weakref.WeakSet[MiniLMEncoder] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: torch on one thread, fresh locks (see the module docstring)."""
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()
+    for encoder in list(_INSTANCES):
+        encoder._lock = threading.Lock()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def get_encoder(name: str | os.PathLike[str] | None = None) -> MiniLMEncoder:

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field, PrivateAttr
 
-from langadapt.adapters.base import BaseAdapter
-from langadapt.adapters.describers import Describer, describer_for
-from langadapt.adapters.history import last_action
+from ..environments import Describer, language_for
+from .base import BaseAdapter
+from .history import last_action
 
 __all__ = ["LanguageAdapter"]
 
@@ -19,14 +19,15 @@ class LanguageAdapter(BaseAdapter):
     """State -> the environment's describer -> sentence -> encoder -> float32 vector.
 
     ``describer``: a `Describer` or a plain function ``(state, legal_moves, last_action) ->
-    str`` (default ``describer_for(env, **describer_options)``). Other settings: those of
+    str`` (default: the describer of the environment's language spec,
+    ``language_for(env, **describer_options).describer``). Other settings: those of
     `BaseAdapter` (encoder, embedding cache, memo).
     """
 
     kind = "language"
 
     describer_options: dict[str, Any] = Field(
-        default_factory=dict, description="options for describer_for(env, **options)")
+        default_factory=dict, description="options of the language spec, e.g. include_last_move")
 
     _describer: Any = PrivateAttr(default=None)
 
@@ -37,7 +38,7 @@ class LanguageAdapter(BaseAdapter):
         if describer is not None and settings.get("describer_options"):
             raise ValueError("pass describer= or describer_options=, not both")
         super().__init__(env, **settings)
-        self._describer = describer or describer_for(self.env, **self.describer_options)
+        self._describer = describer or language_for(self.env, **self.describer_options).describer
         self.clear_memo()
 
     @property

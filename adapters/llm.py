@@ -23,23 +23,23 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field, PrivateAttr
 
-from langadapt.adapters.base import BaseAdapter
-from langadapt.adapters.describers import describer_for
-from langadapt.adapters.history import history_pairs, last_action
-from langadapt.adapters.prompts import (
-    DEFAULT_BASE_PROMPT,
-    Prompt,
-    build_prompt,
-    estimate_tokens,
-    format_raw_state,
-)
-from langadapt.llm import (
+from ..environments import language_for
+from ..llm import (
     LlamaCppBackend,
     LLMBackend,
     LLMError,
     OllamaBackend,
     backend_fields,
     make_backend,
+)
+from .base import BaseAdapter
+from .history import history_pairs, last_action
+from .prompts import (
+    DEFAULT_BASE_PROMPT,
+    Prompt,
+    build_prompt,
+    estimate_tokens,
+    format_raw_state,
 )
 
 __all__ = ["LLMAdapter", "LlamaCppAdapter", "OllamaAdapter", "llm_setting_models",
@@ -101,10 +101,13 @@ class LLMAdapter(BaseAdapter):
                 f"{self.max_tokens + need}")
         self._backend = backend
         try:
-            self._describer = describer_for(self.env)
-        except ValueError:
-            self._describer = None  # the prompt then gives the raw numbers
-        self._action_names = _action_names_for(self.env)
+            spec = language_for(self.env)
+        except ValueError:  # no language spec: the prompt gives the raw numbers
+            self._describer = None
+            names = getattr(self.env, "action_names", None)
+            self._action_names = None if names is None else tuple(str(n) for n in names)
+        else:
+            self._describer, self._action_names = spec.describer, spec.action_names
         self.clear_memo()
 
     # ---- the parts -----------------------------------------------------------------------
@@ -305,19 +308,3 @@ def llm_setting_models(settings: dict[str, Any]) -> list[tuple[type[BaseModel], 
     own, spec = _split({k: v for k, v in settings.items() if k != "backend"})
     return [(LLMAdapter, own), *backend_fields({"backend": settings.get("backend", "auto"),
                                                 **spec})]
-
-
-def _action_names_for(env: Any) -> tuple[str, ...] | None:
-    """Words for the actions of the langadapt environments (or the env's ``action_names``)."""
-    own = getattr(env, "action_names", None)
-    if own is not None:
-        return tuple(str(n) for n in own)
-    from langadapt import environments
-
-    if isinstance(env, environments.MazeEnv):
-        return tuple(environments.ACTION_NAMES)
-    if isinstance(env, environments.SailingEnv):
-        return ("turn the heading by -0.1 rad", "turn the heading by +0.1 rad")
-    if isinstance(env, environments.CartPoleEnv):
-        return ("push the cart left", "push the cart right")
-    return None

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from langadapt.adapters.base import AdapterInput
-from langadapt.environments.maze import bfs_distances
+from ..environments.maze import bfs_distances
+from .base import AdapterInput
 
 __all__ = ["reachable_inputs"]
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
 
-from langadapt.adapters.base import AdapterInput, BaseAdapter
+from .base import AdapterInput, BaseAdapter
 
 __all__ = ["RawAdapter"]
 
@@ -23,6 +23,7 @@ class RawAdapter(BaseAdapter):
     """
 
     kind = "raw"
+    describes_states: ClassVar[bool] = False  # its text is the numbers, not what they mean
 
     def __init__(self, env: Any = None, /, **settings: Any) -> None:
         if settings:

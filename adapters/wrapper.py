@@ -1,7 +1,15 @@
-"""LanguageObservation: a gymnasium wrapper whose observations come from an adapter."""
+"""LanguageObservation: a gymnasium wrapper whose observations come from an adapter.
+
+``copy.deepcopy(wrapper)`` gives an independent environment (the inner env, the episode
+history and the wrapper's state are copied) that **shares the adapter**: an adapter holds
+a model, locks and possibly a database connection, none of which can be copied, and it is
+a pure function of its input (its memo and caches only make repeated inputs cheaper), so
+sharing it changes no observation.
+"""
 
 from __future__ import annotations
 
+import copy as _copy
 from collections import deque
 from typing import Any, SupportsFloat
 
@@ -33,6 +41,9 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     Each step calls the adapter's ``adapt(obs, legal_moves, history)`` and nothing else of
     it (a seen input is a memo look-up there).
+
+    ``copy.deepcopy`` copies everything but the adapter, which the copy shares (see the
+    module docstring).
     """
 
     def __init__(
@@ -75,6 +86,23 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         )
         self._record = self._history.append  # the same object for the wrapper's life
         self._previous: Any = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LanguageObservation:
+        """A copy that steps independently of this wrapper and shares its adapter."""
+        memo[id(self.adapter)] = self.adapter  # shared wherever it is referenced
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            new.__dict__[key] = _copy.deepcopy(value, memo)
+        new._adapt = self.adapter.adapt
+        new._record = new._history.append  # the copy's own history, not the original's
+        return new
+
+    @property
+    def supplies_descriptions(self) -> bool:
+        """Whether ``info["description"]`` says what the state means (a language or LLM
+        adapter), so that a table can be keyed by it; False for the raw adapter's numbers."""
+        return bool(getattr(self.adapter, "describes_states", True))
 
     @property
     def history(self) -> list[tuple[Any, int]] | deque[tuple[Any, int]]:

@@ -2,22 +2,26 @@
 
 Public names: the agents (:class:`QLearningAgent`, :class:`DQNAgent`, :class:`RandomAgent`)
 with their pydantic configs, :func:`make_agent` / :func:`register_agent`, the loop
-(:func:`train`, :func:`evaluate`, :class:`EpisodeRecord`, :class:`TrainingResult`) and
-:func:`read_agent_file` (the one save format). Agents know only gymnasium spaces.
+(:func:`train`, :func:`evaluate`, :class:`EpisodeRecord`, :class:`TrainingResult`),
+:class:`Discretisation` and :func:`read_agent_file` (the one save format). Agents know only
+gymnasium spaces and the environment they are bound to; the LLM roles that act as agents
+live in :mod:`langadapt.roles`.
 """
 
-from langadapt.agents.base import Agent, read_agent_file
-from langadapt.agents.dqn import DQNAgent, DQNConfig, dqn_targets, q_network
-from langadapt.agents.qlearning import QLearningAgent, QLearningConfig
-from langadapt.agents.random_agent import RandomAgent
-from langadapt.agents.registry import AGENTS, make_agent, register_agent
-from langadapt.agents.training import EpisodeRecord, Evaluation, TrainingResult, evaluate, train
+from .base import Agent, read_agent_file
+from .discretisation import Discretisation
+from .dqn import DQNAgent, DQNConfig, dqn_targets, q_network
+from .qlearning import QLearningAgent, QLearningConfig
+from .random_agent import RandomAgent
+from .registry import AGENTS, make_agent, register_agent
+from .training import EpisodeRecord, Evaluation, TrainingResult, evaluate, train
 
 __all__ = [
     "AGENTS",
     "Agent",
     "DQNAgent",
     "DQNConfig",
+    "Discretisation",
     "EpisodeRecord",
     "Evaluation",
     "QLearningAgent",

@@ -32,8 +32,7 @@ import torch
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict
 
-from langadapt.adapters.describers import check_legal_moves
-from langadapt.environments import check_action
+from ..environments import check_action, check_legal_moves
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -85,6 +84,12 @@ class Agent:
     #: True when the agent takes the state's description (``info["description"]``) as
     #: its observation; :func:`agents.train` and :func:`agents.evaluate` then pass it.
     reads_description: bool = False
+    #: False for agents that do not learn from single steps (an LLM policy, a policy
+    #: search): an advisor, which replaces some of the steps' actions, makes no sense there.
+    learns_from_steps: ClassVar[bool] = True
+    #: True for agents that stop training themselves (see :attr:`training_done`), so that
+    #: :func:`agents.train` needs no episode or step budget for them.
+    has_own_budget: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -129,6 +134,19 @@ class Agent:
         next_legal_moves: Sequence[int] | None = None,
     ) -> None:
         raise NotImplementedError
+
+    def bind(self, env: Any) -> None:
+        """The environment the agent acts in next: :func:`agents.train` calls it before
+        training (and again after evaluating on another environment), :func:`agents.evaluate`
+        before evaluating. Agents that read more than the observation (the episode history,
+        the raw state, whether the environment supplies descriptions) take it from ``env``
+        here; it must be cheap when called again. The base class needs nothing."""
+
+    @property
+    def training_done(self) -> bool:
+        """True once the agent has spent a budget of its own (a policy search's rounds);
+        :func:`agents.train` then stops. Always False for the step-budgeted agents."""
+        return False
 
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
         """Tell the agent how long training will run (``train()`` calls this first)."""

@@ -41,8 +41,8 @@ from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from langadapt.agents.base import Agent, take
-from langadapt.agents.buffers import ReplayBuffer
+from .base import Agent, take
+from .buffers import ReplayBuffer
 
 
 class DQNConfig(BaseModel):

@@ -2,18 +2,25 @@
 
 The table maps what the state means to one row of action values:
 
+- ``key="auto"`` (default): ``"description"`` when the agent is bound to an environment
+  that supplies descriptions (a ``LanguageObservation`` with a language or LLM adapter:
+  :func:`agents.train`, :func:`agents.evaluate` and the experiment runner bind it), else
+  ``"observation"``. A table keyed by the float bytes of a continuous observation of 64 or
+  more dimensions (an encoder's vector) warns once: such keys depend on the last bits of
+  the encoder's output and do not survive a new process; use descriptions or bins.
 - ``key="description"``: the state's description (a 16-byte BLAKE2 hash of its text). The
   agent then takes the description as its observation: :func:`agents.train` and
   :func:`agents.evaluate` pass ``info["description"]``, which a
   :class:`~langadapt.adapters.LanguageObservation` environment provides. The table does not
   depend on the encoder's numbers (MiniLM vectors of one text differ in the last bits between
   batch sizes), so a saved table acts identically in a new process without any cache.
-- ``key="observation"`` (default) with ``bins=None``: the exact bytes of the float32
+- ``key="observation"`` with ``bins=None``: the exact bytes of the float32
   observation - the state itself for discrete states (maze cells).
 - ``key="observation"`` with ``bins=k`` or ``bins=[k1, k2, ...]``: continuous raw states
-  discretised into ``k`` equal bins per dimension between the observation space bounds (or
-  ``bounds`` when given; required for unbounded dimensions); values outside are clipped into
-  the first / last bin.
+  discretised by :class:`~langadapt.agents.Discretisation` (the one policy search uses):
+  ``k`` equal bins per dimension between the observation space bounds (or ``bounds`` when
+  given; required for unbounded dimensions); values outside are clipped into the first /
+  last bin.
 
 Update, for a transition ``(s, a, r, s')`` with ``s'`` not terminal::
 
@@ -27,6 +34,7 @@ truncated) from ``epsilon_start`` down to ``epsilon_min``.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -35,7 +43,11 @@ import torch
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langadapt.agents.base import Agent, take
+from .base import Agent, take
+from .discretisation import Discretisation
+
+#: Continuous observations of this many dimensions or more are an encoder's vectors.
+VECTOR_DIMS = 64
 
 
 class QLearningConfig(BaseModel):
@@ -51,10 +63,11 @@ class QLearningConfig(BaseModel):
         0.99, gt=0.0, le=1.0, description="Multiplied into epsilon at the end of each episode."
     )
     initial_q: float = Field(0.0, description="Value of a state-action pair never updated.")
-    key: Literal["observation", "description"] = Field(
-        "observation",
-        description='Table key: "description" (the text, from info["description"]) or '
-        '"observation" (the state, or its bins).',
+    key: Literal["auto", "observation", "description"] = Field(
+        "auto",
+        description='Table key: "description" (the text, from info["description"]), '
+        '"observation" (the state, or its bins) or "auto" (description when the environment '
+        "supplies one, else observation).",
     )
     bins: int | list[int] | None = Field(
         None,
@@ -96,8 +109,7 @@ class QLearningAgent(Agent):
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a Box or Discrete space"
             )
-        self.reads_description = self.config.key == "description"
-        if self.reads_description and self.config.bins is not None:
+        if self.config.key == "description" and self.config.bins is not None:
             raise ValueError(
                 f"bins={self.config.bins!r} needs key='observation' (a description has no bins)"
             )
@@ -105,51 +117,49 @@ class QLearningAgent(Agent):
         self.epsilon = self.config.epsilon_start
         self.episodes = 0
         self.updates = 0
-        self._bins: np.ndarray | None = None
-        self._low: np.ndarray | None = None
-        self._scale: np.ndarray | None = None
+        self.discretisation: Discretisation | None = None
         if self.config.bins is not None:
-            self._setup_bins(observation_space)
+            if not isinstance(observation_space, spaces.Box):
+                raise ValueError(f"bins={self.config.bins!r} needs a Box observation space, "
+                                 f"got {observation_space!r}")
+            self.discretisation = Discretisation(observation_space, self.config.bins,
+                                                 self.config.bounds)
+        elif self.config.bounds is not None:
+            raise ValueError("bounds apply only with bins")
+        self.table_key = self.config.key if self.config.key != "auto" else (
+            "observation" if self.config.bins is not None else "auto")
+        self._warned = False
 
     # ------------------------------------------------------------------- keys
-    def _setup_bins(self, space: spaces.Space) -> None:
-        cfg = self.config
-        if not isinstance(space, spaces.Box):
-            raise ValueError(f"bins={cfg.bins!r} needs a Box observation space, got {space!r}")
-        dims = int(np.prod(self.obs_shape))
-        bins = (
-            np.full(dims, cfg.bins, dtype=np.int64)
-            if isinstance(cfg.bins, int)
-            else (np.asarray(cfg.bins, dtype=np.int64))
-        )
-        if bins.shape != (dims,):
-            raise ValueError(
-                f"bins has {bins.size} entries, expected 1 or {dims} (one per observation "
-                "dimension)"
-            )
-        if cfg.bounds is not None:
-            if len(cfg.bounds) != dims:
-                raise ValueError(
-                    f"bounds has {len(cfg.bounds)} entries, expected {dims} (one (low, high) "
-                    "per observation dimension)"
-                )
-            low = np.array([b[0] for b in cfg.bounds], dtype=np.float64)
-            high = np.array([b[1] for b in cfg.bounds], dtype=np.float64)
-        else:
-            low = np.asarray(space.low, dtype=np.float64).ravel()
-            high = np.asarray(space.high, dtype=np.float64).ravel()
-        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise ValueError(
-                f"cannot discretise between low={low.tolist()} and high={high.tolist()}: "
-                "expected finite bounds (pass bounds=[(low, high), ...])"
-            )
-        if np.any(high <= low):
-            raise ValueError(
-                f"bounds low={low.tolist()} high={high.tolist()}: expected high > low everywhere"
-            )
-        self._bins = bins
-        self._low = low
-        self._scale = bins / (high - low)
+    @property
+    def reads_description(self) -> bool:  # type: ignore[override]
+        """Whether the table is keyed by the state's description."""
+        return self.table_key == "description"
+
+    def bind(self, env: Any) -> None:
+        """Resolve ``key="auto"`` on the first environment: by description when ``env``
+        supplies descriptions, else by observation (warning once for encoder vectors)."""
+        if self.table_key != "auto":
+            return
+        try:
+            supplies = bool(env.get_wrapper_attr("supplies_descriptions"))
+        except AttributeError:
+            supplies = False
+        self.table_key = "description" if supplies else "observation"
+        self._warn_vector_keys()
+
+    def _warn_vector_keys(self) -> None:
+        space = self.observation_space
+        if (self.table_key == "observation" and self.discretisation is None and not self._warned
+                and isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating)
+                and int(np.prod(self.obs_shape)) >= VECTOR_DIMS):
+            self._warned = True
+            warnings.warn(
+                f"qlearning keys its table by the float bytes of {int(np.prod(self.obs_shape))}-"
+                "dimensional observations: an encoder's vectors differ in their last bits "
+                "between processes and batch sizes, so the table does not carry over to a new "
+                "process; set key: description (with a LanguageObservation environment) or "
+                "bins", stacklevel=3)
 
     def key(self, obs: Any) -> bytes:
         """The table key of an observation (bytes); ValueError when it does not fit."""
@@ -162,12 +172,13 @@ class QLearningAgent(Agent):
                 )
             return hashlib.blake2b(obs.encode(), digest_size=16).digest()
         arr = self.check_obs(obs)
-        if self._bins is None:
+        if self.table_key == "auto":  # used without bind(): the observation it is
+            self.table_key = "observation"
+            self._warn_vector_keys()
+        if self.discretisation is None:
             # + 0.0 maps -0.0 to 0.0 so that equal values give equal bytes.
             return (arr + np.float32(0.0)).tobytes()
-        idx = np.floor((arr.ravel() - self._low) * self._scale).astype(np.int64)
-        np.clip(idx, 0, self._bins - 1, out=idx)
-        return idx.tobytes()
+        return self.discretisation.bins_of(arr.ravel().astype(np.float64)).tobytes()
 
     def q_values(self, obs: Any) -> np.ndarray:
         """A copy of the action values of ``obs`` (``initial_q`` where unseen)."""
@@ -244,11 +255,7 @@ class QLearningAgent(Agent):
         self.table = {k: row.copy() for k, row in snapshot.items()}
 
     def header(self) -> dict[str, Any]:
-        return super().header() | {
-            "key": self.config.key,
-            "bins": self.config.bins,
-            "bounds": self.config.bounds,
-        }
+        return super().header() | {"bins": self.config.bins, "bounds": self.config.bounds}
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """The table (keys as rows of bytes, values), epsilon, counters and RNG state."""
@@ -257,7 +264,8 @@ class QLearningAgent(Agent):
         key_len = len(keys[0]) if keys else 0
         key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), key_len)
         values = np.stack(list(self.table.values())) if keys else np.zeros((0, self.n_actions))
-        state |= {"epsilon": self.epsilon, "episodes": self.episodes, "updates": self.updates}
+        state |= {"epsilon": self.epsilon, "episodes": self.episodes, "updates": self.updates,
+                  "key": self.table_key}
         return state, {"keys": torch.from_numpy(key_arr.copy()), "values": torch.from_numpy(values)}
 
     def set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -269,6 +277,11 @@ class QLearningAgent(Agent):
         self.table = {
             keys[i].tobytes(): values[i].astype(np.float64) for i in range(keys.shape[0])
         }
+        saved = state.get("key", self.config.key)
+        if self.config.key not in ("auto", saved) and saved != "auto":
+            raise ValueError(f"the table is keyed by {saved!r}, but this agent has "
+                             f"key={self.config.key!r}")
+        self.table_key = saved
         self.epsilon = float(state["epsilon"])
         self.episodes = int(state["episodes"])
         self.updates = int(state["updates"])

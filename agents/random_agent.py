@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from langadapt.agents.base import Agent
+from .base import Agent
 
 
 class RandomAgent(Agent):

@@ -1,4 +1,9 @@
-"""Agents by name: ``make_agent("dqn", observation_space, action_space, **hyperparameters)``."""
+"""Agents by name: ``make_agent("dqn", observation_space, action_space, **hyperparameters)``.
+
+The RL agents register here; the LLM roles that act as agents (``llm_policy``,
+``llm_policy_search``) register themselves when :mod:`langadapt.roles` is imported (the
+top-level ``import langadapt`` does).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,15 @@ from typing import Any
 
 from gymnasium import spaces
 
-from langadapt.agents.base import Agent
-from langadapt.agents.dqn import DQNAgent
-from langadapt.agents.llm_policy import LLMPolicy
-from langadapt.agents.policy_search import LLMPolicySearch
-from langadapt.agents.qlearning import QLearningAgent
-from langadapt.agents.random_agent import RandomAgent
+from .base import Agent
+from .dqn import DQNAgent
+from .qlearning import QLearningAgent
+from .random_agent import RandomAgent
 
 AGENTS: dict[str, type[Agent]] = {
     "qlearning": QLearningAgent,
     "dqn": DQNAgent,
     "random": RandomAgent,
-    "llm_policy": LLMPolicy,
-    "llm_policy_search": LLMPolicySearch,
 }
 
 

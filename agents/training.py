@@ -22,8 +22,8 @@ import gymnasium as gym
 import numpy as np
 from tqdm.auto import tqdm
 
-from langadapt.agents.base import Agent
-from langadapt.agents.base import check_count as _check_count
+from .base import Agent
+from .base import check_count as _check_count
 
 #: Offset added to the training seed to seed evaluation episodes (so they differ from the
 #: training episodes' initial states but are the same at every evaluation round).
@@ -143,8 +143,9 @@ def evaluate(
     _check_count("total_steps", total_steps, minimum=0, optional=False)
     _check_count("after_episode", after_episode, minimum=0, optional=False)
     _check_env(agent, env)
+    agent.bind(env)
     records = []
-    text = getattr(agent, "reads_description", False)
+    text = agent.reads_description
     reset_seed: int | None = seed
     for _ in range(episodes):
         t0 = time.perf_counter()
@@ -190,9 +191,11 @@ def train(
 ) -> TrainingResult:
     """Train ``agent`` on ``env`` for ``episodes`` episodes and/or ``steps`` steps.
 
-    Stops at whichever budget is reached first; an episode cut short by the step budget is
-    not recorded. Seeds the environment's first reset and its action space with ``seed`` and
-    tells the agent the budget (for its exploration schedule).
+    Stops at whichever budget is reached first, or when the agent says its own budget is
+    spent (``agent.training_done``, e.g. a policy search's last round scored; such an agent,
+    ``has_own_budget``, needs neither budget); an episode cut short by the step budget is not
+    recorded. Calls ``agent.bind(env)``, seeds the environment's first reset and its action
+    space with ``seed`` and tells the agent the budget (for its exploration schedule).
 
     Evaluation: after every ``eval_every`` training episodes, and/or at the end of the first
     episode that reaches each multiple of ``eval_every_steps`` steps, ``eval_episodes``
@@ -205,7 +208,7 @@ def train(
 
     ``on_episode`` is called with every record as it is made.
     """
-    if episodes is None and steps is None:
+    if episodes is None and steps is None and not agent.has_own_budget:
         raise ValueError("train needs episodes=... or steps=... (or both); got neither")
     _check_count("episodes", episodes)
     _check_count("steps", steps)
@@ -226,6 +229,7 @@ def train(
         _check_env(agent, eval_env)
 
     env.action_space.seed(seed)
+    agent.bind(env)
     agent.set_training_horizon(steps=steps, episodes=episodes)
     result = TrainingResult()
     records = result.records
@@ -251,6 +255,8 @@ def train(
         )
         if saved is not None:
             _set_env_rng_state(env, saved)
+        else:
+            agent.bind(env)  # back to the training environment
         for rec in evals:
             emit(rec)
         mean = float(np.mean([r.return_ for r in evals]))
@@ -268,7 +274,7 @@ def train(
         dynamic_ncols=True,
     )
     act, learn, step = agent.act, agent.learn, env.step
-    text = getattr(agent, "reads_description", False)
+    text = agent.reads_description
     total, done_episodes = 0, 0
     next_eval_step = eval_every_steps
     reset_seed: int | None = seed
@@ -324,6 +330,8 @@ def train(
             if due:
                 postfix["eval"] = f"{run_evaluation(done_episodes, total):.3g}"
             bar.set_postfix(postfix, refresh=False)
+            if agent.training_done:
+                break
         if keep_best:
             if result.last is None or result.last.total_steps != total:
                 run_evaluation(done_episodes, total)  # the final policy is a candidate too

@@ -1,26 +1,36 @@
-"""The Sailing, Maze and CartPole environments as gymnasium environments.
+"""The environments and what the library says about each of them in words.
 
 Importing this package registers ``langadapt/Sailing-v0``, ``langadapt/Maze-v0`` (layout
-chosen by the ``maze`` argument) and ``langadapt/CartPole-v0`` with gymnasium; importing
-it again (or reloading it) registers nothing twice. Every environment puts
-``legal_moves`` (list of ints) and ``is_success`` (bool) in ``info`` on reset and step,
-and handles its own truncation, so no TimeLimit wrapper is added.
+chosen by the ``maze`` argument), ``langadapt/CartPole-v0`` and ``langadapt/FrozenLake-v0``
+with gymnasium; importing it again (or reloading it) registers nothing twice. Every
+environment puts ``legal_moves`` (list of ints) and ``is_success`` (bool) in ``info`` on
+reset and step, and handles its own truncation, so no TimeLimit wrapper is added.
+
+Each environment's language spec (:class:`LanguageSpec`: describer, action names, task
+text) is registered in :mod:`environments.language`; :func:`register_language` brings your
+own environment.
 """
 
 from __future__ import annotations
 
 import gymnasium
 
-from langadapt.environments._checks import check_action
-from langadapt.environments.cartpole import CartPoleEnv
-from langadapt.environments.maze import (
-    ACTION_DELTAS,
-    ACTION_NAMES,
-    MAZE_LAYOUTS,
-    MAZE_NAMES,
-    MazeEnv,
+from ._checks import check_action, check_legal_moves
+from .cartpole import CartPoleEnv
+from .describers import (
+    CartPoleBins,
+    CartPoleDescriber,
+    CartPoleSteps,
+    Describer,
+    FrozenLakeDescriber,
+    MazeDescriber,
+    SailingBins,
+    SailingDescriber,
 )
-from langadapt.environments.sailing import SailingEnv
+from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv
+from .language import LanguageSpec, language_for, register_language, unwrap_env
+from .maze import ACTION_DELTAS, ACTION_NAMES, MAZE_LAYOUTS, MAZE_NAMES, MazeEnv, bfs_distances
+from .sailing import SailingEnv
 
 #: gymnasium id -> entry point of every environment of this package.
 ENV_IDS: dict[str, str] = {
@@ -44,11 +54,27 @@ __all__ = [
     "ACTION_DELTAS",
     "ACTION_NAMES",
     "ENV_IDS",
+    "FROZENLAKE_ACTIONS",
     "MAZE_LAYOUTS",
     "MAZE_NAMES",
+    "CartPoleBins",
+    "CartPoleDescriber",
     "CartPoleEnv",
+    "CartPoleSteps",
+    "Describer",
+    "FrozenLakeDescriber",
+    "FrozenLakeEnv",
+    "LanguageSpec",
+    "MazeDescriber",
     "MazeEnv",
+    "SailingBins",
+    "SailingDescriber",
     "SailingEnv",
+    "bfs_distances",
     "check_action",
+    "check_legal_moves",
+    "language_for",
+    "register_language",
     "register_environments",
+    "unwrap_env",
 ]

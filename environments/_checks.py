@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+import numbers
 import operator
+from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 RENDER_MODES: tuple[str, ...] = ("rgb_array", "ansi")
 
@@ -93,3 +97,27 @@ def check_reset_options(options: Any, allowed: tuple[str, ...]) -> dict[str, Any
             f"unknown reset options {sorted(unknown)}; expected any of {list(allowed)}"
         )
     return options
+
+
+def check_legal_moves(legal_moves: Any, n_actions: int | None) -> tuple[int, ...]:
+    """``legal_moves`` as a tuple of ints in ``[0, n_actions)`` (any range if None)."""
+    if legal_moves is None:
+        return ()
+    if isinstance(legal_moves, (str, bytes)) or not isinstance(legal_moves, Iterable):
+        raise ValueError(
+            f"legal_moves {legal_moves!r} is not a sequence of actions; expected e.g. [0, 2, 3]"
+        )
+    moves: list[int] = []
+    for move in legal_moves:
+        if isinstance(move, np.ndarray) and move.shape == ():
+            move = move.item()
+        if isinstance(move, bool) or not isinstance(move, numbers.Integral):
+            raise ValueError(f"legal move {move!r} in {legal_moves!r} is not an int action")
+        if n_actions is not None and not 0 <= int(move) < n_actions:
+            raise ValueError(
+                f"legal move {move!r} in {legal_moves!r} is outside [0, {n_actions - 1}]"
+            )
+        moves.append(int(move))
+    if len(set(moves)) != len(moves):
+        raise ValueError(f"legal_moves {legal_moves!r} repeat an action; expected distinct actions")
+    return tuple(moves)

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv as GymCartPoleEnv
 
-from langadapt.environments._checks import (
+from ._checks import (
     RENDER_MODES,
     check_action,
     check_render_mode,
@@ -24,7 +24,7 @@ from langadapt.environments._checks import (
     check_step_limit,
     episode_over_error,
 )
-from langadapt.environments.rendering import canvas, draw_line, fill_disk, fill_rect
+from .rendering import canvas, draw_line, fill_disk, fill_rect
 
 
 def pygame_available() -> bool:

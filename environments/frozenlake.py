@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
 
-from langadapt.environments._checks import (
+from ._checks import (
     check_action,
     check_reset_options,
     check_step_limit,

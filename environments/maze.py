@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from langadapt.environments._checks import (
+from ._checks import (
     RENDER_MODES,
     check_action,
     check_finite,
@@ -26,7 +26,7 @@ from langadapt.environments._checks import (
     check_step_limit,
     episode_over_error,
 )
-from langadapt.environments.rendering import canvas, fill_disk, fill_rect
+from .rendering import canvas, fill_disk, fill_rect
 
 Cell = tuple[int, int]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from langadapt.environments.cartpole import CartPoleEnv
-from langadapt.environments.maze import MAZE_LAYOUTS, MazeEnv
-from langadapt.environments.rendering import write_png
-from langadapt.environments.sailing import SailingEnv
+from .cartpole import CartPoleEnv
+from .maze import MAZE_LAYOUTS, MazeEnv
+from .rendering import write_png
+from .sailing import SailingEnv
 
 
 def sailing_picture() -> SailingEnv:

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from langadapt.environments._checks import (
+from ._checks import (
     RENDER_MODES,
     check_action,
     check_finite,
@@ -24,7 +24,7 @@ from langadapt.environments._checks import (
     check_step_limit,
     episode_over_error,
 )
-from langadapt.environments.rendering import canvas, draw_arrow, draw_line, fill_disk, fill_rect
+from .rendering import canvas, draw_arrow, draw_line, fill_disk, fill_rect
 
 #: Half the river's width: |x| > X_LIMIT is the bank.
 X_LIMIT = 10.0

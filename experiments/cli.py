@@ -1,15 +1,23 @@
-"""The ``langadapt`` command: run experiments, show descriptions, prerender, report, bench."""
+"""The ``langadapt`` command: run experiments, show descriptions and prompts, prerender,
+report, fine-tune, bench.
+
+A bad command-line value is one line naming the option (exit code 2); an unexpected
+exception (a bug) keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
+import math
 import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import gymnasium
@@ -30,12 +38,26 @@ class UsageError(ValueError):
     """A command-line value that cannot be used."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block), exit code 2 as usual."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="langadapt",
         description="Language state adapters for RL: compare raw, rule-language and "
         "LLM-language states with the same agents.",
     )
+    parser.add_argument("--version", action="version", version=f"langadapt {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser(
@@ -44,7 +66,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Train and evaluate every (adapter x agent x seed) combination of an "
         "experiment file, then write episodes.csv, summary.csv, summary.md and plots.",
     )
-    run.add_argument("file", type=Path, help="experiment YAML file, e.g. configs/quickstart.yaml")
+    run.add_argument("file", nargs="?", metavar="FILE",
+                     help="experiment YAML file, or the name of a packaged experiment "
+                     "(e.g. quickstart; see --list)")
+    run.add_argument("--list", action="store_true",
+                     help="list the packaged experiments with their descriptions and exit")
+    run.add_argument("--check", action="store_true",
+                     help="validate the file and the options, print what would run, run nothing")
     run.add_argument("--out", type=Path, help="results folder (default: the file's output, "
                      "else results/<name>)")
     run.add_argument("--seeds", type=int, help="use seeds 0..N-1 instead of the file's seeds")
@@ -102,7 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Describe and encode every reachable state (discrete environments) for "
         "each language and llm adapter of an experiment file, filling the persistent caches.",
     )
-    prerender.add_argument("file", type=Path)
+    prerender.add_argument("file", metavar="FILE",
+                           help="experiment YAML file or the name of a packaged experiment")
+    prerender.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     report = commands.add_parser(
         "report",
@@ -118,8 +148,11 @@ def _parser() -> argparse.ArgumentParser:
         description="GRPO fine-tuning of the LLM policy on environment reward, per seed, "
         "with a learning curve beside DQN (see docs/finetune.md).",
     )
-    finetune.add_argument("file", type=Path, help="finetune YAML file, e.g. "
-                          "configs/grpo_umaze.yaml")
+    finetune.add_argument("file", nargs="?", metavar="FILE",
+                          help="finetune YAML file, or the name of a packaged one (e.g. "
+                          "grpo_umaze; see --list)")
+    finetune.add_argument("--list", action="store_true",
+                          help="list the packaged fine-tuning files and exit")
     finetune.add_argument("--out", type=Path, help="results folder (default: the file's "
                           "output, else results/<name>)")
     finetune.add_argument("--seeds", type=int, nargs="+", help="train only these seeds")
@@ -139,19 +172,200 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# ----------------------------------------------------------------- packaged experiment files
+
+
+def _packaged_configs() -> dict[str, dict[str, Any]]:
+    """``{name: {"command", "description", "resource"}}`` of the YAML files shipped in
+    ``langadapt/configs`` (``command``: ``run`` for experiment files, ``finetune`` for GRPO
+    files)."""
+    from importlib.resources import files
+
+    import yaml
+
+    folder = files("langadapt") / "configs"
+    if not folder.is_dir():
+        return {}
+    found = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not (entry.name.endswith(".yaml") and entry.is_file()):
+            continue
+        try:
+            data = yaml.safe_load(entry.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            data = None
+        data = data if isinstance(data, dict) else {}
+        command = "finetune" if {"grpo", "lora"} & set(data) else "run"
+        description = " ".join(str(data.get("description") or "").split())
+        found[entry.name[: -len(".yaml")]] = {
+            "command": command, "description": description, "resource": entry}
+    return found
+
+
+_KINDS = {"run": "experiment", "finetune": "fine-tuning file"}
+_RESOURCES = contextlib.ExitStack()  # packaged files extracted to disk (only from a zip)
+atexit.register(_RESOURCES.close)
+
+
+def _names_of(packaged: dict[str, dict[str, Any]], command: str) -> str:
+    return ", ".join(n for n, e in packaged.items() if e["command"] == command) or "none"
+
+
+def _config_file(text: str | None, command: str) -> Path:
+    """The file ``langadapt COMMAND TEXT`` means: an existing path as it is, else the
+    packaged file of a bare name (``quickstart`` or ``quickstart.yaml``); a UsageError naming
+    the packaged ones otherwise."""
+    from importlib.resources import as_file
+
+    packaged = _packaged_configs()
+    if text is None:
+        raise UsageError(f"FILE is required: an experiment file or one of the packaged "
+                         f"{_KINDS[command]}s {_names_of(packaged, command)} (see --list)")
+    path = Path(text).expanduser()
+    if path.exists():
+        return path
+    bare = "/" not in text and os.sep not in text
+    name = text[: -len(".yaml")] if text.endswith(".yaml") else text
+    entry = packaged.get(name) if bare else None
+    if entry is not None:
+        if entry["command"] != command:
+            raise UsageError(f"{text!r} is a packaged {_KINDS[entry['command']]}: use "
+                             f"langadapt {entry['command']} {name}")
+        return _RESOURCES.enter_context(as_file(entry["resource"]))
+    known = f"packaged {_KINDS[command]}s: {_names_of(packaged, command)}"
+    if bare:
+        raise UsageError(f"{text!r}: no such file and no packaged {_KINDS[command]} of that "
+                         f"name; {known}")
+    stem = Path(text).stem
+    hint = (f" (the packaged one is `langadapt {command} {stem}`)"
+            if packaged.get(stem, {}).get("command") == command else "")
+    what = "experiment" if command == "run" else "finetune"
+    raise UsageError(f"{text}: no such {what} file{hint}")
+
+
+def _print_packaged(command: str) -> int:
+    packaged = {n: e for n, e in _packaged_configs().items() if e["command"] == command}
+    if not packaged:
+        print(f"no packaged {_KINDS[command]}s in this installation")
+        return 0
+    print(f"packaged {_KINDS[command]}s (langadapt {command} NAME):")
+    width = max(len(n) for n in packaged)
+    for name, entry in packaged.items():
+        print(f"  {name:<{width}}  {entry['description']}".rstrip())
+    return 0
+
+
+# ----------------------------------------------------------------- option checks
+
+
 def _parse_state(text: str) -> list[float]:
     parts = text.replace(",", " ").split()
     try:
-        return [float(p) for p in parts]
+        values = [float(p) for p in parts]
     except ValueError:
         raise UsageError(f"--state {text!r}: expected numbers separated by commas") from None
+    if not values:
+        raise UsageError(f"--state {text!r}: expected numbers separated by commas")
+    if not all(math.isfinite(v) for v in values):
+        raise UsageError(f"--state {text!r}: expected finite numbers")
+    return values
+
+
+def _state_of(env: gymnasium.Env, text: str) -> tuple[Any, list[int]]:
+    """``--state TEXT`` as an observation of ``env`` and its legal moves; a UsageError
+    naming the value if it is not a state of ``env``."""
+    import numpy as np
+
+    space = env.observation_space
+    state = np.asarray(_parse_state(text), dtype=space.dtype)
+    if state.shape != space.shape:
+        raise UsageError(
+            f"--state {text!r} has {state.size} values; {env.spec.id} observations have "
+            f"shape {space.shape}"
+        )
+    if not space.contains(state):
+        low, high = np.ravel(space.low).tolist(), np.ravel(space.high).tolist()
+        raise UsageError(f"--state {text!r} is outside {env.spec.id}'s observation space "
+                         f"(low {low}, high {high})")
+    base = env.unwrapped
+    if hasattr(base, "legal_moves_at"):
+        try:
+            legal = base.legal_moves_at(tuple(float(v) for v in state))
+        except ValueError as error:
+            raise UsageError(f"--state {text!r}: {error}") from None
+    else:
+        legal = list(range(env.action_space.n))
+    return state, legal
+
+
+def _check_host(host: str) -> str:
+    from urllib.parse import urlsplit
+
+    text = host.strip()
+    url = text if "://" in text else f"http://{text}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port out of range)
+    except ValueError as error:
+        raise UsageError(f"--host {host!r}: {error}") from None
+    if not text or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--host {host!r}: expected a server URL such as "
+                         "http://127.0.0.1:11434")
+    return host
+
+
+def _llm_spec(backend: str, model: str | None, host: str | None) -> dict[str, Any]:
+    """The backend spec of ``--backend/--model/--host``, checked without contacting any
+    server or loading any model; a UsageError naming the option otherwise."""
+    from pydantic import ValidationError
+
+    from ..llm import backend_fields
+
+    spec: dict[str, Any] = {"backend": backend}
+    if model is not None:
+        if not model.strip():
+            raise UsageError(f"--model {model!r}: expected an Ollama model name or the path "
+                             "of a .gguf file")
+        spec["model"] = model
+    if host is not None:
+        if backend == "llamacpp":
+            raise UsageError(f"--host {host!r} is for an Ollama server; --backend llamacpp "
+                             "runs the model in this process")
+        spec["host"] = _check_host(host)
+    try:
+        for cls, fields in backend_fields(spec):
+            cls(**fields)
+    except ValidationError as error:
+        item = error.errors()[0]
+        field = str(item["loc"][0]) if item["loc"] else "backend"
+        option = field if field in ("model", "host") else "backend"
+        message = item["msg"].removeprefix("Value error, ")
+        raise UsageError(f"--{option} {spec.get(option)!r}: {message}") from None
+    return spec
+
+
+def _quiet_model_loading() -> None:
+    """No Hugging Face download or weight-loading bars in this process (before any model
+    loads): transformers' switch, which turns huggingface_hub's bars off too."""
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:  # no transformers: only huggingface_hub could show a bar
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        return
+    transformers_logging.disable_progress_bar()
+
+
+# ----------------------------------------------------------------- commands
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from langadapt.experiments.config import experiment_from_dict, load_config
-    from langadapt.experiments.runner import run_experiment
+    if args.list:
+        return _print_packaged("run")
+    from .config import experiment_from_dict, load_config
+    from .runner import run_experiment
 
-    config = load_config(args.file)
+    path = _config_file(args.file, "run")
+    config = load_config(path)
     data = config.model_dump(mode="json")
     if args.seeds is not None:
         data["seeds"] = args.seeds
@@ -163,6 +377,14 @@ def command_run(args: argparse.Namespace) -> int:
     if args.jobs is not None:
         executor["jobs"] = args.jobs
     config = experiment_from_dict(data, f"{args.file} with the command-line options")
+    if args.check:
+        runs = len(config.adapters) * len(config.agents) * len(config.seed_list)
+        print(f"{path}: experiment {config.name!r}, {runs} runs ({len(config.adapters)} "
+              f"adapters x {len(config.agents)} agents x {len(config.seed_list)} seeds), "
+              f"executor {config.executor.type}, results in {args.out or config.output_dir}")
+        return 0
+    if args.no_progress:
+        _quiet_model_loading()
     started = time.perf_counter()
     out = run_experiment(
         config,
@@ -180,51 +402,49 @@ def _make_env(name: str, maze: str | None) -> gymnasium.Env:
     ``--maze`` for the maze only; a UsageError naming the value otherwise."""
     import gymnasium
 
-    import langadapt.environments  # noqa: F401  (registers the langadapt ids)
+    from .. import environments  # noqa: F401  (registers the langadapt ids)
 
     env_id = ENV_ALIASES.get(name.lower(), name)
     if env_id not in gymnasium.registry:
         ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
         known = ", ".join([*ENV_ALIASES, *ours])
         raise UsageError(f"unknown environment {name!r}; expected one of {known}")
-    if maze and env_id != ENV_ALIASES["maze"]:
+    if maze is None:
+        return gymnasium.make(env_id)
+    if env_id != ENV_ALIASES["maze"]:
         raise UsageError(f"--maze {maze!r} is for the maze; {env_id} has no layouts")
-    return gymnasium.make(env_id, **({"maze": maze} if maze else {}))
+    from ..environments.maze import MAZE_NAMES
+
+    if maze not in MAZE_NAMES:
+        raise UsageError(f"--maze {maze!r}: unknown layout; expected one of "
+                         f"{', '.join(MAZE_NAMES)}")
+    return gymnasium.make(env_id, maze=maze)
 
 
 def command_describe(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from langadapt import adapters
+    from .. import adapters
 
     if args.steps < 0:
         raise UsageError(f"--steps {args.steps}: expected a number of steps >= 0")
-    given_llm_options = [f"--{k}" for k in ("model", "host") if getattr(args, k)]
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: expected a seed >= 0")
+    given_llm_options = [f"--{k}" for k in ("model", "host") if getattr(args, k) is not None]
     if args.adapter != "llm" and given_llm_options:
         raise UsageError(f"{', '.join(given_llm_options)} only apply with --adapter llm")
     env = _make_env(args.env, args.maze)
+    states = [_state_of(env, text) for text in args.state]
     settings = {}
     if args.adapter == "llm":
-        settings = {"backend": args.backend}
-        if args.model:
-            settings["model"] = args.model
-        if args.host:
-            settings["host"] = args.host
+        settings = _llm_spec(args.backend, args.model, args.host)
     adapter = adapters.make(args.adapter, env, **settings)
     if args.adapter == "llm":
         backend = adapter.backend
         reason = f" ({backend.choice_reason})" if backend.choice_reason else ""
         print(f"# LLM backend: {backend.name}, model {backend.model_label()}{reason}")
-    if args.state:
-        space = env.observation_space
-        for text in args.state:
-            state = np.asarray(_parse_state(text), dtype=space.dtype)
-            if state.shape != space.shape:
-                raise UsageError(
-                    f"--state {text!r} has {state.size} values; {env.spec.id} observations have "
-                    f"shape {space.shape}"
-                )
-            legal = _legal_moves_of(env, state)
+    if states:
+        for state, legal in states:
             print(f"state {state.tolist()}: {adapter(state, legal, (), encode=False)}")
         return 0
     observation, info = env.reset(seed=args.seed)
@@ -245,30 +465,24 @@ def command_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _legal_moves_of(env, state) -> list[int]:
-    base = env.unwrapped
-    if hasattr(base, "legal_moves_at"):
-        return base.legal_moves_at((int(state[0]), int(state[1])))
-    return list(range(env.action_space.n))
-
-
 def command_prompt(args: argparse.Namespace) -> int:
-    from langadapt.agents.llm_policy import show_prompt
+    from ..roles.llm_policy import show_prompt
 
     env = _make_env(args.env, args.maze)
-    spec = {"backend": args.backend, **{k: getattr(args, k) for k in ("model", "host")
-                                        if getattr(args, k)}}
-    state = _parse_state(args.state) if args.state else None
+    state = _state_of(env, args.state)[0] if args.state is not None else None
+    spec = _llm_spec(args.backend, args.model, args.host)
     print(show_prompt(env, args.role, spec, state=state, decoding=args.decoding))
     return 0
 
 
 def command_prerender(args: argparse.Namespace) -> int:
-    from langadapt.experiments.config import load_config
-    from langadapt.experiments.runner import prerender
+    from .config import load_config
+    from .runner import prerender
 
-    config = load_config(args.file)
-    counters = prerender(config)
+    config = load_config(_config_file(args.file, "run"))
+    if args.no_progress:
+        _quiet_model_loading()
+    counters = prerender(config, progress=not args.no_progress)
     if not counters:
         print(f"{config.environment.id}: no enumerable state set; nothing to prerender")
     for name, stats in counters.items():
@@ -278,18 +492,28 @@ def command_prerender(args: argparse.Namespace) -> int:
 
 
 def command_report(args: argparse.Namespace) -> int:
-    from langadapt.experiments.report import write_report
+    from .report import write_report
 
     write_report(args.folder)
     return 0
 
 
 def command_finetune(args: argparse.Namespace) -> int:
-    from langadapt.finetune.run import load_finetune_config, run_finetune
+    if args.list:
+        return _print_packaged("finetune")
+    path = _config_file(args.file, "finetune")
+    if args.seeds is not None:
+        bad = [s for s in args.seeds if s < 0]
+        if bad or len(set(args.seeds)) != len(args.seeds):
+            shown = " ".join(str(s) for s in args.seeds)
+            raise UsageError(f"--seeds {shown}: expected distinct seeds >= 0")
+    if args.no_progress:
+        _quiet_model_loading()
+    from ..finetune.run import load_finetune_config, run_finetune
 
     started = time.perf_counter()
     try:  # a bad file, model path or LoRA module is the user's to fix, not a traceback
-        out = run_finetune(load_finetune_config(args.file), out=args.out, force=args.force,
+        out = run_finetune(load_finetune_config(path), out=args.out, force=args.force,
                            progress=not args.no_progress, seeds=args.seeds)
     except ValueError as error:
         raise UsageError(str(error)) from error
@@ -327,9 +551,10 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix, shown as one message without a traceback: bad
     configuration or options, results folders, missing or unreadable files, an LLM that
     cannot be reached, runs that failed on a cluster. Anything else is a bug: traceback."""
-    from langadapt.experiments.config import ConfigError
-    from langadapt.experiments.runner import ResultsFolderError, RunsFailedError
-    from langadapt.llm import LLMError
+    from ..llm import LLMError
+    from .config import ConfigError
+    from .results import ResultsFolderError
+    from .runner import RunsFailedError
 
     return (
         UsageError,

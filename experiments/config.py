@@ -20,16 +20,25 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import gymnasium
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     ValidationError,
     create_model,
     field_validator,
     model_validator,
 )
+
+from .. import environments  # noqa: F401  (registers the langadapt gymnasium ids)
+from ..adapters import LanguageAdapter
+from ..adapters.llm import llm_setting_models
+from ..agents import AGENTS
+from ..roles.advisor import AdvisorConfig
+from ..roles.reward_shaping import RewardShapingConfig
 
 
 class ConfigError(ValueError):
@@ -67,6 +76,14 @@ answers)."""
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 
 
+Int = Annotated[int, Strict()]
+"""An integer that must be written as one: ``true``, ``2.5`` or ``"3"`` are errors, not 1, 2
+or 3 (pydantic's lax mode would coerce them silently)."""
+Float = Annotated[float, Strict()]
+"""A number (an integer is fine); ``true`` or ``"0.5"`` are errors."""
+Bool = Annotated[bool, Strict()]
+"""``true`` or ``false``; ``1``, ``"yes"`` are errors."""
+
 Label = Annotated[
     str,
     Field(
@@ -92,10 +109,6 @@ class EnvironmentSpec(_Strict):
     @field_validator("id")
     @classmethod
     def _known_id(cls, value: str) -> str:
-        import gymnasium
-
-        import langadapt.environments  # noqa: F401  (registers the langadapt ids)
-
         if value not in gymnasium.registry:
             ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
             raise ValueError(
@@ -152,8 +165,8 @@ class AgentSpec(_Strict):
 class TrainingSpec(_Strict):
     """How long each run trains: a number of episodes or of environment steps."""
 
-    episodes: Annotated[int, Field(gt=0, le=MAX_TRAINING_EPISODES)] | None = None
-    steps: Annotated[int, Field(gt=0, le=MAX_TRAINING_STEPS)] | None = None
+    episodes: Annotated[Int, Field(gt=0, le=MAX_TRAINING_EPISODES)] | None = None
+    steps: Annotated[Int, Field(gt=0, le=MAX_TRAINING_STEPS)] | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TrainingSpec:
@@ -168,26 +181,26 @@ class TrainingSpec(_Strict):
 class EvaluationSpec(_Strict):
     """Greedy evaluation during training and at the end."""
 
-    every: Annotated[int, Field(gt=0, le=MAX_TRAINING_EPISODES)] | None = Field(
+    every: Annotated[Int, Field(gt=0, le=MAX_TRAINING_EPISODES)] | None = Field(
         default=None, description="evaluate greedily every this many training episodes"
     )
-    episodes: Annotated[int, Field(gt=0, le=MAX_EVALUATION_EPISODES)] = Field(
+    episodes: Annotated[Int, Field(gt=0, le=MAX_EVALUATION_EPISODES)] = Field(
         default=5, description="episodes per evaluation"
     )
-    final_episodes: Annotated[int, Field(gt=0, le=MAX_EVALUATION_EPISODES)] = Field(
+    final_episodes: Annotated[Int, Field(gt=0, le=MAX_EVALUATION_EPISODES)] = Field(
         default=20, description="greedy episodes of the final evaluation"
     )
-    threshold: Annotated[float, Field(allow_inf_nan=False)] | None = Field(
+    threshold: Annotated[Float, Field(allow_inf_nan=False)] | None = Field(
         default=None,
         description="'episodes to threshold' counts training episodes until an evaluation's "
         "mean return reaches this; default: until an evaluation succeeds in every episode",
     )
-    every_steps: Annotated[int, Field(gt=0, le=MAX_TRAINING_STEPS)] | None = Field(
+    every_steps: Annotated[Int, Field(gt=0, le=MAX_TRAINING_STEPS)] | None = Field(
         default=None,
         description="also evaluate at the end of the first episode past every multiple of "
         "this many training steps",
     )
-    keep_best: bool = Field(
+    keep_best: Bool = Field(
         default=False,
         description="keep the policy of the best evaluation, restore it after training and "
         "evaluate both it ('best' rows) and the final policy ('final' rows)",
@@ -213,18 +226,18 @@ class ExecutorSpec(_Strict):
         description="ray only: 'auto' (the cluster running on this machine), 'HOST:PORT' of "
         "a head node, or 'ray://HOST:PORT'; default: start a local cluster",
     )
-    jobs: Annotated[int, Field(gt=0, le=MAX_JOBS)] | None = Field(
+    jobs: Annotated[Int, Field(gt=0, le=MAX_JOBS)] | None = Field(
         default=None,
         description="runs at a time: processes of the pool (default 1); with ray, most runs "
         "in flight (default: as many as the cluster has room for)",
     )
-    cpus_per_run: Annotated[float, Field(gt=0, le=MAX_CPUS_PER_RUN)] = Field(
+    cpus_per_run: Annotated[Float, Field(gt=0, le=MAX_CPUS_PER_RUN)] = Field(
         default=1, description="ray only: CPUs each run requests"
     )
-    gpus_per_run: Annotated[float, Field(ge=0, le=MAX_GPUS_PER_RUN)] = Field(
+    gpus_per_run: Annotated[Float, Field(ge=0, le=MAX_GPUS_PER_RUN)] = Field(
         default=0, description="ray only: GPUs each run requests"
     )
-    max_retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] = Field(
+    max_retries: Annotated[Int, Field(ge=0, le=MAX_RETRIES)] = Field(
         default=2, description="ray only: retries of a run whose worker process died"
     )
 
@@ -246,7 +259,7 @@ class ExperimentConfig(_Strict):
     adapters: list[AdapterSpec] = Field(min_length=1)
     agents: list[AgentSpec] = Field(min_length=1)
     training: TrainingSpec
-    seeds: list[int] | int = Field(
+    seeds: list[Int] | Int = Field(
         default=3,
         description="a list of seeds, or a count n meaning seeds 0..n-1",
     )
@@ -256,7 +269,7 @@ class ExperimentConfig(_Strict):
         default=".langadapt-cache",
         description="persistent description and embedding caches, shared between runs",
     )
-    torch_threads: Annotated[int, Field(gt=0, le=MAX_TORCH_THREADS)] = Field(
+    torch_threads: Annotated[Int, Field(gt=0, le=MAX_TORCH_THREADS)] = Field(
         default=1,
         description="torch threads per run; small networks train fastest on one, and a "
         "second thread fighting other processes for a core can slow a step tenfold",
@@ -283,6 +296,20 @@ class ExperimentConfig(_Strict):
     @classmethod
     def _unique_agents(cls, value: list[AgentSpec]) -> list[AgentSpec]:
         _require_unique([a.name for a in value], "agent names")
+        return value
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _integer_seeds(cls, value: Any) -> Any:
+        """One clear error for seeds that are not integers (the union of list and count
+        would otherwise report each alternative)."""
+        items = value if isinstance(value, list) else [value]
+        for position, item in enumerate(items):
+            if isinstance(item, bool) or not isinstance(item, int):
+                where = f" (item {position})" if isinstance(value, list) else ""
+                raise ValueError(
+                    f"expected a list of integer seeds or a count, got {_shown(item)}{where}"
+                )
         return value
 
     @field_validator("seeds")
@@ -339,12 +366,17 @@ class ExperimentConfig(_Strict):
     def fingerprint(self) -> str:
         """A hash of what determines the results: everything but the names, the output and
         cache folders, the executor and the :data:`RESULT_NEUTRAL_KEYS` settings."""
+        data = self.fingerprint_data()
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def fingerprint_data(self) -> dict[str, Any]:
+        """What :meth:`fingerprint` hashes (and :func:`changed_keys` compares)."""
         data = self.resolved()
         for key in RESULT_NEUTRAL_BLOCKS:
             data.pop(key, None)
         for block in ("adapters", "agents"):
             data[block] = _without_neutral_keys(data[block])
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        return data
 
 
 def _without_neutral_keys(value: Any) -> Any:
@@ -366,6 +398,53 @@ def _require_unique(names: list[str], what: str) -> None:
         )
 
 
+_STRICT_TYPES = {
+    "int_type": "expected an integer",
+    "float_type": "expected a number",
+    "bool_type": "expected true or false",
+}
+
+
+def _shown(value: Any) -> str:
+    """A value as the YAML file spells it (``true``, ``"3"``, ``2.5``)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def changed_keys(old: ExperimentConfig, new: ExperimentConfig, most: int = 5) -> list[str]:
+    """The key paths (``training.episodes: 30 -> 40``) in which two experiments' results
+    differ: what :meth:`ExperimentConfig.fingerprint` compares, at most ``most`` of them."""
+    changes: list[str] = []
+    _diff(old.fingerprint_data(), new.fingerprint_data(), "", changes)
+    if len(changes) > most:
+        changes = [*changes[:most], f"and {len(changes) - most} more"]
+    return changes
+
+
+def _diff(old: Any, new: Any, where: str, changes: list[str]) -> None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in [*old, *(k for k in new if k not in old)]:
+            path = f"{where}.{key}" if where else str(key)
+            if key not in new:
+                changes.append(f"{path} removed (was {_brief(old[key])})")
+            elif key not in old:
+                changes.append(f"{path} added ({_brief(new[key])})")
+            else:
+                _diff(old[key], new[key], path, changes)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for index, (a, b) in enumerate(zip(old, new, strict=True)):
+            _diff(a, b, f"{where}.{index}", changes)
+    elif old != new:
+        changes.append(f"{where or '(top level)'}: {_brief(old)} -> {_brief(new)}")
+
+
+def _brief(value: Any, width: int = 40) -> str:
+    text = _shown(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _format_validation_error(
     path: Path | str, error: ValidationError, loc_prefix: str = ""
 ) -> str:
@@ -379,6 +458,8 @@ def _format_validation_error(
             message = str(item.get("ctx", {}).get("error", message))
         elif item["type"] == "literal_error":
             message = f"got {item.get('input')!r}; {message.lower()}"
+        elif item["type"] in _STRICT_TYPES:
+            message = f"{_STRICT_TYPES[item['type']]}, got {_shown(item.get('input'))}"
         lines.append(f"  {where}: {message}")
     return "\n".join(lines)
 
@@ -417,8 +498,6 @@ def load_config(path: str | Path) -> ExperimentConfig:
 def _check_component_settings(config: ExperimentConfig, source: Path | str) -> None:
     """Validate agent hyperparameters and adapter settings against the pydantic models of
     the agents and adapters themselves, so a typo fails before anything is written."""
-    from langadapt.agents import AGENTS
-
     for index, spec in enumerate(config.agents):
         checks = [("params", spec.params)] + [
             (f"per_adapter.{name}", spec.params_for(name)) for name in spec.per_adapter
@@ -439,10 +518,12 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
 
 def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
     """The advisor and reward-shaping blocks, and llm_policy agents only on raw states."""
-    from langadapt.adapters.reward_shaping import RewardShapingConfig
-    from langadapt.agents.advisor import AdvisorConfig
-
     if spec.advisor is not None:
+        if not AGENTS[spec.type].learns_from_steps:
+            raise ConfigError(
+                f"{source}: agents.{index}.advisor: an advisor replaces some of the actions an "
+                f"agent learns from step by step, but {spec.type} does not learn from steps; "
+                "remove the advisor block (advisors suit qlearning and dqn)")
         _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
     if spec.reward_shaping is not None:
         _validate(RewardShapingConfig, spec.reward_shaping, source,
@@ -464,11 +545,7 @@ def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], di
     if spec.type == "raw":
         return []
     if spec.type == "language":
-        from langadapt.adapters import LanguageAdapter
-
         return [(LanguageAdapter, spec.settings)]
-    from langadapt.adapters.llm import llm_setting_models
-
     backend = spec.settings.get("backend", "auto")
     if backend not in ("ollama", "llamacpp", "auto"):
         return [(_BackendSetting, {"backend": backend})]

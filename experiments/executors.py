@@ -5,10 +5,21 @@ whose ``run(config, keys, out_dir, prerendered)`` yields one :class:`Outcome` pe
 finishes, after the run's files are written to ``out_dir/runs/<key>/``.
 ``prerendered``: the driver's prerendered adapters (``runner.prerendered_adapters``),
 which the Ray executor turns into :class:`ShippedAdapter` tables for its workers.
+
+**Stopping.** The process pool's workers never outlive the run: when ``run`` ends early (an
+exception, ``KeyboardInterrupt`` — which the runner raises for SIGTERM and SIGHUP too — or
+the caller closing the generator) the workers are terminated before it returns, and each
+worker asks the kernel (Linux ``prctl(PR_SET_PDEATHSIG)``) for SIGTERM when its parent dies,
+so even a ``kill -9`` of ``langadapt run`` leaves no worker training. The runs they were
+doing have no ``done.json``; ``--resume`` redoes them.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -18,7 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from langadapt.experiments.config import ExperimentConfig
+from . import one_run
+from .config import ExperimentConfig
+
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option (linux/prctl.h): the signal a process gets when its parent dies."""
 
 
 @dataclass(frozen=True)
@@ -44,33 +59,54 @@ class ProcessExecutor:
     def run(
         self, config: ExperimentConfig, keys: list[str], out_dir: Path, prerendered: dict
     ) -> Iterator[Outcome]:
-        from langadapt.experiments import runner
-
         data = config.resolved()
         if self.jobs <= 1 or len(keys) <= 1:
             for key in keys:
-                runner.execute_run(data, key, str(out_dir))
+                one_run.execute_run(data, key, str(out_dir))
                 yield Outcome(key)
             return
         workers = min(self.jobs, len(keys))
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                                   initializer=die_with_parent, initargs=(os.getpid(),))
+        try:
             futures = {
-                pool.submit(runner.execute_run, data, key, str(out_dir)): key for key in keys
+                pool.submit(one_run.execute_run, data, key, str(out_dir)): key for key in keys
             }
             for future in as_completed(futures):
                 future.result()
                 yield Outcome(futures[future])
+        except BaseException:  # an error, an interrupt, or the caller stopped: stop the workers
+            stop_workers(pool)
+            raise
+        pool.shutdown(wait=True)
 
 
-def executor_for(config: ExperimentConfig, jobs: int | None = None):
-    """The executor ``config.executor`` names; ``jobs`` overrides its ``jobs``."""
-    spec = config.executor
-    jobs = jobs if jobs is not None else spec.jobs
-    if spec.type == "ray":
-        from langadapt.experiments.executors_ray import RayExecutor
+def stop_workers(pool: ProcessPoolExecutor, grace: float = 5.0) -> None:
+    """Terminate a pool's worker processes (then kill those still alive after ``grace``
+    seconds) and shut the pool down without waiting for its queued runs."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # no public API
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(grace)
+        if process.is_alive():
+            process.kill()
+            process.join(grace)
+    pool.shutdown(wait=False, cancel_futures=True)
 
-        return RayExecutor(spec, jobs)
-    return ProcessExecutor(jobs or 1)
+
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: on Linux the kernel sends this worker SIGTERM when its parent
+    dies; if the parent is gone already, exit at once."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl: the parent's own shutdown still stops this worker
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 # ----------------------------------------------------------------------------- shipping

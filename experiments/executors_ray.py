@@ -10,10 +10,22 @@ so workers need neither an LLM nor the encoder. Otherwise workers build the adap
 themselves: the encoder from the installed package, LLM answers from the configured
 backend. A worker on another node keeps its LLM answers in a cache of its own and returns
 them with the run's result; the driver imports them into the experiment's cache.
+
+**Connecting.** Before ``ray.init`` the driver checks the address it would join: the given
+one or, as Ray does, ``RAY_ADDRESS`` (which overrides it) and, for ``auto``, the cluster Ray
+finds on this machine. A TCP connection to ``HOST:PORT`` and an HTTP/2 exchange (Ray's GCS
+and client server speak gRPC) must succeed within :data:`CONNECT_TIMEOUT_S`; otherwise the
+error is one line naming the address — instead of a minute of ``gcs_client`` warnings from
+``ray.init`` retrying a port where no cluster answers.
+
+Ray itself is imported only when this executor is used (:func:`import_ray`): it is the
+optional ``ray`` extra.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import socket
@@ -24,8 +36,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from langadapt.experiments.config import ConfigError, ExecutorSpec, ExperimentConfig
-from langadapt.experiments.executors import Outcome, ShippedAdapter, ship
+from ..llm import AnswerCache, answer_key
+from .config import ConfigError, ExecutorSpec, ExperimentConfig, experiment_from_dict
+from .executors import Outcome, ShippedAdapter, ship
+from .one_run import ANSWERS_FILE, make_adapter, make_env, train_run
+from .results import find_run, write_finished_run
 
 CONNECT_TIMEOUT_S = 5.0
 """How long the driver waits for a head node's port before giving up on an address."""
@@ -47,6 +62,11 @@ class RayUnavailableError(ConfigError):
 LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
+#: The first bytes an HTTP/2 client sends (RFC 9113 section 3.4), then an empty SETTINGS frame.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4
+
+
 def import_ray(local_cluster: bool = False) -> Any:
     """The ``ray`` module, else an error naming the extra that installs it.
 
@@ -56,7 +76,7 @@ def import_ray(local_cluster: bool = False) -> Any:
     if local_cluster and "ray" not in sys.modules:
         os.environ.setdefault(LOOPBACK_ONLY_ENV, "0")
     try:
-        import ray
+        import ray  # here, not at the top: Ray is the optional extra langadapt[ray]
     except ImportError:
         raise RayUnavailableError(
             "the ray executor needs Ray, which is not installed: pip install 'langadapt[ray]'"
@@ -64,8 +84,31 @@ def import_ray(local_cluster: bool = False) -> Any:
     return ray
 
 
+def address_to_join(address: str | None, ray: Any = None) -> str | None:
+    """The address ``ray.init(address=address)`` would join: ``RAY_ADDRESS`` overrides
+    ``address``; ``auto`` is the cluster Ray finds on this machine (asked of ``ray`` when
+    given; a :class:`RayUnavailableError` when there is none). None: start a local cluster."""
+    given = os.environ.get("RAY_ADDRESS") or address
+    if given != "auto" or ray is None:
+        return given
+    try:  # Ray's own look-up (ray_current_cluster, running GCS processes); not public API,
+        # and imported here because Ray is the optional extra
+        from ray._private.services import get_ray_address_from_environment
+    except ImportError:
+        return given
+    try:
+        return get_ray_address_from_environment("auto", None)
+    except ConnectionError as error:
+        raise RayUnavailableError(
+            f"cannot connect to a Ray cluster at auto ({error}); {HEAD_HINT}"
+        ) from None
+
+
 def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Fail within ``timeout`` seconds when nothing listens at ``address``'s port."""
+    """Fail within about ``timeout`` seconds, with one line naming ``address``, when no Ray
+    cluster answers there: nothing listens at its port, or what listens does not speak
+    HTTP/2 (gRPC) as Ray's GCS and client server do. ``auto`` is not checked here (see
+    :func:`address_to_join`)."""
     if address == "auto":
         return
     target = address.removeprefix("ray://")
@@ -79,11 +122,33 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
             f"--address {address!r}: expected auto, HOST:PORT or ray://HOST:PORT"
         ) from None
     try:
-        socket.create_connection((host, number), timeout=timeout).close()
+        with socket.create_connection((host, number), timeout=timeout) as connection:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return  # TLS first: no plain HTTP/2 to check
+            connection.sendall(HTTP2_PREFACE)
+            frame = _receive(connection, 9, time.monotonic() + timeout)
     except OSError as error:
         raise RayUnavailableError(
-            f"cannot reach a Ray cluster at {address} ({error}); {HEAD_HINT}"
+            f"cannot reach a Ray cluster at {address} ({error or type(error).__name__}); "
+            f"{HEAD_HINT}"
         ) from None
+    if len(frame) < 9 or frame[3] != HTTP2_SETTINGS:
+        raise RayUnavailableError(
+            f"no Ray cluster answers at {address}: something listens there but does not "
+            f"speak Ray's protocol (gRPC); check the host and port — {HEAD_HINT}"
+        )
+
+
+def _receive(connection: socket.socket, size: int, deadline: float) -> bytes:
+    """Up to ``size`` bytes before ``deadline`` (fewer if the peer closes; timeout raises)."""
+    data = b""
+    while len(data) < size:
+        connection.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 class RayExecutor:
@@ -118,15 +183,17 @@ class RayExecutor:
             "logging_level": logging.WARNING,
         }
         address = self.spec.address
+        joined = address_to_join(address, ray)
+        if joined is not None:
+            check_reachable(joined)
         if address is not None:
-            check_reachable(address)
             options["address"] = address
         elif self.jobs is not None:
             options["num_cpus"] = max(1, int(self.jobs * self.spec.cpus_per_run + 0.999))
         try:
             ray.init(**options)
         except (ConnectionError, TimeoutError) as error:
-            where = f"at {address}" if address else "on this machine"
+            where = f"at {joined}" if joined else "on this machine"
             raise RayUnavailableError(
                 f"cannot connect to a Ray cluster {where} ({error}); {HEAD_HINT}"
             ) from None
@@ -136,8 +203,6 @@ class RayExecutor:
     def run(
         self, config: ExperimentConfig, keys: list[str], out_dir: Path, prerendered: dict
     ) -> Iterator[Outcome]:
-        from langadapt.experiments import runner
-
         ray = self.ray
         if not ray.is_initialized():
             raise RuntimeError("RayExecutor.run outside its `with` block")
@@ -164,7 +229,7 @@ class RayExecutor:
                 continue
             if result["descriptions"]:
                 merge_descriptions(result["descriptions"], cache_dir)
-            runner.write_finished_run(out_dir, key, result["rows"], result["summary"])
+            write_finished_run(out_dir, key, result["rows"], result["summary"])
             yield Outcome(key)
 
 
@@ -183,25 +248,21 @@ def _short_error(error: BaseException) -> str:
 def run_on_worker(shared: tuple[dict, dict], run_key: str, driver_node: str) -> dict[str, Any]:
     """One run on a Ray worker: its rows, its ``done.json`` summary and, on a node other
     than the driver's, the LLM descriptions it asked for (JSONL text, else None)."""
-    import ray
-
-    from langadapt.experiments import runner
-    from langadapt.experiments.config import experiment_from_dict
-
+    ray = import_ray()
     data, shipped = shared
     on_driver_node = ray.get_runtime_context().get_node_id() == driver_node
     if not on_driver_node or not data["cache_dir"]:
         data = {**data, "cache_dir": str(node_cache_dir(data["cache_dir"]))}
     config = experiment_from_dict(data, "config.yaml")
-    run = runner.find_run(config, run_key)
+    run = find_run(config, run_key)
     adapter = None
     table = shipped.get(run.adapter.name)
     if table is not None:  # a fresh copy: the counters are per run
         adapter = ShippedAdapter(
             table.kind, table.observation_space, table.state_dtype, table.table
-        ).bind(lambda: runner.make_adapter(run.adapter, runner.make_env(config), config.cache_dir))
+        ).bind(lambda: make_adapter(run.adapter, make_env(config), config.cache_dir))
     rows: list[dict[str, Any]] = []
-    summary = runner.train_run(config, run, rows.append, adapter=adapter)
+    summary = train_run(config, run, rows.append, adapter=adapter)
     descriptions = None
     if not on_driver_node:
         descriptions = export_descriptions(config.cache_dir)
@@ -210,8 +271,6 @@ def run_on_worker(shared: tuple[dict, dict], run_key: str, driver_node: str) -> 
 
 def node_cache_dir(driver_cache_dir: str) -> Path:
     """This node's cache folder for an experiment whose driver caches in ``driver_cache_dir``."""
-    import hashlib
-
     tag = hashlib.sha256(driver_cache_dir.encode()).hexdigest()[:12]
     folder = Path(tempfile.gettempdir()) / f"langadapt-ray-cache-{os.getuid()}" / tag
     folder.mkdir(parents=True, exist_ok=True)
@@ -219,14 +278,12 @@ def node_cache_dir(driver_cache_dir: str) -> Path:
 
 
 def _description_cache(path: Path) -> Any:
-    from langadapt.llm import AnswerCache
-
     return AnswerCache(path)
 
 
 def export_descriptions(cache_dir: str) -> str | None:
     """The LLM description cache of ``cache_dir`` as JSONL text (None if it has none)."""
-    path = Path(cache_dir) / "descriptions.sqlite"
+    path = Path(cache_dir) / ANSWERS_FILE
     if not path.is_file():
         return None
     cache = _description_cache(path)
@@ -245,7 +302,7 @@ def merge_descriptions(jsonl: str, cache_dir: str) -> None:
         return
     folder = Path(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    cache = _description_cache(folder / "descriptions.sqlite")
+    cache = _description_cache(folder / ANSWERS_FILE)
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "descriptions.jsonl"
         source.write_text(jsonl)
@@ -260,10 +317,6 @@ def import_answers(cache: Any, source: Path) -> None:
     if hasattr(cache, "import_jsonl"):
         cache.import_jsonl(source)
         return
-    import json
-
-    from langadapt.llm import answer_key
-
     for line in source.read_text(encoding="utf-8").splitlines():
         if line.strip():
             record = json.loads(line)

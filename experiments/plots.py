@@ -4,9 +4,9 @@ bootstrap interval over seeds (never outside the seeds' range)."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -14,12 +14,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .results import Episode  # noqa: E402
+from .summary import SummaryRow, mean_and_interval  # noqa: E402
+
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D")
 """Lines that lie on top of each other (two adapters that both solved the task) stay visible."""
-
-if TYPE_CHECKING:
-    from langadapt.experiments.report import Episode, SummaryRow
 
 
 def _curve_points(episodes: list[Episode]) -> tuple[str, dict[int, list[tuple[int, float]]]]:
@@ -50,8 +50,6 @@ def _curve_points(episodes: list[Episode]) -> tuple[str, dict[int, list[tuple[in
 
 def _mean_band(series: dict[int, list[tuple[int, float]]]):
     """Per x: mean over seeds and its bootstrap interval (the mean where undefined)."""
-    from langadapt.experiments.report import mean_and_interval
-
     by_x: dict[int, list[float]] = defaultdict(list)
     for points in series.values():
         for x, y in points:
@@ -141,8 +139,6 @@ def plot_best_so_far(
 ) -> None:
     """Best-so-far return against LLM calls (search agents) and against environment steps
     (every agent): per agent the mean over seeds of each seed's step curve, band = min..max."""
-    import warnings
-
     figure, axes = plt.subplots(1, 2, figsize=(11, 3.8), squeeze=False)
     panels = (
         (axes[0][0], by_calls, "LLM calls (random search: proposals)", False),

@@ -22,223 +22,58 @@ Per adapter x agent the summary gives:
   ``median (k/n seeds)``;
 - ``train_wall_time_s``: mean wall time of a seed's training episodes, summed;
 - ``llm_calls`` and ``cache_hits``: totals over all seeds and phases.
+
+The numbers come from :mod:`langadapt.experiments.summary`, the plots from
+:mod:`langadapt.experiments.plots`. Rebuilding holds the folder's lock and writes every file
+whole (see :mod:`langadapt.experiments.results`): a symbolic link among the folder's files
+is refused, a full disk is one line naming the folder, and the previous summary stays.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
-from langadapt.experiments.config import load_config
-
-SUMMARY_COLUMNS = (
-    "adapter",
-    "agent",
-    "seeds",
-    "final_return_mean",
-    "final_return_low",
-    "final_return_high",
-    "final_success_rate",
-    "best_return_mean",
-    "best_return_low",
-    "best_return_high",
-    "best_success_rate",
-    "best_chosen_at",
-    "episodes_to_threshold",
-    "seeds_reaching_threshold",
-    "train_wall_time_s",
-    "llm_calls",
-    "cache_hits",
-    "llm_fallbacks",
+from .config import load_config
+from .plots import plot_final_returns, plot_learning_curves
+from .results import (
+    Episode,
+    ResultsFolderError,
+    check_results,
+    folder_lock,
+    read_episodes,
+    refuse_links,
+    replacing,
+    results_notes,
+    write_text,
+    writing,
+)
+from .summary import (
+    FEW_SEEDS,
+    SUMMARY_COLUMNS,
+    SummaryRow,
+    mean_and_interval,
+    median_to_threshold,
+    summarise,
 )
 
-
-@dataclass
-class SummaryRow:
-    adapter: str
-    agent: str
-    seeds: int
-    final_return_mean: float
-    final_return_low: float
-    final_return_high: float
-    final_success_rate: float
-    best_return_mean: float
-    best_return_low: float
-    best_return_high: float
-    best_success_rate: float
-    best_chosen_at: float
-    episodes_to_threshold: float
-    seeds_reaching_threshold: int
-    train_wall_time_s: float
-    llm_calls: int
-    cache_hits: int
-    llm_fallbacks: int
-
-
-@dataclass
-class Episode:
-    adapter: str
-    agent: str
-    seed: int
-    phase: str
-    episode: int
-    return_: float
-    length: int
-    success: bool
-    wall_time: float
-    llm_calls: int
-    cache_hits: int
-    llm_fallbacks: int = 0
-
-
-def read_episodes(path: Path) -> list[Episode]:
-    """The rows of an ``episodes.csv``; ValueError naming the file if it is not one."""
-    from langadapt.experiments.runner import EPISODE_COLUMNS
-
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in EPISODE_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(
-                f"{path}: not a langadapt episodes file, missing columns {', '.join(missing)}"
-            )
-        try:
-            return [_episode(row) for row in reader]
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{path} line {reader.line_num}: {error}") from None
-
-
-def _episode(row: dict[str, str]) -> Episode:
-    return Episode(
-        adapter=row["adapter"],
-        agent=row["agent"],
-        seed=int(row["seed"]),
-        phase=row["phase"],
-        episode=int(row["episode"]),
-        return_=float(row["return"]),
-        length=int(row["length"]),
-        success=row["success"] in ("1", "True", "true"),
-        wall_time=float(row["wall_time"]),
-        llm_calls=int(row["llm_calls"]),
-        cache_hits=int(row["cache_hits"]),
-        llm_fallbacks=int(row.get("llm_fallbacks") or 0),
-    )
-
-
-#: Fewer seeds than this: the summary says its intervals are rough.
-FEW_SEEDS = 5
-
-
-def mean_and_interval(values: list[float]) -> tuple[float, float, float]:
-    """Mean and its 95% percentile-bootstrap interval (``low``, ``high`` inside
-    ``[min, max]`` of the values; nan with fewer than 2 values). Seeded, so a rebuilt report
-    is identical."""
-    if not values:
-        return math.nan, math.nan, math.nan
-    array = np.asarray(values, dtype=float)
-    mean = float(array.mean())
-    if len(array) < 2:
-        return mean, math.nan, math.nan
-    if np.all(array == array[0]):
-        return float(array[0]), float(array[0]), float(array[0])
-    from scipy import stats
-
-    interval = stats.bootstrap(
-        (array,), np.mean, method="percentile", n_resamples=2000, rng=np.random.default_rng(0)
-    ).confidence_interval
-    # (a mean of resampled values can exceed the largest by a rounding error)
-    low, high = max(float(interval.low), array.min()), min(float(interval.high), array.max())
-    return mean, float(low), float(high)
-
-
-def median_to_threshold(per_seed: list[int | None]) -> float:
-    """Median of the seeds' episodes to threshold, a seed that never reached it counted as
-    never (infinitely many): nan when half or more never did."""
-    if not per_seed:
-        return math.nan
-    median = float(np.median([math.inf if v is None else float(v) for v in per_seed]))
-    return math.nan if math.isinf(median) else median
-
-
-def _reached(returns: list[float], successes: list[bool], threshold: float | None) -> bool:
-    if threshold is None:
-        return all(successes)
-    return float(np.mean(returns)) >= threshold
-
-
-def episodes_to_threshold(episodes: list[Episode], threshold: float | None) -> int | None:
-    """Training episodes one seed needed before reaching the threshold (None: never)."""
-    evaluations: dict[int, list[Episode]] = defaultdict(list)
-    for e in episodes:
-        if e.phase == "eval":
-            evaluations[e.episode].append(e)
-    if evaluations:
-        for after, group in sorted(evaluations.items()):
-            if _reached([e.return_ for e in group], [e.success for e in group], threshold):
-                return after
-        return None
-    for e in sorted((e for e in episodes if e.phase == "train"), key=lambda e: e.episode):
-        if _reached([e.return_], [e.success], threshold):
-            return e.episode
-    return None
-
-
-def _phase_summary(by_seed: dict[int, list[Episode]], phase: str) -> tuple[float, ...]:
-    """(mean, low, high, success rate) of one phase's episodes, seed means first."""
-    seed_means = [
-        float(np.mean([e.return_ for e in eps if e.phase == phase]))
-        for eps in by_seed.values()
-        if any(e.phase == phase for e in eps)
-    ]
-    rows = [e for eps in by_seed.values() for e in eps if e.phase == phase]
-    success = float(np.mean([e.success for e in rows])) if rows else math.nan
-    return (*mean_and_interval(seed_means), success)
-
-
-def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryRow]:
-    groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
-    for e in episodes:
-        groups[(e.adapter, e.agent)].append(e)
-    rows = []
-    for (adapter, agent), group in groups.items():
-        by_seed: dict[int, list[Episode]] = defaultdict(list)
-        for e in group:
-            by_seed[e.seed].append(e)
-        final = _phase_summary(by_seed, "final")
-        best = _phase_summary(by_seed, "best")
-        chosen = [
-            next(e.episode for e in eps if e.phase == "best")
-            for eps in by_seed.values()
-            if any(e.phase == "best" for e in eps)
-        ]
-        reached = [episodes_to_threshold(eps, threshold) for eps in by_seed.values()]
-        rows.append(
-            SummaryRow(
-                adapter,
-                agent,
-                len(by_seed),
-                *final,
-                *best,
-                float(np.median(chosen)) if chosen else math.nan,
-                median_to_threshold(reached),
-                sum(r is not None for r in reached),
-                float(np.mean([_train_time(eps) for eps in by_seed.values()])),
-                sum(e.llm_calls for e in group),
-                sum(e.cache_hits for e in group),
-                sum(e.llm_fallbacks for e in group),
-            )
-        )
-    return rows
-
-
-def _train_time(episodes: list[Episode]) -> float:
-    return sum(e.wall_time for e in episodes if e.phase == "train")
+__all__ = [  # the statistics are re-exported: they were defined here before
+    "Episode",
+    "SummaryRow",
+    "mean_and_interval",
+    "median_to_threshold",
+    "prerender_markdown",
+    "read_episodes",
+    "summarise",
+    "summary_markdown",
+    "write_report",
+    "write_summary_csv",
+]
 
 
 def _cell(value: float | int | str) -> str:
@@ -322,8 +157,6 @@ def prerender_markdown(path: Path) -> str:
     """A note of what prerendering cost (LLM calls made before training), if it ran."""
     if not path.is_file():
         return ""
-    import json
-
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     passes = json.loads(path.read_text())
     for one in passes:
@@ -356,31 +189,33 @@ def _count(value: float, noun: str) -> str:
 def write_report(
     out_dir: Path | str, log: Callable[[str], None] | None = print
 ) -> list[SummaryRow]:
-    """(Re)build ``summary.csv``, ``summary.md`` and the plots from ``episodes.csv``."""
-    from langadapt.experiments.plots import plot_final_returns, plot_learning_curves
-    from langadapt.experiments.runner import check_results, results_notes
-
+    """(Re)build ``summary.csv``, ``summary.md`` and the plots from ``episodes.csv``,
+    holding the folder's lock (see the module docstring)."""
     out_dir = Path(out_dir)
-    failed = check_results(out_dir)  # episodes.csv against config.yaml and runs/*/done.json
-    episodes_file = out_dir / "episodes.csv"
-    config_file = out_dir / "config.yaml"
-    if not episodes_file.is_file() or not config_file.is_file():
-        raise FileNotFoundError(
-            f"{out_dir} is not a langadapt results folder: expected episodes.csv and config.yaml"
+    if not (out_dir / "config.yaml").is_file():  # before the lock: never a lock file elsewhere
+        raise ResultsFolderError(
+            f"{out_dir} is not a langadapt results folder: expected config.yaml and episodes.csv"
         )
-    config = load_config(config_file)
-    threshold = config.evaluation.threshold
-    episodes = read_episodes(episodes_file)
-    rows = summarise(episodes, threshold)
-    params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
-    title = f"{config.name} — {config.environment.id} {params}"
-    write_summary_csv(rows, out_dir / "summary.csv")
-    markdown = summary_markdown(rows, title.strip(), threshold)
-    markdown += prerender_markdown(out_dir / "prerender.json")
-    markdown += results_notes(out_dir, failed)
-    (out_dir / "summary.md").write_text(markdown)
-    plot_learning_curves(episodes, out_dir / "learning_curves.png", title=title.strip())
-    plot_final_returns(rows, out_dir / "final_returns.png", title=title.strip())
+    again = f"free some space (or fix the folder) and rebuild: langadapt report {out_dir}"
+    with writing(out_dir, again), folder_lock(out_dir):
+        refuse_links(out_dir)
+        failed = check_results(out_dir)  # episodes.csv against config.yaml and runs/*/done.json
+        config = load_config(out_dir / "config.yaml")
+        threshold = config.evaluation.threshold
+        episodes = read_episodes(out_dir / "episodes.csv")
+        rows = summarise(episodes, threshold)
+        params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
+        title = f"{config.name} — {config.environment.id} {params}".strip()
+        markdown = summary_markdown(rows, title, threshold)
+        markdown += prerender_markdown(out_dir / "prerender.json")
+        markdown += results_notes(out_dir, failed)
+        with replacing(out_dir, "summary.csv") as temporary:
+            write_summary_csv(rows, temporary)
+        write_text(out_dir, "summary.md", markdown)
+        with replacing(out_dir, "learning_curves.png") as temporary:
+            plot_learning_curves(episodes, temporary, title=title)
+        with replacing(out_dir, "final_returns.png") as temporary:
+            plot_final_returns(rows, temporary, title=title)
     if log is not None:
         log(markdown)
         log(f"written: {out_dir}/summary.csv, summary.md, learning_curves.png, final_returns.png")

@@ -15,6 +15,10 @@ Written into the results folder by the runner (rebuild with
 For a search run the best-so-far return after a round is the kept policy's score (the mean
 return of its evaluation episodes); for a step-wise learner it is the best mean return of the
 greedy evaluations so far (``evaluation.every``), placed at the training steps taken.
+
+Like the report, it holds the folder's lock and writes each file whole (see
+:mod:`langadapt.experiments.results`); ``done.json`` counters of older versions are read under
+today's names.
 """
 
 from __future__ import annotations
@@ -30,7 +34,21 @@ from pathlib import Path
 
 import numpy as np
 
-from langadapt.experiments.config import load_config
+from .config import load_config
+from .plots import plot_best_so_far
+from .results import (
+    ResultsFolderError,
+    folder_lock,
+    read_episodes,
+    read_run_record,
+    refuse_links,
+    replacing,
+    runs_of,
+    write_csv,
+    write_text,
+    writing,
+)
+from .summary import mean_and_interval
 
 CALL_MARKS = (10, 30, 100)
 ROUND_COLUMNS = ("adapter", "agent", "seed", "round", "proposer", "requests", "corrections",
@@ -69,9 +87,6 @@ class RunCurve:
 
 def run_curves(out_dir: Path) -> tuple[list[RunCurve], list[dict]]:
     """The curve of every finished run, and every search round (for ``rounds.csv``)."""
-    from langadapt.experiments.report import read_episodes
-    from langadapt.experiments.runner import runs_of
-
     config = load_config(out_dir / "config.yaml")
     episodes = read_episodes(out_dir / "episodes.csv")
     by_run: dict[tuple[str, str, int], list] = defaultdict(list)
@@ -79,10 +94,9 @@ def run_curves(out_dir: Path) -> tuple[list[RunCurve], list[dict]]:
         by_run[(e.adapter, e.agent, e.seed)].append(e)
     curves, rounds = [], []
     for run in runs_of(config):
-        done = out_dir / "runs" / run.key / "done.json"
-        if not done.is_file():
+        summary = read_run_record(out_dir / "runs" / run.key / "done.json")
+        if summary is None:
             continue
-        summary = json.loads(done.read_text())
         name = run.agent.name
         if run.agent.type == "llm_policy_search":
             curve = RunCurve(name, run.seed, True, stats=summary.get("agent_stats", {}))
@@ -110,8 +124,6 @@ def run_curves(out_dir: Path) -> tuple[list[RunCurve], list[dict]]:
 
 
 def _mean_ci(values: list[float]) -> str:
-    from langadapt.experiments.report import mean_and_interval
-
     values = [v for v in values if not math.isnan(v)]
     if not values:
         return "–"
@@ -165,26 +177,31 @@ def summary_markdown(curves: list[RunCurve], title: str) -> str:
 
 def write_search_report(out_dir: Path | str, log: Callable[[str], None] | None = print) -> str:
     """Write ``search_summary.md``, ``rounds.csv`` and ``best_so_far.png``; returns the table."""
-    from langadapt.experiments.plots import plot_best_so_far
-
     out_dir = Path(out_dir)
-    config = load_config(out_dir / "config.yaml")
-    curves, rounds = run_curves(out_dir)
-    title = f"{config.name}: best-so-far return"
-    markdown = summary_markdown(curves, title)
-    (out_dir / "search_summary.md").write_text(markdown)
-    with open(out_dir / "rounds.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=ROUND_COLUMNS)
-        writer.writeheader()
-        for entry in rounds:
-            writer.writerow(entry | {"proposal": json.dumps(entry["proposal"])})
-    by_calls: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
-    by_steps: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
-    for c in curves:
-        if c.search:
-            by_calls[c.agent].append([(p[0], p[2]) for p in c.points])
-        by_steps[c.agent].append([(p[1], p[2]) for p in c.points])
-    plot_best_so_far(by_calls, by_steps, out_dir / "best_so_far.png", title=config.name)
+    if not (out_dir / "config.yaml").is_file():  # before the lock: never a lock file elsewhere
+        raise ResultsFolderError(f"{out_dir} is not a langadapt results folder: no config.yaml")
+    again = ("free some space (or fix the folder) and rebuild: python -m "
+             f"langadapt.experiments.search_report {out_dir}")
+    with writing(out_dir, again), folder_lock(out_dir):
+        refuse_links(out_dir)
+        config = load_config(out_dir / "config.yaml")
+        curves, rounds = run_curves(out_dir)
+        title = f"{config.name}: best-so-far return"
+        markdown = summary_markdown(curves, title)
+        write_text(out_dir, "search_summary.md", markdown)
+        with write_csv(out_dir, "rounds.csv") as handle:
+            writer = csv.DictWriter(handle, fieldnames=ROUND_COLUMNS)
+            writer.writeheader()
+            for entry in rounds:
+                writer.writerow(entry | {"proposal": json.dumps(entry["proposal"])})
+        by_calls: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
+        by_steps: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
+        for c in curves:
+            if c.search:
+                by_calls[c.agent].append([(p[0], p[2]) for p in c.points])
+            by_steps[c.agent].append([(p[1], p[2]) for p in c.points])
+        with replacing(out_dir, "best_so_far.png") as temporary:
+            plot_best_so_far(by_calls, by_steps, temporary, title=config.name)
     if log is not None:
         log(markdown)
         log(f"written: {out_dir}/search_summary.md, rounds.csv, best_so_far.png")

@@ -6,14 +6,14 @@
 Needs the optional dependencies: ``pip install 'langadapt[finetune]'``. See docs/finetune.md.
 """
 
-from langadapt.finetune.grpo import (
+from .grpo import (
     LOG_COLUMNS,
     GRPOSettings,
     GRPOTrainer,
     MazeTask,
     group_advantages,
 )
-from langadapt.finetune.policy import LoRAPolicy, LoRASettings
+from .policy import LoRAPolicy, LoRASettings
 
 __all__ = [
     "LOG_COLUMNS",

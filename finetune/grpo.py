@@ -23,15 +23,25 @@ One step:
 
 The pass of step 2 also gives the greedy action in every cell, so the policy's greedy
 rollout and per-state accuracy are measured at every step for free (on ``states: all``).
+
+The checkpoint (``out/checkpoint/trainer.pt``) holds tensors and plain data only (ints,
+floats, strings, lists, tuples, dicts: the LoRA weights, AdamW's state, numpy's and
+Python's RNG states, torch's RNG state tensor, the settings), and `read_checkpoint` loads
+it with ``torch.load(weights_only=True)``: a results folder is data, never code, so a
+crafted file whose pickle would call a function is refused (one ValueError naming the
+file; nothing in it runs), as is a damaged or truncated one or one that does not fit the
+policy. Delete the file or the folder to start afresh.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import pickle
 import random
 import resource
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langadapt.environments.maze import MazeEnv, bfs_distances
+from ..environments.maze import MazeEnv, bfs_distances
 
 __all__ = [
     "GRPOSettings",
@@ -47,6 +57,7 @@ __all__ = [
     "LOG_COLUMNS",
     "MazeTask",
     "group_advantages",
+    "read_checkpoint",
 ]
 
 Cell = tuple[int, int]
@@ -219,8 +230,8 @@ class GRPOTrainer:
         self.task = task
         self.settings = (settings if isinstance(settings, GRPOSettings)
                          else GRPOSettings(**(settings or {})))
-        if policy.formatter.n_actions != task.env.action_space.n:
-            raise ValueError(f"the policy has {policy.formatter.n_actions} actions, the maze "
+        if policy.spec.n_actions != task.env.action_space.n:
+            raise ValueError(f"the policy has {policy.spec.n_actions} actions, the maze "
                              f"{task.env.action_space.n}")
         self.out = None if out is None else Path(out)
         self.seed = seed
@@ -419,7 +430,8 @@ class GRPOTrainer:
             writer.writerow(row)
 
     def checkpoint(self) -> Path:
-        """Save the adapter, optimiser, RNGs and counters to ``out/checkpoint``."""
+        """Save the adapter, optimiser, RNGs and counters to ``out/checkpoint`` (tensors and
+        plain data only, so `read_checkpoint` loads it with ``weights_only=True``)."""
         import torch
 
         if self.out is None:
@@ -428,7 +440,8 @@ class GRPOTrainer:
         folder.mkdir(parents=True, exist_ok=True)
         state = {
             "step": self.step_index, "train_seconds": self.train_seconds,
-            "wall_seconds": self.wall_seconds, "met": sorted(self.met),
+            "wall_seconds": self.wall_seconds, "met": [(int(r), int(c)) for r, c in
+                                                       sorted(self.met)],
             "adapter": self.policy.adapter_state(), "optimizer": self.optimizer.state_dict(),
             "rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(), "settings": self.settings.model_dump(),
@@ -439,10 +452,14 @@ class GRPOTrainer:
         return folder
 
     def resume(self) -> None:
-        """Continue from ``out/checkpoint`` (log rows after the checkpoint are dropped)."""
+        """Continue from ``out/checkpoint`` (log rows after the checkpoint are dropped).
+
+        ValueError naming the file for a checkpoint that is refused, damaged, or made with
+        other settings, another model or other LoRA settings."""
         import torch
 
-        state = torch.load(self.out / "checkpoint" / "trainer.pt", weights_only=False)
+        path = self.out / "checkpoint" / "trainer.pt"
+        state = read_checkpoint(path)
         mine = self.settings.model_dump()
         changed = sorted(k for k in mine if k not in ("steps", "max_minutes", "stop_after_tied")
                          and state["settings"].get(k) != mine[k])
@@ -450,11 +467,18 @@ class GRPOTrainer:
             raise ValueError(
                 f"the checkpoint in {self.out} was made with other settings ({changed}); "
                 "start in a new folder or remove it")
-        self.policy.load_adapter_state(state["adapter"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.rng.bit_generator.state = state["rng"]
-        torch.set_rng_state(state["torch_rng"])
-        random.setstate(state["python_rng"])
+        try:
+            self.policy.load_adapter_state(state["adapter"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.rng.bit_generator.state = state["rng"]
+            torch.set_rng_state(state["torch_rng"])
+            random.setstate(state["python_rng"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as error:
+            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+            raise ValueError(
+                f"finetune checkpoint {path} does not fit this policy ({type(error).__name__}: "
+                f"{reason}; made with another model or LoRA settings?); delete it or the "
+                "folder to start afresh") from None
         self.step_index = state["step"]
         self.train_seconds = state["train_seconds"]
         self.wall_seconds = state["wall_seconds"]
@@ -468,3 +492,56 @@ class GRPOTrainer:
                 writer.writeheader()
                 writer.writerows(rows)
             self.history = [{k: float(v) for k, v in r.items()} for r in rows]
+
+
+_CHECKPOINT_KEYS = {
+    "step": int, "train_seconds": (int, float), "wall_seconds": (int, float), "met": list,
+    "adapter": dict, "optimizer": dict, "rng": dict, "torch_rng": object,
+    "python_rng": tuple, "settings": dict,
+}
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The state dict of a GRPO checkpoint file, read as data only.
+
+    ``torch.load(weights_only=True)``: only tensors and plain Python data are rebuilt, never
+    an arbitrary object, so a crafted file cannot run code. One ValueError naming the file
+    (and saying to delete it or the folder) when the file is refused, damaged or truncated,
+    or is not a GRPO checkpoint.
+    """
+    import torch
+
+    path = Path(path)
+    fresh = "delete it or the folder to start afresh"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4"
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "weights only" in str(error).lower():
+            raise ValueError(
+                f"finetune checkpoint {path} holds objects other than tensors and plain data; "
+                f"refused (a results folder is read as data, never run as code); {fresh}"
+            ) from None
+        raise ValueError(f"finetune checkpoint {path} is damaged or truncated "
+                         f"(UnpicklingError); {fresh}") from None
+    except (OSError, RuntimeError, EOFError, ValueError, KeyError, IndexError, TypeError,
+            AttributeError, UnicodeDecodeError) as error:
+        if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        raise ValueError(f"finetune checkpoint {path} is damaged or truncated "
+                         f"({type(error).__name__}); {fresh}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"finetune checkpoint {path} holds a {type(state).__name__}, not a "
+                         f"GRPO checkpoint; {fresh}")
+    wrong = sorted(k for k, kind in _CHECKPOINT_KEYS.items()
+                   if k not in state or not isinstance(state[k], kind)
+                   or (kind is int and (isinstance(state[k], bool) or state[k] < 0))
+                   or (k == "torch_rng" and not isinstance(state[k], torch.Tensor)))
+    if wrong:
+        raise ValueError(f"finetune checkpoint {path} is not a GRPO checkpoint (missing or "
+                         f"wrong: {', '.join(wrong)}); {fresh}")
+    if any(not isinstance(v, torch.Tensor) for v in state["adapter"].values()):
+        raise ValueError(f"finetune checkpoint {path}: its adapter weights are not all "
+                         f"tensors; {fresh}")
+    return state

@@ -2,37 +2,75 @@
 
 It is ``llm_policy`` in structured mode (the default) on the ``transformers`` backend, made
 trainable. The prompt is exactly the one `LLMPolicy` sends (`decision_messages`: the
-environment's formatter and the ``{"action": N}`` instruction). The policy is the softmax,
+environment's language spec and the ``{"action": N}`` instruction). The policy is the softmax,
 over the **legal** actions only, of exactly the scores the backend's structured replies use
 (`reply_log_probs`): the log-probability of each candidate reply ``{"action": N}`` plus end
 of turn, computed on the prompt's KV cache (GLAM / TWOSOME scoring). Every sampled action is
 legal, its log-probability is exact, and ``llm_policy`` with the saved adapter and
 temperature 0 takes this policy's greedy action in every state.
+
+``progress=False`` loads the model without any progress bar (`no_loading_bars`: the bars of
+transformers and huggingface_hub and the GGUF conversion bar, restored afterwards).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langadapt.agents.formatters import DiscreteActionParser, ObservationFormatter
-from langadapt.agents.llm_policy import decision_messages
-from langadapt.llm.transformers_backend import (
+from ..environments import LanguageSpec
+from ..llm.transformers_backend import (
     finite_schema_values,
     load_causal_lm,
     reply_log_probs,
     require_finetune,
 )
+from ..roles import DiscreteActionParser, check_legal, decision_messages
 
-__all__ = ["LoRASettings", "LoRAPolicy"]
+__all__ = ["LoRASettings", "LoRAPolicy", "no_loading_bars"]
 
 State = tuple[Any, tuple[int, ...]]
+
+
+@contextlib.contextmanager
+def no_loading_bars() -> Iterator[None]:
+    """No progress bar while a model loads: transformers' (``Loading weights``, checkpoint
+    shards), huggingface_hub's and the plain tqdm bar of transformers' GGUF conversion; each
+    is put back as it was on exit."""
+    import huggingface_hub.utils as hub_utils
+    from transformers.utils import logging as transformers_logging
+
+    bars_on = transformers_logging.is_progress_bar_enabled()
+    hub_off = hub_utils.are_progress_bars_disabled()
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # pragma: no cover - transformers without GGUF support
+        gguf_utils = None
+    gguf_tqdm = getattr(gguf_utils, "tqdm", None)
+    transformers_logging.disable_progress_bar()  # also huggingface_hub's bars
+    if gguf_tqdm is not None:
+        gguf_utils.tqdm = functools.partial(gguf_tqdm, disable=True)
+    try:
+        yield
+    finally:
+        if gguf_tqdm is not None:
+            gguf_utils.tqdm = gguf_tqdm
+        with warnings.catch_warnings():  # hub: "cannot enable, HF_HUB_DISABLE_... is set"
+            warnings.simplefilter("ignore")
+            if bars_on:
+                transformers_logging.enable_progress_bar()
+            if hub_off:
+                hub_utils.disable_progress_bars()
+            else:
+                hub_utils.enable_progress_bars()
 
 
 class LoRASettings(BaseModel):
@@ -63,30 +101,36 @@ class LoRAPolicy:
     an already built ``(model, tokenizer)`` pair (tests). ``adapter``: a saved LoRA adapter
     directory to continue from instead of a fresh one (``lora`` is then ignored).
     ``temperature``: the policy is ``softmax(score / temperature)`` over the legal actions.
+    ``progress``: False loads the model without progress bars (`no_loading_bars`).
     """
 
     def __init__(
         self,
-        formatter: ObservationFormatter,
+        spec: LanguageSpec,
         model: str | Path | tuple[Any, Any] | None = None,
         lora: LoRASettings | dict[str, Any] | None = None,
         adapter: str | Path | None = None,
         temperature: float = 1.0,
         seed: int = 0,
+        progress: bool = True,
     ) -> None:
         require_finetune()
-        import torch
-        from peft import LoraConfig, PeftModel, get_peft_model
-
-        if not isinstance(formatter, ObservationFormatter):
-            raise ValueError(f"formatter is {formatter!r}, expected an ObservationFormatter")
+        if not isinstance(spec, LanguageSpec):
+            raise ValueError(f"spec is {spec!r}, expected a LanguageSpec (language_for(env))")
         if not (isinstance(temperature, (int, float)) and np.isfinite(temperature)
                 and temperature > 0):
             raise ValueError(f"temperature is {temperature!r}, expected a number > 0")
-        self.formatter = formatter
-        self.parser = DiscreteActionParser(n_actions=formatter.n_actions)
+        self.spec = spec
+        self.parser = DiscreteActionParser(n_actions=spec.n_actions)
         self.temperature = float(temperature)
         self.lora = lora if isinstance(lora, LoRASettings) else LoRASettings(**(lora or {}))
+        with contextlib.nullcontext() if progress else no_loading_bars():
+            self._build(model, adapter, seed)
+
+    def _build(self, model: Any, adapter: str | Path | None, seed: int) -> None:
+        import torch
+        from peft import LoraConfig, PeftModel, get_peft_model
+
         if isinstance(model, tuple):
             lm, self.tokenizer = model
             self.model_identity = "in-memory"
@@ -118,7 +162,7 @@ class LoRAPolicy:
     def messages(self, state: Any, legal_moves: Sequence[int] | None) -> list[dict[str, str]]:
         """The chat `LLMPolicy` sends in structured mode for ``state`` (no history, no
         examples)."""
-        return decision_messages(self.formatter, state, self.formatter.check_legal(legal_moves))
+        return decision_messages(self.spec, state, check_legal(self.spec, legal_moves))
 
     def log_probs(self, states: Sequence[State], reference: bool = False) -> list[Any]:
         """For each ``(state, legal_moves)``, the log-probabilities of its legal actions (a
@@ -130,7 +174,7 @@ class LoRAPolicy:
         out = []
         with context:
             for state, legal in states:
-                moves = self.formatter.check_legal(legal)
+                moves = check_legal(self.spec, legal)
                 # the values the backend scores for the action schema llm_policy sends
                 values = finite_schema_values(self.parser.schema(moves))
                 if [v["action"] for v in values] != list(moves):
@@ -154,7 +198,7 @@ class LoRAPolicy:
 
     def greedy(self, state: Any, legal_moves: Sequence[int] | None) -> int:
         """The most probable legal action."""
-        moves = self.formatter.check_legal(legal_moves)
+        moves = check_legal(self.spec, legal_moves)
         return int(moves[int(np.argmax(self.distributions([(state, moves)])[0]))])
 
     # ---------------------------------------------------------------- weights

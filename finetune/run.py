@@ -15,7 +15,14 @@ The folder (``output`` of the file, or ``--out``)::
                             against training time, DQN beside it
 
 Running the same file again resumes unfinished seeds from their checkpoints and skips
-finished ones; ``--force`` starts afresh.
+finished ones; ``--force`` starts afresh. A checkpoint is read as data only
+(`finetune.grpo.read_checkpoint`, ``torch.load(weights_only=True)``), before the model is
+loaded: a crafted, damaged or truncated ``seed_<k>/checkpoint/trainer.pt`` is one ValueError
+naming the file (the CLI prints it on one line), and nothing in it runs.
+
+``progress=False`` (``--no-progress``) silences every bar: GRPO's, the reference agent's,
+and the model loading's (transformers' and huggingface_hub's bars and the GGUF conversion
+bar, turned off while the model loads and restored after).
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langadapt.finetune.grpo import GRPOSettings, GRPOTrainer, MazeTask
-from langadapt.finetune.policy import LoRAPolicy, LoRASettings
+from ..agents import make_agent, train
+from ..environments import MazeEnv, language_for
+from .grpo import GRPOSettings, GRPOTrainer, MazeTask, read_checkpoint
+from .policy import LoRAPolicy, LoRASettings
 
 __all__ = ["FinetuneConfig", "ReferenceSettings", "load_finetune_config", "run_finetune"]
 
@@ -84,8 +93,6 @@ class FinetuneConfig(BaseModel):
         return value
 
     def maze(self) -> Any:
-        from langadapt.environments.maze import MazeEnv
-
         return MazeEnv(**self.environment)
 
 
@@ -122,16 +129,17 @@ def _seed_everything(seed: int) -> None:
 def train_seed(config: FinetuneConfig, seed: int, folder: Path, progress: bool = True
                ) -> dict[str, Any]:
     """GRPO for one seed into ``folder`` (resuming a checkpoint there); the final evaluation."""
-    from langadapt.agents.formatters import formatter_for
-
     done = folder / "final.json"
     if done.is_file():
         return json.loads(done.read_text(encoding="utf-8"))
+    checkpoint = folder / "checkpoint" / "trainer.pt"
+    if checkpoint.is_file():
+        read_checkpoint(checkpoint)  # refused or damaged: say so before loading the model
     _seed_everything(seed)
     env = config.maze()
     started = time.perf_counter()
-    policy = LoRAPolicy(formatter_for(env), model=config.model, lora=config.lora,
-                        temperature=config.grpo.temperature, seed=seed)
+    policy = LoRAPolicy(language_for(env), model=config.model, lora=config.lora,
+                        temperature=config.grpo.temperature, seed=seed, progress=progress)
     load_seconds = time.perf_counter() - started
     trainer = GRPOTrainer(policy, MazeTask(env), config.grpo, out=folder, seed=seed)
     trainer.train(progress=progress)
@@ -149,8 +157,6 @@ def run_reference(config: FinetuneConfig, progress: bool = True) -> list[dict[st
 
 
 def _reference_seed(config: FinetuneConfig, seed: int, progress: bool) -> list[dict[str, Any]]:
-    from langadapt.agents import make_agent, train
-
     ref = config.reference
     _seed_everything(seed)
     env, judge = config.maze(), MazeTask(config.maze())

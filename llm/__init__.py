@@ -3,34 +3,50 @@
     from langadapt.llm import make_backend
     backend = make_backend("llamacpp")             # the packaged SmolLM2-135M, in process
     backend = make_backend({"backend": "ollama", "model": "llama3.2"})
+    backend = make_backend({"backend": "openai", "base_url": "http://127.0.0.1:8000/v1",
+                            "model": "smollm2", "api_key_env": None})  # OpenAI-compatible
     backend.complete("You are terse.", "Name a colour.")            # -> str
     backend.chat(messages, schema={"type": "object", ...})          # -> JSON text valid for it
+    backend.chat(messages, seed=7)                                  # this call's own seed
     backend.stats()                                                 # counters
+    decide(backend, messages, schema)   # a choice among known replies: scored or generated
 
-Every answer is cached by (backend, model identity, options, schema, messages); see
-`LLMBackend` for retries, the circuit breaker and the counters.
+Every answer is cached by (backend, model identity, options incl. the call's seed, schema,
+messages); see `LLMBackend` for retries (Retry-After), the deadline, reply limits, the
+circuit breaker and the counters, and `BackendRuntime` for the state a backend keeps.
+`parse_json_reply` is the bounded JSON parse every reply goes through.
 """
 
-from langadapt.llm.backend import STATS_KEYS, LLMBackend, check_messages
-from langadapt.llm.cache import AnswerCache, answer_key, default_cache_path, file_sha256
-from langadapt.llm.errors import (
+from .backend import STATS_KEYS, LLMBackend, Transient, check_messages
+from .cache import AnswerCache, answer_key, default_cache_path, file_sha256
+from .errors import (
     LLMError,
     LLMReplyError,
     LLMUnavailableError,
     ModelNotFoundError,
     StructuredOutputError,
 )
-from langadapt.llm.factory import BACKENDS, backend_fields, make_backend
-from langadapt.llm.llamacpp import LlamaCppBackend, default_gguf_path
-from langadapt.llm.ollama import OllamaBackend, default_host
-from langadapt.llm.schema import schema_errors
-from langadapt.llm.store import CacheError, SQLiteStore
+from .factory import BACKENDS, backend_fields, make_backend
+from .gguf_check import check_gguf
+from .llamacpp import LlamaCppBackend, default_gguf_path
+from .ollama import OllamaBackend, default_host
+from .openai_backend import OpenAIBackend
+from .runtime import BackendRuntime
+from .schema import MAX_JSON_DEPTH, MAX_REPLY_CHARS, parse_json_reply, quote_reply, schema_errors
+from .schema import enumerate_replies, reply_text
+from .scoring import Decision, decide
+from .store import CacheError, SQLiteStore
+from .transformers_backend import TransformersBackend
 
 __all__ = [
     "BACKENDS",
+    "MAX_JSON_DEPTH",
+    "MAX_REPLY_CHARS",
     "STATS_KEYS",
     "AnswerCache",
+    "BackendRuntime",
     "CacheError",
+    "Decision",
     "LLMBackend",
     "LLMError",
     "LLMReplyError",
@@ -38,15 +54,24 @@ __all__ = [
     "LlamaCppBackend",
     "ModelNotFoundError",
     "OllamaBackend",
+    "OpenAIBackend",
     "SQLiteStore",
     "StructuredOutputError",
+    "TransformersBackend",
+    "Transient",
     "answer_key",
     "backend_fields",
+    "check_gguf",
     "check_messages",
+    "decide",
     "default_cache_path",
     "default_gguf_path",
     "default_host",
+    "enumerate_replies",
     "file_sha256",
     "make_backend",
+    "parse_json_reply",
+    "quote_reply",
+    "reply_text",
     "schema_errors",
 ]

@@ -1,23 +1,53 @@
-"""`LLMBackend`: the base of every LLM source — cache, retries, circuit breaker, counters.
+"""`LLMBackend`: the base of every LLM source — cache, retries, deadline, circuit breaker,
+counters.
 
-A backend is a pydantic model (its settings, validated on construction and then fixed).
-``chat(messages, schema=None, max_tokens=None) -> str`` is the one call; ``complete(system,
-user, ...)`` is its two-message form. A subclass supplies three things:
+**Settings apart from state.** A backend is a pydantic model of settings, validated on
+construction and then fixed (frozen). What changes while it runs — counters, circuit
+breaker, warning throttle, answer-cache handle, resolved model identity, a client or
+loaded model, the lock — lives in one plain `langadapt.llm.runtime.BackendRuntime`
+(``backend.runtime``). A copy of a backend (``model_copy``, ``copy``, ``deepcopy``,
+pickling) is another backend with a fresh runtime; to vary an option per call, pass it to
+the call instead.
 
-- ``generate(messages, schema, max_tokens) -> str``: one attempt; raise `Transient` for a
-  fault worth retrying (transport error, timeout, HTTP 5xx), an `LLMError` for the others;
+**The calls.** ``chat(messages, schema=None, max_tokens=None, *, seed=None) -> str`` is the
+one call; ``complete(system, user, schema=None, max_tokens=None, *, seed=None)`` is its
+two-message form. ``max_tokens`` and ``seed`` override the settings for that call only
+and are part of the cache key; every call, whatever its seed, goes through the backend's
+one circuit breaker, warning throttle and counters.
+
+A subclass supplies three things:
+
+- ``generate(messages, schema, max_tokens, *, seed, deadline) -> str``: one attempt;
+  ``seed`` is the call's seed, ``deadline`` the ``time.monotonic()`` instant by which
+  the whole call must end (None: no deadline). Raise `Transient` for a fault worth
+  retrying (transport error, timeout, HTTP 429 or 5xx; with the server's ``Retry-After``
+  when it sent one), an `LLMError` for the others. A ``generate`` without the ``seed`` /
+  ``deadline`` parameters is called without them;
 - ``resolve_identity() -> str``: the model's identity in cache keys;
-- ``where() -> str``: "Ollama at <host>, model <name>", for messages.
+- ``where() -> str``: "Ollama at <host> (model <name>)", for messages.
 
 Around it the base class
 
-- answers from the cache (key: backend, identity, options, schema, messages) — a failed
-  call is never cached;
-- retries `Transient` faults ``retries`` times with exponential backoff (``backoff`` s,
-  doubling, capped at ``max_backoff``), then raises one plain error naming host and model;
-- checks every reply: non-empty text, and with a schema valid JSON that fits it, else
-  `StructuredOutputError` (never an unparsed reply);
-- opens a circuit breaker after ``breaker_failures`` failed calls in a row: for
+- answers from the cache (key: backend, identity, options incl. the call's seed and
+  max_tokens, schema, messages) — a failed call is never cached. A cache file that cannot
+  be written (read-only file or folder, full disk) costs one warning naming it and is
+  used read-only for the rest of the run; the answer just fetched is returned all the
+  same (see `langadapt.llm.store`);
+- retries `Transient` faults ``retries`` times: after the server's ``Retry-After``
+  (seconds or an HTTP date) when it gave one, at most ``max_retry_after`` s, else with
+  exponential backoff (``backoff`` s, doubling, at most ``max_backoff``); then raises one
+  plain error naming host, model and attempts;
+- bounds the whole call, retries and waits included, by ``deadline`` seconds (None: no
+  bound beyond the backend's per-attempt ``timeout``): no retry starts, and no wait is
+  begun, that would end past it;
+- checks every reply: text of at most ``max_reply_chars`` characters (default 1,000,000;
+  longer is an `LLMReplyError`, not cached), non-empty, and with a schema JSON parsed by
+  `parse_json_reply` (nesting at most `MAX_JSON_DEPTH` levels, checked before
+  ``json.loads``) that fits the schema, else `StructuredOutputError` (never an unparsed
+  reply). Messages quote at most 200 characters of a reply;
+- opens a circuit breaker after ``breaker_failures`` outages in a row (transport errors,
+  timeouts, HTTP errors; an unusable reply from a server that answered is counted in
+  ``llm_failures`` and warned about, but is no outage and resets the count): for
   ``breaker_cooldown`` seconds no request is sent and calls fail at once with
   `LLMUnavailableError` (counted in ``llm_breaker_skips``); then one call tries again;
 - logs failures as aggregated warnings (one at once, then at most one a minute with the
@@ -29,9 +59,11 @@ Around it the base class
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
-import threading
+import math
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,33 +79,40 @@ from pydantic import (
     model_validator,
 )
 
-from langadapt.llm.cache import AnswerCache, answer_key, default_cache_path
-from langadapt.llm.errors import (
-    LLMError,
-    LLMReplyError,
-    LLMUnavailableError,
-    StructuredOutputError,
+from .cache import AnswerCache, answer_key, default_cache_path, score_key
+from .errors import LLMError, LLMReplyError, LLMUnavailableError, StructuredOutputError
+from .runtime import STATS_KEYS, WARN_EVERY_S, BackendRuntime
+from .schema import (
+    MAX_JSON_DEPTH,
+    MAX_REPLY_CHARS,
+    check_schema,
+    parse_json_reply,
+    quote_reply,
+    schema_errors,
 )
-from langadapt.llm.schema import check_schema, schema_errors
+from .store import CacheError
 
-__all__ = ["LLMBackend", "STATS_KEYS", "Transient", "check_messages"]
+__all__ = ["LLMBackend", "STATS_KEYS", "WARN_EVERY_S", "Transient", "check_messages",
+           "check_replies"]
 
 logger = logging.getLogger("langadapt.llm")
 
-STATS_KEYS: tuple[str, ...] = (
-    "llm_calls", "llm_cache_hits", "llm_failures", "llm_fallbacks", "llm_seconds",
-    "llm_breaker_skips", "llm_retries",
-)
-WARN_EVERY_S = 60.0
 _ROLES = ("system", "user", "assistant")
+_SEED_MAX = 2**31 - 1
+#: Per-call keywords the base class passes to ``generate`` when it takes them.
+_CALL_KEYWORDS = ("seed", "deadline")
+_ACCEPTED: dict[type, tuple[str, ...]] = {}
 
 
 class Transient(Exception):
-    """A fault worth retrying; ``final`` is the error to raise when the retries run out."""
+    """A fault worth retrying; ``final`` is the error to raise when the retries run out
+    (the base class adds the number of attempts), ``retry_after`` the seconds the server
+    asked to wait before the next attempt (its ``Retry-After``), if it said."""
 
-    def __init__(self, final: LLMError) -> None:
+    def __init__(self, final: LLMError, retry_after: float | None = None) -> None:
         super().__init__(str(final))
         self.final = final
+        self.retry_after = retry_after
 
 
 def check_messages(messages: Any) -> list[dict[str, str]]:
@@ -93,6 +132,38 @@ def check_messages(messages: Any) -> list[dict[str, str]]:
     return out
 
 
+def check_replies(replies: Any) -> list[str]:
+    """``replies`` as a non-empty list of non-empty strings, else ValueError."""
+    if isinstance(replies, (str, bytes, Mapping)) or not isinstance(replies, Sequence):
+        raise ValueError(f"replies={replies!r}: expected a list of candidate reply strings")
+    out = list(replies)
+    if not out or any(not isinstance(r, str) or not r for r in out):
+        raise ValueError(f"replies={replies!r}: expected a non-empty list of non-empty strings")
+    return out
+
+
+def _accepted_keywords(cls: type) -> tuple[str, ...]:
+    """The per-call keywords (`_CALL_KEYWORDS`) ``cls.generate`` takes."""
+    found = _ACCEPTED.get(cls)
+    if found is None:
+        params = inspect.signature(cls.generate).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            found = _CALL_KEYWORDS
+        else:
+            names = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
+            found = tuple(k for k in _CALL_KEYWORDS if k in names)
+        _ACCEPTED[cls] = found
+    return found
+
+
+def _with_note(error: LLMError, note: str) -> LLMError:
+    """``error`` with ``note`` appended to its message (same type)."""
+    try:
+        return type(error)(f"{error}, {note}")
+    except TypeError:  # an error class with another constructor: keep it as it is
+        return error
+
+
 class LLMBackend(BaseModel):
     """Base of the LLM backends (see the module docstring); use a subclass or `make_backend`."""
 
@@ -100,9 +171,12 @@ class LLMBackend(BaseModel):
 
     name: ClassVar[str] = ""
     supports_concurrency: ClassVar[bool] = False
+    #: Whether `score` works: the backend can give the log-probability of a whole reply.
+    supports_scoring: ClassVar[bool] = False
 
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature")
-    seed: int = Field(0, ge=0, le=2**31 - 1, description="sampling seed")
+    seed: int = Field(0, ge=0, le=_SEED_MAX,
+                      description="sampling seed (a call may give its own: chat(..., seed=))")
     context_length: int = Field(2048, ge=64, le=1 << 20, description="context window, tokens")
     max_tokens: int = Field(256, ge=1, le=1 << 20, description="default longest answer, tokens")
     cache_path: Path | None = Field(
@@ -113,6 +187,16 @@ class LLMBackend(BaseModel):
     retries: int = Field(3, ge=0, le=20, description="retries after a transient fault")
     backoff: float = Field(0.5, ge=0, le=600, description="first retry delay, s (doubles)")
     max_backoff: float = Field(8.0, ge=0, le=3600, description="longest retry delay, s")
+    max_retry_after: float = Field(
+        60.0, ge=0, le=3600,
+        description="longest wait a server's Retry-After gets before the next attempt, s")
+    deadline: float | None = Field(
+        None, gt=0, le=7 * 86_400,
+        description="seconds one call may take in all, retries and waits included; "
+                    "None = no bound beyond the per-attempt timeout")
+    max_reply_chars: int = Field(
+        MAX_REPLY_CHARS, ge=1, le=10**9,
+        description="longest reply accepted, characters (longer: LLMReplyError, not cached)")
     breaker_failures: int = Field(
         5, ge=1, le=10**6, description="failed calls in a row that open the circuit breaker"
     )
@@ -120,23 +204,24 @@ class LLMBackend(BaseModel):
         30.0, ge=0, le=86_400, description="seconds the open breaker sends no request"
     )
 
-    _cache: AnswerCache | None = PrivateAttr(default=None)
-    _identity: str | None = PrivateAttr(default=None)
-    _lock: Any = PrivateAttr(default_factory=threading.RLock)
-    _counters: dict[str, float] = PrivateAttr(
-        default_factory=lambda: dict.fromkeys(STATS_KEYS, 0)
-    )
-    _in_row: int = PrivateAttr(default=0)
-    _open_until: float = PrivateAttr(default=0.0)
-    _last_error: str = PrivateAttr(default="")
-    _last_warning: float = PrivateAttr(default=-1e18)
-    _unwarned: int = PrivateAttr(default=0)
-    _choice_reason: str | None = PrivateAttr(default=None)
+    # The one piece of state the model holds: everything mutable is in the runtime.
+    _runtime: BackendRuntime = PrivateAttr(default_factory=BackendRuntime)
 
     # ---- what a subclass supplies ----------------------------------------------------
-    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int) -> str:
+    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
+                 *, seed: int = 0, deadline: float | None = None) -> str:
         """One attempt at an answer (raise `Transient` for faults worth retrying)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement generate()")
+
+    def compute_scores(self, messages: list[dict[str, str]], replies: list[str], *,
+                       seed: int = 0, deadline: float | None = None) -> list[float]:
+        """One attempt at scoring: the natural-log probability of each whole reply (its
+        tokens, then the chat template's end of turn) after the chat prompt of ``messages``
+        (backends with ``supports_scoring``; raise `Transient` for faults worth retrying)."""
+        raise LLMError(
+            f"{self.where()} cannot score replies: it gives no log-probabilities "
+            "(check backend.supports_scoring first, or use langadapt.llm.decide, which "
+            "generates with the schema instead)")
 
     def resolve_identity(self) -> str:
         """The model's identity in cache keys."""
@@ -149,134 +234,275 @@ class LLMBackend(BaseModel):
         """Raise `StructuredOutputError` for a schema this backend cannot enforce (checked
         before the cache, and not counted as a failed call)."""
 
+    # ---- state -----------------------------------------------------------------------
+    @property
+    def runtime(self) -> BackendRuntime:
+        """This backend's mutable state (counters, breaker, cache handle, identity, ...)."""
+        return self._runtime
+
+    def __copy__(self) -> LLMBackend:
+        """A copy is another backend: the same settings, a fresh runtime."""
+        copied = super().__copy__()
+        copied._runtime = BackendRuntime()
+        return copied
+
     # ---- identity, options, cache ---------------------------------------------------
     @property
     def identity(self) -> str:
         """The model's identity in cache keys (resolved once, on first use)."""
-        if self._identity is None:
-            with self._lock:
-                if self._identity is None:
-                    self._identity = self.resolve_identity()
-        return self._identity
+        return self.runtime.once("identity", self.resolve_identity)
 
     @property
     def choice_reason(self) -> str | None:
         """Why ``make_backend("auto")`` picked this backend (None when not chosen by auto)."""
-        return self._choice_reason
+        return self.runtime.choice_reason
 
     @property
     def cache(self) -> AnswerCache:
         """The answer cache (opened on first use)."""
-        if self._cache is None:
-            with self._lock:
-                if self._cache is None:
-                    self._cache = AnswerCache(self.cache_path, self.cache_capacity)
-        return self._cache
+        return self.runtime.once("cache", lambda: AnswerCache(self.cache_path,
+                                                              self.cache_capacity))
 
-    def options(self, max_tokens: int | None = None) -> dict[str, Any]:
-        """The generation options that shape an answer (part of every cache key)."""
-        return {"temperature": self.temperature, "seed": self.seed,
+    def options(self, max_tokens: int | None = None, seed: int | None = None
+                ) -> dict[str, Any]:
+        """The generation options that shape an answer (part of every cache key); ``None``
+        takes the setting."""
+        return {"temperature": self.temperature,
+                "seed": self.seed if seed is None else seed,
                 "context_length": self.context_length,
                 "max_tokens": self.max_tokens if max_tokens is None else max_tokens}
 
     def request_key(self, messages: Sequence[Mapping[str, str]], schema: dict | None = None,
-                    max_tokens: int | None = None) -> str:
+                    max_tokens: int | None = None, seed: int | None = None) -> str:
         """The cache key of one request."""
-        return answer_key(self.name, self.identity, self.options(max_tokens), schema, messages)
+        return answer_key(self.name, self.identity, self.options(max_tokens, seed), schema,
+                          messages)
 
     # ---- the calls -------------------------------------------------------------------
-    def complete(self, system: str, user: str, *, schema: dict | None = None,
-                 max_tokens: int | None = None) -> str:
+    def complete(self, system: str, user: str, schema: dict | None = None,
+                 max_tokens: int | None = None, *, seed: int | None = None) -> str:
         """The answer to a system prompt and one user message."""
         return self.chat([{"role": "system", "content": system},
                           {"role": "user", "content": user}],
-                         schema=schema, max_tokens=max_tokens)
+                         schema=schema, max_tokens=max_tokens, seed=seed)
 
-    def chat(self, messages: Sequence[Mapping[str, str]], *, schema: dict | None = None,
-             max_tokens: int | None = None) -> str:
+    def chat(self, messages: Sequence[Mapping[str, str]], schema: dict | None = None,
+             max_tokens: int | None = None, *, seed: int | None = None) -> str:
         """The answer to ``messages`` (from the cache when asked before).
 
         With ``schema`` (a JSON-schema dict) the answer is JSON text valid against it, else
-        `StructuredOutputError`. ``max_tokens`` overrides the backend's default.
+        `StructuredOutputError`. ``max_tokens`` and ``seed`` override the backend's settings
+        for this call (both are part of the cache key).
         """
         messages = check_messages(messages)
         if schema is not None:
             self.check_schema_support(check_schema(schema))
-        if max_tokens is not None and (isinstance(max_tokens, bool)
-                                       or not isinstance(max_tokens, int) or max_tokens < 1):
-            raise ValueError(f"max_tokens={max_tokens!r}: expected a positive int")
-        n = self.max_tokens if max_tokens is None else max_tokens
-        key = self.request_key(messages, schema, n)
+        n = self._call_max_tokens(max_tokens)
+        seed = self._call_seed(seed)
+        key = self.request_key(messages, schema, n, seed)
         hit = self.cache.get(key)
         if hit is not None:
-            self._count("llm_cache_hits")
+            self.runtime.count("llm_cache_hits")
             return hit
-        text = self._ask(messages, schema, n)
-        self.cache.put(key, text, {
+        text = self._ask(messages, schema, n, seed)
+        self._store(key, text, {
             "backend": self.name, "identity": self.identity, "model": self.model_label(),
-            "options": self.options(n), "schema": schema, "messages": messages,
+            "options": self.options(n, seed), "schema": schema, "messages": messages,
         })
         return text
+
+    def score(self, messages: Sequence[Mapping[str, str]], replies: Sequence[str], *,
+              seed: int | None = None) -> list[float]:
+        """The natural-log probability of each whole reply in ``replies`` (its tokens, then
+        the end-of-turn token(s) of the chat template) as the assistant's answer to
+        ``messages`` — from the cache when asked before (key: backend, identity,
+        `score_options`, the replies, the messages; stored as JSON text).
+
+        One evaluation of the shared prompt per call. Counted like `chat` (``llm_calls``,
+        ``llm_cache_hits``, ``llm_seconds``, failures, breaker); a failed call is never
+        cached. NaN, +inf, or every reply at -inf is an `LLMReplyError` naming the backend.
+        A backend without ``supports_scoring`` raises an `LLMError` before any request.
+        """
+        messages = check_messages(messages)
+        replies = check_replies(replies)
+        if not self.supports_scoring:
+            raise LLMError(
+                f"{self.where()} cannot score replies: it gives no log-probabilities "
+                "(check backend.supports_scoring first, or use langadapt.llm.decide, which "
+                "generates with the schema instead)")
+        seed = self._call_seed(seed)
+        options = self.score_options(seed)
+        key = score_key(self.name, self.identity, options, replies, messages)
+        hit = self.cache.get(key)
+        if hit is not None:
+            try:
+                scores = self._check_scores(json.loads(hit), replies)
+            except (ValueError, LLMError):
+                scores = None  # an unreadable entry is asked again (and not overwritten)
+            if scores is not None:
+                self.runtime.count("llm_cache_hits")
+                return scores
+        scores = self._call(
+            lambda extra: self.compute_scores(messages, replies, **extra),
+            lambda result: self._check_scores(result, replies),
+            seed, always=True)
+        self._store(key, json.dumps(scores), {
+            "backend": self.name, "identity": self.identity, "model": self.model_label(),
+            "options": options, "replies": replies, "messages": messages,
+        })
+        return scores
+
+    def score_options(self, seed: int | None = None) -> dict[str, Any]:
+        """The options in a scoring request's cache key: the call's seed (None: the
+        setting) and ``context_length`` — temperature and ``max_tokens`` do not shape
+        log-probabilities."""
+        return {"seed": self.seed if seed is None else seed,
+                "context_length": self.context_length}
+
+    def _check_scores(self, result: Any, replies: list[str]) -> list[float]:
+        """``result`` as one finite-or--inf float per reply, else `LLMReplyError`."""
+        try:
+            scores = [float(v) for v in result]
+        except (TypeError, ValueError):
+            scores = None
+        if scores is None or len(scores) != len(replies):
+            raise LLMReplyError(f"{self.where()} returned {quote_reply(result)} as the scores "
+                                f"of {len(replies)} replies; expected {len(replies)} numbers")
+        bad = [r for r, v in zip(replies, scores) if math.isnan(v) or v == math.inf]
+        if bad:
+            raise LLMReplyError(f"{self.where()} returned NaN or +inf log-probabilities for "
+                                f"{quote_reply(bad)}: the model's output is broken")
+        if all(v == -math.inf for v in scores):
+            raise LLMReplyError(f"{self.where()} gave every one of the {len(replies)} replies "
+                                "log-probability -inf: no choice can be made from them")
+        return scores
+
+    def _call_max_tokens(self, max_tokens: Any) -> int:
+        if max_tokens is None:
+            return self.max_tokens
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens={max_tokens!r}: expected a positive int")
+        return int(max_tokens)
+
+    def _call_seed(self, seed: Any) -> int:
+        if seed is None:
+            return self.seed
+        try:
+            value = None if isinstance(seed, bool) else operator.index(seed)
+        except TypeError:
+            value = None
+        if value is None or not 0 <= value <= _SEED_MAX:
+            raise ValueError(f"seed={seed!r}: expected an int from 0 to {_SEED_MAX}")
+        return value
+
+    def _store(self, key: str, text: str, meta: dict[str, Any]) -> None:
+        """Cache an answer; a cache that fails to store it costs a warning, not the answer."""
+        try:
+            self.cache.put(key, text, meta)
+        except CacheError as error:
+            if self.runtime.first("cache write failed"):
+                    logger.warning("%s: could not store an answer in the LLM answer cache (%s); "
+                               "the answer is used, not cached", self.where(), error)
 
     def model_label(self) -> str:
         """The model's name for people (JSONL exports, messages)."""
         return str(getattr(self, "model", "") or self.identity)
 
-    def _ask(self, messages: list[dict[str, str]], schema: dict | None, n: int) -> str:
-        now = time.monotonic()
-        with self._lock:
-            if now < self._open_until:
-                self._counters["llm_breaker_skips"] += 1
-                raise LLMUnavailableError(
-                    f"{self.where()}: {self._in_row} failed calls in a row; not asking it "
-                    f"again for {self._open_until - now:.0f} s (circuit breaker; last error: "
-                    f"{self._last_error})"
-                )
-            self._counters["llm_calls"] += 1
+    def _ask(self, messages: list[dict[str, str]], schema: dict | None, n: int,
+             seed: int) -> str:
+        return self._call(lambda extra: self.generate(messages, schema, n, **extra),
+                          lambda text: self._check_reply(text, schema, n), seed)
+
+    def _call(self, attempt: Any, check: Any, seed: int, always: bool = False) -> Any:
+        """One request: breaker, retries of ``attempt(extra keywords)``, then ``check`` of
+        its result; counted. ``always``: pass ``seed`` and ``deadline`` whatever the
+        signature (new hooks), else only those ``generate`` takes."""
+        runtime = self.runtime
+        closed_for = runtime.admit()
+        if closed_for:
+            raise LLMUnavailableError(
+                f"{self.where()}: {runtime.in_row} failed calls in a row; not asking it "
+                f"again for {closed_for:.0f} s (circuit breaker; last error: "
+                f"{runtime.last_error})"
+            )
         start = time.perf_counter()
         try:
-            text = self._with_retries(messages, schema, n)
-            text = self._check_reply(text, schema, n)
-        except LLMError as error:
-            self._failed(error)
-            raise
-        finally:
-            self._count("llm_seconds", time.perf_counter() - start)
-        with self._lock:
-            self._in_row = 0
-        return text
-
-    def _with_retries(self, messages: list[dict[str, str]], schema: dict | None, n: int) -> str:
-        attempts = self.retries + 1
-        for attempt in range(attempts):
             try:
-                return self.generate(messages, schema, n)
+                result = self._with_retries(attempt, seed, always)
+            except LLMError as error:
+                self._failed(error, outage=not isinstance(error, LLMReplyError))
+                raise
+            runtime.succeeded()  # the server answered: it is up, whatever the reply holds
+            try:
+                return check(result)
+            except LLMError as error:
+                self._failed(error, outage=False)
+                raise
+        finally:
+            runtime.count("llm_seconds", time.perf_counter() - start)
+
+    def _with_retries(self, request: Any, seed: int, always: bool = False) -> Any:
+        started = time.monotonic()
+        deadline = None if self.deadline is None else started + self.deadline
+        wanted = _CALL_KEYWORDS if always else _accepted_keywords(type(self))
+        extra: dict[str, Any] = {}
+        if "seed" in wanted:
+            extra["seed"] = seed
+        if "deadline" in wanted:
+            extra["deadline"] = deadline
+        attempts = self.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return request(extra)
             except Transient as fault:
-                if attempt + 1 == attempts:
-                    raise fault.final from fault.__cause__
-                delay = min(self.backoff * 2**attempt, self.max_backoff)
-                logger.info("%s: %s; retry %d in %.2f s", self.where(), fault, attempt + 1, delay)
-                self._count("llm_retries")
+                if attempt == attempts:
+                    raise _with_note(fault.final, f"{attempt} attempt(s) in total; giving up"
+                                     ) from fault.__cause__
+                delay = self._retry_delay(fault, attempt)
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    asked = ("the server asked to wait " if fault.retry_after is not None
+                             else "the next retry is due in ")
+                    raise _with_note(fault.final, (
+                        f"{attempt} attempt(s) in {time.monotonic() - started:.1f} s; giving "
+                        f"up: {asked}{delay:.3g} s, past deadline={self.deadline} s"
+                    )) from fault.__cause__
+                logger.info("%s: %s; retry %d in %.2f s", self.where(), fault, attempt, delay)
+                self.runtime.count("llm_retries")
                 time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _retry_delay(self, fault: Transient, attempt: int) -> float:
+        """Seconds before retry ``attempt``: the server's Retry-After (at most
+        ``max_retry_after``), else exponential backoff (at most ``max_backoff``)."""
+        if fault.retry_after is not None:
+            return min(max(float(fault.retry_after), 0.0), self.max_retry_after)
+        return min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
+
     def _check_reply(self, text: Any, schema: dict | None, n: int) -> str:
         if not isinstance(text, str):
-            raise LLMReplyError(f"{self.where()} returned {type(text).__name__} {text!r}; "
-                                "expected text")
+            raise LLMReplyError(f"{self.where()} returned {type(text).__name__} "
+                                f"{quote_reply(text)}; expected text")
+        if len(text) > self.max_reply_chars:
+            raise LLMReplyError(
+                f"{self.where()} returned {len(text):,} characters, more than "
+                f"max_reply_chars={self.max_reply_chars:,}: {quote_reply(text)}")
         if not text.strip():
             raise LLMReplyError(f"{self.where()} returned an empty answer")
         if schema is None:
             return text.strip()
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
-            cut = error.pos >= len(text.rstrip()) - 1
+            value = parse_json_reply(text, max_chars=self.max_reply_chars,
+                                     max_depth=MAX_JSON_DEPTH, source=self.where())
+        except StructuredOutputError as error:
+            cause = error.__cause__
+            if not isinstance(cause, ValueError) or not hasattr(cause, "pos"):
+                raise
+            cut = cause.pos >= len(text.rstrip()) - 1
             fix = (f"the reply was cut at max_tokens={n}; raise max_tokens or bound the schema "
                    "(maxLength, maxItems)") if cut else self.structured_output_hint()
             raise StructuredOutputError(
-                f"{self.where()} did not return JSON for the schema ({error.msg} at "
-                f"character {error.pos} of {text[:120]!r}); {fix}"
+                f"{self.where()} did not return JSON for the schema ({cause.msg} at "
+                f"character {cause.pos} of {quote_reply(text)}); {fix}"
             ) from None
         problems = schema_errors(value, schema)
         if problems:
@@ -291,48 +517,29 @@ class LLMBackend(BaseModel):
         return "this backend does not enforce the schema"
 
     # ---- failures, counters ----------------------------------------------------------
-    def _failed(self, error: LLMError) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._counters["llm_failures"] += 1
-            self._in_row += 1
-            self._last_error = str(error)
-            opened = self._in_row >= self.breaker_failures and self.breaker_cooldown > 0
-            if opened:
-                self._open_until = now + self.breaker_cooldown
-            if not opened and now - self._last_warning < WARN_EVERY_S:
-                self._unwarned += 1
-                return
-            more = (f" ({self._unwarned} more failure(s) since the last warning)"
-                    if self._unwarned else "")
-            self._unwarned = 0
-            self._last_warning = now
-        if opened:
+    def _failed(self, error: LLMError, outage: bool = True) -> None:
+        what, in_row, unwarned = self.runtime.failed(
+            str(error), self.breaker_failures, self.breaker_cooldown, outage)
+        more = f" ({unwarned} more failure(s) since the last warning)" if unwarned else ""
+        if what == "breaker":
             logger.warning("%s: %d failed calls in a row, the last: %s%s; circuit breaker open: "
-                           "no request for %g s", self.where(), self._in_row, error, more,
+                           "no request for %g s", self.where(), in_row, error, more,
                            self.breaker_cooldown)
-        else:
+        elif what == "warn":
             logger.warning("LLM call failed: %s%s", error, more)
-
-    def _count(self, name: str, amount: float = 1) -> None:
-        with self._lock:
-            self._counters[name] += amount
 
     def record_fallback(self, count: int = 1) -> None:
         """Count answers a caller replaced by its own fallback (``llm_fallbacks``)."""
-        self._count("llm_fallbacks", count)
+        self.runtime.count("llm_fallbacks", count)
 
     def stats(self) -> dict[str, float | int]:
         """The counters (see the module docstring); ``llm_seconds`` is a float."""
-        with self._lock:
-            out: dict[str, float | int] = {k: int(v) for k, v in self._counters.items()}
-            out["llm_seconds"] = float(self._counters["llm_seconds"])
-        return out
+        return self.runtime.stats()
 
     @property
     def breaker_open(self) -> bool:
         """Whether the circuit breaker currently refuses to send requests."""
-        return time.monotonic() < self._open_until
+        return self.runtime.breaker_open
 
     # ---- sharing ---------------------------------------------------------------------
     def export_jsonl(self, path: str | Path) -> int:
@@ -368,13 +575,18 @@ class LLMBackend(BaseModel):
             + [{"role": "user", "content": record.prompt}])
         backend = record.backend or self.name
         identity = record.identity or self.identity
-        options = record.options or self.options()
-        key = answer_key(backend, identity, options, record.schema_, messages)
+        meta: dict[str, Any] = {"backend": backend, "identity": identity,
+                                "model": record.model or self.model_label()}
+        if record.replies is not None:  # the scores of candidate replies (see score)
+            options = record.options or self.score_options()
+            key = score_key(backend, identity, options, record.replies, messages)
+            meta.update(options=options, replies=record.replies, messages=messages)
+        else:
+            options = record.options or self.options()
+            key = answer_key(backend, identity, options, record.schema_, messages)
+            meta.update(options=options, schema=record.schema_, messages=messages)
         new = self.cache.get(key) is None
-        self.cache.put(key, record.answer, {
-            "backend": backend, "identity": identity, "model": record.model or self.model_label(),
-            "options": options, "schema": record.schema_, "messages": messages,
-        }, created=record.created)
+        self.cache.put(key, record.answer, meta, created=record.created)
         return int(new)
 
 
@@ -399,6 +611,7 @@ class _Record(BaseModel):
     created: str | None = Field(None, min_length=1)
     options: dict[str, Any] | None = None
     schema_: dict[str, Any] | None = Field(None, alias="schema")
+    replies: list[str] | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _question(self) -> _Record:

@@ -1,6 +1,8 @@
 """The answer cache: LLM replies keyed by everything that shaped them, in memory and on disk.
 
-Key: SHA-256 of (backend, model identity, generation options, JSON schema, messages). The
+Key: SHA-256 of (backend, model identity, generation options, JSON schema, messages); the
+scores of candidate replies (`LLMBackend.score`) are stored the same way, as JSON text of
+the list of log-probabilities, under `score_key` (the replies in place of the schema). The
 model identity is the GGUF file's content hash (llama.cpp) or the digest the Ollama server
 reports (its name when the server cannot be reached), so a renamed copy of a model shares
 its answers and a changed file does not. Only real answers are stored, never failures.
@@ -20,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from langadapt.llm.store import SQLiteStore
+from .store import SQLiteStore
 
-__all__ = ["AnswerCache", "answer_key", "default_cache_path", "file_sha256"]
+__all__ = ["AnswerCache", "answer_key", "default_cache_path", "file_sha256", "score_key"]
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -43,6 +45,18 @@ def answer_key(
     """Hex SHA-256 of one request: backend, model identity, options, schema and messages."""
     options = {k: v for k, v in options.items() if v is not None}
     payload = _canonical([backend, identity, options, schema,
+                          [[m["role"], m["content"]] for m in messages]])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def score_key(
+    backend: str, identity: str, options: Mapping[str, Any], replies: Sequence[str],
+    messages: Messages
+) -> str:
+    """Hex SHA-256 of one scoring request (`LLMBackend.score`): backend, model identity,
+    options, the candidate replies (in order) and messages — never equal to an `answer_key`."""
+    options = {k: v for k, v in options.items() if v is not None}
+    payload = _canonical(["score", backend, identity, options, list(replies),
                           [[m["role"], m["content"]] for m in messages]])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

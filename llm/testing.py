@@ -21,8 +21,10 @@ the schema (`example_for`). ``structured`` plays servers of other ages: "schema"
 ``format``), "ignore" (answer plain text, as Ollama before 0.5 did) or "reject" (HTTP 400
 for a schema ``format``). ``digests`` sets the digest ``/api/tags`` reports per model
 (default: SHA-256 of the name). Faults are queued per chat request with
-`queue_faults` ("500", "503", "empty", "malformed", "non_text", "slow:<seconds>") or set for
-every request with `latency` / `mode`. The server counts requests per path, keeps the
+`queue_faults` ("429", "500", "502", "503" — each optionally with a ``Retry-After`` value,
+"503:3" or "429:<HTTP date>" —, "empty", "malformed", "non_text", "slow:<seconds>",
+"trickle:<seconds>": the reply sent one byte every so many seconds) or set for every request
+with `latency` / `mode`. The server counts requests per path, keeps the
 chat request bodies, and tracks the largest number of chats in flight at once.
 """
 
@@ -39,7 +41,8 @@ from typing import Any
 
 Answer = Mapping[str, str] | Callable[[list[dict[str, Any]], dict[str, Any]], str]
 
-_FAULTS = ("500", "502", "503", "empty", "malformed", "non_text")
+_STATUSES = ("429", "500", "502", "503")
+_FAULTS = (*_STATUSES, "empty", "malformed", "non_text")
 _MODES = ("normal", "empty", "malformed", "non_text")
 
 
@@ -131,14 +134,21 @@ class FakeOllama:
     def queue_faults(self, *faults: str) -> None:
         """Make the next chat requests fail, one fault per request, in order.
 
-        A fault is "500" / "502" / "503" (that HTTP status with an error body), "empty"
-        (an empty assistant message), "malformed" (a body that is not JSON), "non_text"
-        (``message.content`` is a JSON object, not a string) or "slow:<seconds>" (answer
-        normally after that delay).
+        A fault is "429" / "500" / "502" / "503" (that HTTP status with an error body;
+        "503:<value>" adds the header ``Retry-After: <value>``, seconds or an HTTP date),
+        "empty" (an empty assistant message), "malformed" (a body that is not JSON),
+        "non_text" (``message.content`` is a JSON object, not a string), "slow:<seconds>"
+        (answer normally after that delay) or "trickle:<seconds>" (answer normally, but one
+        byte of the reply every that many seconds).
         """
         for fault in faults:
-            if fault not in _FAULTS and not fault.startswith("slow:"):
-                raise ValueError(f"unknown fault {fault!r}; expected one of {_FAULTS} or slow:<s>")
+            kind, _, value = fault.partition(":")
+            timed = kind in ("slow", "trickle")
+            if timed:
+                float(value)  # a ValueError for a bad number
+            if not (fault in _FAULTS or kind in _STATUSES or timed):
+                raise ValueError(f"unknown fault {fault!r}; expected one of {_FAULTS}, "
+                                 "<status>:<Retry-After>, slow:<s> or trickle:<s>")
             with self._lock:
                 self._faults.append(fault)
 
@@ -192,17 +202,30 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
             return
 
         # -- helpers
-        def _send_json(self, status: int, payload: Any) -> None:
+        def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None,
+                       trickle: float = 0.0) -> None:
             body = json.dumps(payload).encode()
-            self._send_bytes(status, body, "application/json; charset=utf-8")
+            self._send_bytes(status, body, "application/json; charset=utf-8", headers, trickle)
 
-        def _send_bytes(self, status: int, body: bytes, content_type: str) -> None:
+        def _send_bytes(self, status: int, body: bytes, content_type: str,
+                        headers: Mapping[str, str] | None = None, trickle: float = 0.0) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(body)
+                if not trickle:
+                    self.wfile.write(body)
+                    return
+                self.wfile.flush()
+                for i in range(len(body)):  # one byte at a time, until the client gives up
+                    if fake._stopping.is_set():
+                        return
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    fake._sleep(trickle)
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
@@ -271,8 +294,13 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
             fault = fake._next_fault()
             mode = fake.mode
             delay = fake.latency
-            if fault is not None and fault.startswith("slow:"):
-                delay += float(fault.split(":", 1)[1])
+            trickle = 0.0
+            kind, _, value = (fault or "").partition(":")
+            if kind == "slow":
+                delay += float(value)
+                fault = None
+            elif kind == "trickle":
+                trickle = float(value)
                 fault = None
             if delay:
                 fake._sleep(delay)
@@ -280,8 +308,9 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                 self._send_json(400, {"error": "json: cannot unmarshal object into Go struct "
                                       "field ChatRequest.format of type string"})
                 return
-            if fault in ("500", "502", "503"):
-                self._send_json(int(fault), {"error": f"simulated server error {fault}"})
+            if kind in _STATUSES:
+                self._send_json(int(kind), {"error": f"simulated server error {kind}"},
+                                {"Retry-After": value} if value else None)
                 return
             mode = fault or mode
             if mode == "malformed":
@@ -298,11 +327,11 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                 content = fake.reply_for(messages, options, body)
             stream = body.get("stream", True)
             if stream:
-                self._stream(model, content)
+                self._stream(model, content, trickle)
             else:
-                self._send_json(200, _chat_chunk(model, content, done=True))
+                self._send_json(200, _chat_chunk(model, content, done=True), trickle=trickle)
 
-        def _stream(self, model: str, content: Any) -> None:
+        def _stream(self, model: str, content: Any, trickle: float = 0.0) -> None:
             pieces: list[Any]
             if isinstance(content, str) and content:
                 words = content.split(" ")
@@ -312,7 +341,7 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
             lines = [_chat_chunk(model, p, done=False) for p in pieces]
             lines.append(_chat_chunk(model, "", done=True))
             data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
-            self._send_bytes(200, data, "application/x-ndjson")
+            self._send_bytes(200, data, "application/x-ndjson", trickle=trickle)
 
     return Handler
 

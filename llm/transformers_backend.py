@@ -32,12 +32,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import Field, field_validator
 
-from langadapt.llm.backend import LLMBackend
-from langadapt.llm.cache import file_sha256
-from langadapt.llm.errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
-from langadapt.llm.llamacpp import default_gguf_path
+from .backend import LLMBackend
+from .cache import file_sha256
+from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
+from .gguf_check import check_gguf
+from .llamacpp import default_gguf_path
 
 __all__ = [
     "FINETUNE_PACKAGES",
@@ -49,6 +50,7 @@ __all__ = [
     "require_finetune",
     "reply_log_probs",
     "resolve_model_source",
+    "text_log_probs",
 ]
 
 #: The import names the ``finetune`` extra provides.
@@ -77,11 +79,14 @@ def model_cache_root() -> Path:
 
 def resolve_model_source(model: str | os.PathLike[str] | None) -> Path:
     """The model directory or GGUF file ``model`` names (None: the embedded SmolLM2 GGUF);
-    ValueError naming the value when it is neither."""
-    if model is None or model == "":
-        return default_gguf_path()
+    ValueError naming the value when it is neither, is blank, or is a damaged GGUF file."""
+    if model is None:
+        return check_gguf(default_gguf_path())
     if not isinstance(model, (str, os.PathLike)):
         raise ValueError(f"model={model!r}: expected a model directory or a .gguf file path")
+    if not os.fspath(model).strip():
+        raise ValueError(f"model={os.fspath(model)!r} is blank; expected a model directory or a "
+                         ".gguf file, or no model (None) for the embedded SmolLM2")
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -96,7 +101,7 @@ def resolve_model_source(model: str | os.PathLike[str] | None) -> Path:
                 f"model file {str(path)!r} is not a .gguf file; expected a .gguf file or a "
                 "Hugging Face model directory"
             )
-        return path.resolve()
+        return check_gguf(path)
     raise ValueError(
         f"model {str(path)!r} does not exist; expected a Hugging Face model directory or a "
         ".gguf file"
@@ -124,6 +129,7 @@ def model_identity(source: Path) -> str:
 def _float32_copy(source: Path, identity: str) -> Path:
     """A float32 Hugging Face copy of the GGUF file ``source`` in the model cache (made once:
     dequantising takes ~20 s, the copy loads in ~1 s)."""
+    # the optional finetune extra: imported when used
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target = model_cache_root() / f"{source.stem}-{identity.split(':')[-1][:16]}"
@@ -167,6 +173,7 @@ def load_causal_lm(model: str | os.PathLike[str] | None = None, *, fresh: bool =
         if not fresh and identity in _LOADED:
             return (*_LOADED[identity], identity)
         directory = _float32_copy(source, identity) if source.is_file() else source
+        # the optional finetune extra: imported when used
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         config = AutoConfig.from_pretrained(directory)
@@ -192,7 +199,7 @@ def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Se
     The prompt is encoded once; when a continuation is longer than one token its remaining
     tokens run as one batch on the prompt's KV cache.
     """
-    import torch
+    import torch  # the optional finetune extra: imported when used
 
     if not continuations or any(len(c) == 0 for c in continuations):
         raise ValueError(f"continuations={continuations!r}: expected non-empty token lists")
@@ -230,10 +237,19 @@ def reply_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
 
     The structured replies of `TransformersBackend` and the GRPO policy both use it.
     """
+    return text_log_probs(lm, tokenizer, messages, [json.dumps(v) for v in values])
+
+
+def text_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
+                   replies: Sequence[str]) -> Any:
+    """Log-probability (a torch vector, with grad when grad is on) that the assistant's whole
+    reply to ``messages`` is each text in ``replies`` followed by end of turn (the
+    tokenizer's ``eos_token``): what `TransformersBackend.score` returns, so GRPO trains on
+    the scores `langadapt.llm.decide` acts with when it scores the same texts
+    (`langadapt.llm.enumerate_replies`)."""
     end = tokenizer.eos_token_id
-    replies = [list(tokenizer(json.dumps(v), add_special_tokens=False).input_ids) + [end]
-               for v in values]
-    return continuation_log_probs(lm, chat_prompt_ids(tokenizer, messages), replies)
+    conts = [list(tokenizer(r, add_special_tokens=False).input_ids) + [end] for r in replies]
+    return continuation_log_probs(lm, chat_prompt_ids(tokenizer, messages), conts)
 
 
 def finite_schema_values(schema: Any, limit: int = MAX_CANDIDATES) -> list[Any] | None:
@@ -275,21 +291,17 @@ class TransformersBackend(LLMBackend):
 
     name: ClassVar[str] = "transformers"
     supports_concurrency: ClassVar[bool] = False
+    supports_scoring: ClassVar[bool] = True
 
     model: Path | None = Field(
         None, description="model directory or .gguf file; None = the embedded SmolLM2")
     adapter: Path | None = Field(
         None, description="LoRA adapter directory written by langadapt finetune")
 
-    _lm: Any = PrivateAttr(default=None)
-    _tokenizer: Any = PrivateAttr(default=None)
-    _base_identity: str = PrivateAttr(default="")
-    _generate_lock: Any = PrivateAttr(default_factory=threading.Lock)
-
     @field_validator("model", mode="before")
     @classmethod
     def _model_source(cls, value: Any) -> Path | None:
-        if value is None or value == "":
+        if value is None:
             return None
         return resolve_model_source(value)
 
@@ -331,25 +343,28 @@ class TransformersBackend(LLMBackend):
         return f"{base}+lora:{_directory_identity(self.adapter)}"
 
     def language_model(self) -> tuple[Any, Any]:
-        """``(model, tokenizer)``, loaded on first use (with the adapter merged in)."""
-        if self._lm is None:
-            with self._lock:
-                if self._lm is None:
-                    lm, tokenizer, _ = load_causal_lm(self.model, fresh=self.adapter is not None)
-                    if self.adapter is not None:
-                        from peft import PeftModel
+        """``(model, tokenizer)``, loaded on first use (with the adapter merged in) and kept
+        in the runtime."""
+        return self.runtime.once("language_model", self._load)
 
-                        lm = PeftModel.from_pretrained(lm, self.adapter).merge_and_unload()
-                        lm.eval()
-                    self._tokenizer, self._lm = tokenizer, lm
-        return self._lm, self._tokenizer
+    def _load(self) -> tuple[Any, Any]:
+        lm, tokenizer, _ = load_causal_lm(self.model, fresh=self.adapter is not None)
+        if self.adapter is not None:
+            from peft import PeftModel  # the optional finetune extra: imported when used
 
-    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int) -> str:
-        import torch
+            lm = PeftModel.from_pretrained(lm, self.adapter).merge_and_unload()
+            lm.eval()
+        return lm, tokenizer
 
+    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
+                 *, seed: int | None = None) -> str:
+        import torch  # the optional finetune extra: imported when used
+
+        seed = self.seed if seed is None else seed
         lm, tokenizer = self.language_model()
-        generator = torch.Generator().manual_seed(self.seed)
-        with self._generate_lock, torch.no_grad():
+        generator = torch.Generator().manual_seed(seed)
+        lock = self.runtime.once("generate_lock", threading.Lock)
+        with lock, torch.no_grad():
             if schema is not None:
                 return self._structured(messages, schema, generator)
             ids = chat_prompt_ids(tokenizer, messages)
@@ -357,7 +372,7 @@ class TransformersBackend(LLMBackend):
                 raise LLMReplyError(
                     f"the prompt has {len(ids)} tokens; with max_tokens={max_tokens} it does "
                     f"not fit context_length={self.context_length}")
-            torch.manual_seed(self.seed)
+            torch.manual_seed(seed)
             out = lm.generate(
                 torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                 max_new_tokens=max_tokens, do_sample=self.temperature > 0,
@@ -367,7 +382,7 @@ class TransformersBackend(LLMBackend):
         return text
 
     def _structured(self, messages: list[dict[str, str]], schema: dict, generator: Any) -> str:
-        import torch
+        import torch  # the optional finetune extra: imported when used
 
         values = finite_schema_values(schema)
         if not values:
@@ -382,3 +397,24 @@ class TransformersBackend(LLMBackend):
         else:
             best = int(scores.argmax())
         return json.dumps(values[best])
+
+    def compute_scores(self, messages: list[dict[str, str]], replies: list[str], *,
+                       seed: int = 0, deadline: float | None = None) -> list[float]:
+        """The log-probability of each whole reply (its tokens, then end of turn: the
+        tokenizer's ``eos_token``) after the chat prompt: one forward pass on the prompt,
+        then the replies as one batch on its KV cache (`continuation_log_probs`)."""
+        import torch  # the optional finetune extra: imported when used
+
+        lm, tokenizer = self.language_model()
+        lock = self.runtime.once("generate_lock", threading.Lock)
+        with lock, torch.no_grad():
+            ids = chat_prompt_ids(tokenizer, messages)
+            longest = max(len(tokenizer(r, add_special_tokens=False).input_ids) + 1
+                          for r in replies)
+            if len(ids) + longest > self.context_length:
+                raise LLMReplyError(
+                    f"{self.where()}: the prompt ({len(ids)} tokens) and the longest reply "
+                    f"({longest}) do not fit context_length={self.context_length}")
+            scores = text_log_probs(lm, tokenizer, messages, replies)
+        self.runtime.count("llm_prompt_tokens", len(ids))
+        return [float(v) for v in scores.double()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -24,19 +25,33 @@ from langadapt import adapters
 from langadapt.adapters import (
     STAT_KEYS,
     CacheError,
-    CartPoleDescriber,
     EmbeddingCache,
     LanguageAdapter,
     LanguageObservation,
-    MazeDescriber,
     RawAdapter,
-    SailingDescriber,
-    describer_for,
     history_pairs,
     last_action,
     reachable_inputs,
 )
-from langadapt.environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
+from langadapt.environments import (
+    MAZE_LAYOUTS,
+    CartPoleDescriber,
+    CartPoleEnv,
+    Describer,
+    FrozenLakeEnv,
+    LanguageSpec,
+    MazeDescriber,
+    MazeEnv,
+    SailingDescriber,
+    SailingEnv,
+    language_for,
+    register_language,
+)
+
+
+def describer_for(env, **options):
+    """The describer of ``env``'s language spec."""
+    return language_for(env, **options).describer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -235,34 +250,59 @@ def test_maze_describer_rejects_walls_fractions_and_bad_moves():
         describer_for(env, include_last_move=True)([1, 1], [1], 8)
 
 
-def test_describer_for_unknown_environment_names_it():
+def test_language_for_unknown_environment_names_it():
     class Mystery(gym.Env):
         observation_space = spaces.Box(0, 1, (1,))
         action_space = spaces.Discrete(2)
 
-    with pytest.raises(ValueError, match="no describer for environment 'Mystery'.*MazeEnv"):
-        describer_for(Mystery())
+    with pytest.raises(ValueError, match="no language spec for environment 'Mystery'.*MazeEnv"):
+        language_for(Mystery())
     with pytest.raises(ValueError, match="unknown to gymnasium"):
-        describer_for("langadapt/Nothing-v0")
-    with pytest.raises(ValueError, match="describer options"):
-        describer_for(MazeEnv(), colour="red")
+        language_for("langadapt/Nothing-v0")
+    with pytest.raises(ValueError, match="language options"):
+        language_for(MazeEnv(), colour="red")
 
 
-def test_describer_for_ids_and_custom_registration():
+def test_language_for_ids_and_one_registration_serves_every_reader():
     assert isinstance(describer_for("langadapt/CartPole-v0"), CartPoleDescriber)
 
     class Dial(gym.Env):
         observation_space = spaces.Box(0, 10, (1,), dtype=np.float32)
         action_space = spaces.Discrete(2)
 
-    class DialDescriber(adapters.Describer):
+    class DialDescriber(Describer):
         env_name, state_shape, n_actions = "Dial", (1,), 2
 
         def describe(self, state, legal_moves, last_action):
             return f"The dial shows {int(state[0])}."
 
-    adapters.register_describer(Dial, lambda env, **options: DialDescriber())
-    assert describer_for(Dial())([3.0]) == "The dial shows 3."
+    register_language(Dial, lambda env, **options: LanguageSpec(
+        DialDescriber(), ("turn down", "turn up"), "Set the dial to 5.",
+        lambda e: np.array([3.0], dtype=np.float32)))
+    spec = language_for(Dial())
+    assert spec.describe([3.0]) == "The dial shows 3." and spec.action_label(1) == "1 (turn up)"
+    assert LanguageAdapter(Dial(), encoder=CountingEncoder()).describe([3.0]) == "The dial shows 3."
+
+
+def test_frozenlake_language_states():
+    env = FrozenLakeEnv()  # SFFF / FHFH / FFFH / HFFG
+    describer = describer_for(env)
+    assert describer([0, 0], [0, 1, 2, 3]) == (
+        "The goal is three cells down and three cells to the right. There are the edge of "
+        "the lake to the left and the edge of the lake up. You can move left, down, right or up."
+    )
+    assert describer([2, 2]) == ("The goal is one cell down and one cell to the right. There "
+                                 "is a hole to the right.")
+    assert "a hole down" in describer([0, 1]) and "a hole to the right" in describer([2, 2])
+    assert describer([3, 3]).startswith("You are in the goal.")
+    texts = {describer([r, c]) for r in range(4) for c in range(4)}
+    assert len(texts) == 16  # every cell distinct
+    spec = language_for(env)
+    assert spec.action_names == ("left", "down", "right", "up")
+    env.reset(seed=0)
+    assert spec.state_of(env).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="outside the 4x4 lake"):
+        describer([4, 0])
 
 
 # --------------------------------------------------------------------------- history
@@ -796,3 +836,27 @@ def test_public_entry_points_reject_wrong_types_with_value_errors():
         with pytest.raises(ValueError, match=expected):
             MazeDescriber(env.grid, goal=goal)
     assert MazeDescriber(env.grid, goal=np.array(env.goal)).goal == tuple(env.goal)
+
+
+# --------------------------------------------------------------------------- FrozenLake
+def test_frozenlake_through_the_language_and_llm_adapters(tmp_path):
+    """FrozenLake's language spec serves the language adapter (rule sentences) and the LLM
+    adapter (its prompt holds the describer's sentence and the action names)."""
+    from langadapt.llm.testing import FakeOllama
+
+    lake = FrozenLakeEnv(is_slippery=False)
+    language = LanguageObservation(FrozenLakeEnv(is_slippery=False),
+                                   LanguageAdapter(lake, encoder=CountingEncoder()))
+    obs, info = language.reset(seed=0)
+    assert obs.shape == (8,) and info["description"].startswith("The goal is three cells down")
+    _, _, _, _, info = language.step(1)  # down: next to the hole at (1, 1)
+    assert "a hole to the right" in info["description"]
+    with FakeOllama(default_answer="You stand on the ice at the top left.") as fake:
+        llm = adapters.make("llm", lake, backend="ollama", host=fake.host, model="llama3.2",
+                            cache_path=None, encoder=CountingEncoder())
+        env = LanguageObservation(FrozenLakeEnv(is_slippery=False), llm)
+        obs, info = env.reset(seed=0)
+        assert info["description"] == "You stand on the ice at the top left."
+        prompt = json.dumps(fake.chat_bodies[-1]["messages"])
+        assert "The goal is three cells down and three cells to the right" in prompt
+        assert "1 (down)" in prompt and "3 (up)" in prompt

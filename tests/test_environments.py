@@ -171,12 +171,20 @@ def test_named_layouts_are_exactly_the_published_ones():
         assert env.grid[start] == 0 and env.grid[goal] == 0
 
 
-def test_action_table():
-    assert ACTION_NAMES == ("left", "right", "up", "down", "up-left", "down-left", "up-right",
-                            "down-right")
-    assert ACTION_DELTAS == ((0, -1), (0, 1), (-1, 0), (1, 0), (-1, -1), (1, -1), (-1, 1),
-                             (1, 1))
-    assert MazeEnv().action_space == gym.spaces.Discrete(8)
+def test_each_action_moves_the_way_its_name_says():
+    env = MazeEnv(maze="large")
+    moved = set()
+    for cell in [c for c in env.free_cells() if c != env.goal]:
+        for action in env.legal_moves_at(cell):
+            env.reset(options={"start": list(cell)})
+            obs, *_ = env.step(action)
+            drow, dcol = int(obs[0]) - cell[0], int(obs[1]) - cell[1]
+            name = ACTION_NAMES[action]
+            assert (drow, dcol) == ACTION_DELTAS[action]
+            assert ("up" in name, "down" in name) == (drow == -1, drow == 1), name
+            assert ("left" in name, "right" in name) == (dcol == -1, dcol == 1), name
+            moved.add(action)
+    assert moved == set(range(env.action_space.n)) == set(range(len(ACTION_NAMES)))
 
 
 @pytest.mark.parametrize("kwargs", MAZE_KWARGS, ids=lambda k: "-".join(map(str, k.values())))

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from langadapt.experiments import runner as runner_module
+from langadapt.experiments import one_run as one_run_module
 from langadapt.experiments.config import ConfigError, experiment_from_dict, load_config
 from langadapt.experiments.report import read_episodes, summarise, write_report
-from langadapt.experiments.runner import run_experiment, runs_of
+from langadapt.experiments.runner import finished_runs, run_experiment, runs_of
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
@@ -241,7 +241,7 @@ def test_an_existing_results_folder_is_protected(finished_tiny_run, tmp_path):
 
 def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch):
     config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}]))
-    real = runner_module.execute_run
+    real = one_run_module.execute_run
     started: list[str] = []
 
     def crash_on_third(data, key, out_dir):
@@ -250,11 +250,11 @@ def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch)
             raise KeyboardInterrupt("simulated crash")
         return real(data, key, out_dir)
 
-    monkeypatch.setattr(runner_module, "execute_run", crash_on_third)
+    monkeypatch.setattr(one_run_module, "execute_run", crash_on_third)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(config, progress=False, log=lambda _: None)
     out = config.output_dir
-    finished = set(runner_module.finished_runs(out))
+    finished = set(finished_runs(out))
     assert finished == set(started[:2])
     stamps = {key: (out / "runs" / key / "episodes.csv").stat().st_mtime_ns for key in finished}
 
@@ -264,7 +264,7 @@ def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch)
         started.append(key)
         return real(data, key, out_dir)
 
-    monkeypatch.setattr(runner_module, "execute_run", record_and_run)
+    monkeypatch.setattr(one_run_module, "execute_run", record_and_run)
     run_experiment(config, resume=True, progress=False, log=lambda _: None)
     assert set(started) == {r.key for r in runs_of(config)} - finished
     for key, stamp in stamps.items():

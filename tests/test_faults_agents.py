@@ -15,8 +15,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from langadapt.adapters.describers import CartPoleDescriber, SailingDescriber
 from langadapt.agents import DQNAgent, make_agent
+from langadapt.environments.describers import CartPoleDescriber, SailingDescriber
 
 BOX4 = spaces.Box(-1.0, 1.0, (4,), np.float32)
 OK = np.zeros(4, np.float32)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from langadapt.experiments import cli
-from langadapt.experiments import runner as runner_module
+from langadapt.experiments import one_run as one_run_module
 from langadapt.experiments.config import (
     MAX_SEED,
     MAX_SEED_COUNT,
@@ -102,7 +102,7 @@ def test_a_line_cut_in_the_middle_is_refused_naming_the_line(finished):
 
 
 def _interrupt_after(monkeypatch, finished_before_crash: int) -> list[str]:
-    real = runner_module.execute_run
+    real = one_run_module.execute_run
     started: list[str] = []
 
     def crash(data, key, out_dir):
@@ -111,7 +111,7 @@ def _interrupt_after(monkeypatch, finished_before_crash: int) -> list[str]:
             raise KeyboardInterrupt("simulated crash")
         return real(data, key, out_dir)
 
-    monkeypatch.setattr(runner_module, "execute_run", crash)
+    monkeypatch.setattr(one_run_module, "execute_run", crash)
     return started
 
 
@@ -135,14 +135,14 @@ def test_resume_redoes_a_done_run_whose_csv_was_truncated(finished, monkeypatch)
     damaged = runs_of(config)[1].key
     _cut_last_lines(out / "runs" / damaged / "episodes.csv", 2)
     assert damaged not in finished_runs(out)
-    real = runner_module.execute_run
+    real = one_run_module.execute_run
     redone: list[str] = []
 
     def record(data, key, out_dir):
         redone.append(key)
         return real(data, key, out_dir)
 
-    monkeypatch.setattr(runner_module, "execute_run", record)
+    monkeypatch.setattr(one_run_module, "execute_run", record)
     run_experiment(config, resume=True, **QUIET)
     assert redone == [damaged]
     assert check_results(out) == {}

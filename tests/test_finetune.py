@@ -16,7 +16,7 @@ pytest.importorskip("peft")
 import torch  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
-from langadapt.agents.formatters import formatter_for  # noqa: E402
+from langadapt.environments import language_for  # noqa: E402
 from langadapt.environments.maze import MazeEnv  # noqa: E402
 from langadapt.finetune import (  # noqa: E402
     GRPOSettings,
@@ -34,6 +34,7 @@ from langadapt.llm.transformers_backend import (  # noqa: E402
     load_causal_lm,
     require_finetune,
 )
+from langadapt.roles import format_state  # noqa: E402
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -65,10 +66,10 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     env = MazeEnv(maze="umaze")
-    formatter = formatter_for(env)
-    texts = [formatter.system_prompt, 'Reply with JSON {"action": N}, N one of the legal '
+    spec = language_for(env)
+    texts = [spec.task, 'Reply with JSON {"action": N}, N one of the legal '
              "actions."]
-    texts += [formatter.format(env.observation_of(c), env.legal_moves_at(c))
+    texts += [format_state(spec, env.observation_of(c), env.legal_moves_at(c))
               for c in env.free_cells()]
     tokenizer = _tokenizer(texts)
     torch.manual_seed(0)
@@ -90,7 +91,7 @@ def umaze() -> MazeEnv:
 
 
 def _policy(tiny_model_dir: Path, env: MazeEnv, **kw) -> LoRAPolicy:
-    return LoRAPolicy(formatter_for(env), model=tiny_model_dir, lora={"r": 4}, **kw)
+    return LoRAPolicy(language_for(env), model=tiny_model_dir, lora={"r": 4}, **kw)
 
 
 def _greedy_probs(policy: LoRAPolicy, task: MazeTask) -> list[np.ndarray]:
@@ -220,7 +221,7 @@ def test_a_saved_adapter_reloads_with_the_same_greedy_actions(tiny_model_dir, um
     info = json.loads((tmp_path / "adapter" / "policy.json").read_text())
     assert info["decoding"] == "structured"
 
-    again = LoRAPolicy(formatter_for(umaze), model=tiny_model_dir, adapter=tmp_path / "adapter")
+    again = LoRAPolicy(language_for(umaze), model=tiny_model_dir, adapter=tmp_path / "adapter")
     fresh = _policy(tiny_model_dir, umaze)
     reloaded, untrained = _greedy_probs(again, task), _greedy_probs(fresh, task)
     for a, b in zip(trained, reloaded, strict=True):
@@ -271,7 +272,7 @@ def test_transformers_backend_answers_enum_schemas_by_scoring(tiny_model_dir, tm
 
 def test_llm_policy_with_the_trained_adapter_takes_the_trained_greedy_actions(
         tiny_model_dir, umaze, tmp_path):
-    from langadapt.agents.llm_policy import LLMPolicy
+    from langadapt.roles.llm_policy import LLMPolicy
 
     task = MazeTask(umaze)
     policy = _policy(tiny_model_dir, umaze)
@@ -296,25 +297,25 @@ def test_llm_policy_with_the_trained_adapter_takes_the_trained_greedy_actions(
         assert tuned.messages(state, legal) == policy.messages(state, legal)
     assert [tuned.act(*task.state(c), explore=False) for c in task.cells] == trained
     assert [plain.act(*task.state(c), explore=False) for c in task.cells] == untrained
-    assert tuned.llm_stats()["fallbacks"] == 0 and tuned.llm_stats()["parse_failures"] == 0
+    assert tuned.stats()["llm_fallbacks"] == 0 and tuned.stats()["parse_failures"] == 0
 
 
 # ------------------------------------------------------------------ bad input
 def test_bad_model_paths_and_lora_targets(tiny_model_dir, umaze, tmp_path):
-    formatter = formatter_for(umaze)
+    spec = language_for(umaze)
     with pytest.raises(ValueError, match="does not exist; expected a Hugging Face model"):
-        LoRAPolicy(formatter, model=tmp_path / "nowhere")
+        LoRAPolicy(spec, model=tmp_path / "nowhere")
     (tmp_path / "weights.bin").write_bytes(b"\0")
     with pytest.raises(ValueError, match="is not a .gguf file"):
-        LoRAPolicy(formatter, model=tmp_path / "weights.bin")
+        LoRAPolicy(spec, model=tmp_path / "weights.bin")
     from transformers import T5Config
 
     T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=4, d_ff=8).save_pretrained(
         tmp_path / "t5")
     with pytest.raises(ValueError, match="is not a causal language model"):
-        LoRAPolicy(formatter, model=tmp_path / "t5")
+        LoRAPolicy(spec, model=tmp_path / "t5")
     with pytest.raises(ValueError, match=r"target_modules \['c_attn'\] are not modules"):
-        LoRAPolicy(formatter, model=tiny_model_dir, lora=LoRASettings(target_modules=["c_attn"]))
+        LoRAPolicy(spec, model=tiny_model_dir, lora=LoRASettings(target_modules=["c_attn"]))
     with pytest.raises(ValueError, match="no adapter_config.json"):
         TransformersBackend(model=tiny_model_dir, adapter=tmp_path)
 
@@ -324,7 +325,7 @@ def test_a_missing_extra_names_it():
         require_finetune("transformers", "no_such_package_for_langadapt")
 
 
-def test_finetune_command_writes_a_results_folder(tiny_model_dir, tmp_path, monkeypatch):
+def test_finetune_command_writes_a_results_folder(tiny_model_dir, tmp_path, capfd):
     import yaml
 
     from langadapt.experiments.cli import main
@@ -338,7 +339,10 @@ def test_finetune_command_writes_a_results_folder(tiny_model_dir, tmp_path, monk
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "results"
+    capfd.readouterr()
     assert main(["finetune", str(path), "--out", str(out), "--no-progress"]) == 0
+    err = capfd.readouterr().err  # --no-progress: no bar at all, not even the model loading's
+    assert "Loading weights" not in err and "%|" not in err and "it/s" not in err, err
     for name in ("config.yaml", "summary.csv", "summary.md", "reference.csv",
                  "learning_curve.png", "seed_0/log.csv", "seed_0/final.json",
                  "seed_0/adapter/adapter_config.json", "seed_0/adapter/policy.json"):
@@ -347,3 +351,24 @@ def test_finetune_command_writes_a_results_folder(tiny_model_dir, tmp_path, monk
     bad = dict(config, grpo={"group_size": 1})
     path.write_text(yaml.safe_dump(bad))
     assert main(["finetune", str(path), "--out", str(tmp_path / "other")]) == 2
+
+
+def test_no_loading_bars_turns_every_loading_bar_off_and_back(tiny_model_dir, umaze, capfd):
+    import huggingface_hub.utils as hub_utils
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as transformers_logging
+
+    from langadapt.finetune.policy import no_loading_bars
+
+    transformers_logging.enable_progress_bar()
+    gguf_tqdm = gguf_utils.tqdm
+    with no_loading_bars():
+        assert not transformers_logging.is_progress_bar_enabled()
+        assert hub_utils.are_progress_bars_disabled()
+        assert gguf_utils.tqdm([1, 2], desc="GGUF").disable
+    assert transformers_logging.is_progress_bar_enabled()
+    assert not hub_utils.are_progress_bars_disabled() and gguf_utils.tqdm is gguf_tqdm
+    capfd.readouterr()
+    _policy(tiny_model_dir, umaze, progress=False)
+    assert "Loading weights" not in capfd.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()

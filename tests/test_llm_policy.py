@@ -1,4 +1,5 @@
-"""LLM policy: formatters, the action parser, structured and text decoding, counters."""
+"""LLM policy: prompts from the language spec, the action parser, structured and text
+decoding, counters."""
 
 from __future__ import annotations
 
@@ -17,14 +18,10 @@ from hypothesis import strategies as st
 
 import langadapt.environments  # noqa: F401
 from langadapt.agents import evaluate, make_agent
-from langadapt.agents.formatters import (
-    ActionParseError,
-    CartPoleFormatter,
-    DiscreteActionParser,
-    formatter_for,
-)
-from langadapt.agents.llm_policy import LLMPolicy
+from langadapt.environments import language_for
 from langadapt.llm import LLMBackend, StructuredOutputError
+from langadapt.roles.llm_policy import LLMPolicy
+from langadapt.roles.prompts import ActionParseError, DiscreteActionParser, format_state
 
 sys.path.insert(0, str(Path(__file__).parent))
 from langadapt.llm.testing import FakeOllama  # noqa: E402
@@ -44,9 +41,7 @@ class ScriptedBackend(LLMBackend):
 
     @property
     def asked(self) -> list[str]:
-        if "asked" not in self.__pydantic_private__:
-            self.__pydantic_private__["asked"] = []
-        return self.__pydantic_private__["asked"]
+        return self.runtime.once("asked", list)
 
     def resolve_identity(self) -> str:
         return "scripted-model"
@@ -112,38 +107,39 @@ def test_parser_schema_and_json_replies() -> None:
     assert "Action: N" in parser.action_format([1, 6]) and "1, 6" in parser.action_format([1, 6])
 
 
-# --------------------------------------------------------------------------- formatters
-def test_cartpole_formatter_shows_the_four_numbers_and_the_actions() -> None:
+# --------------------------------------------------------------------------- prompts
+def test_cartpole_prompt_shows_the_four_numbers_and_the_actions() -> None:
     env = gym.make("langadapt/CartPole-v0")
-    formatter = formatter_for(env)
-    assert isinstance(formatter, CartPoleFormatter)
-    text = formatter.format([0.1, -0.25, 0.031, 0.5], [0, 1])
+    spec = language_for(env)
+    text = format_state(spec, [0.1, -0.25, 0.031, 0.5], [0, 1])
     for part in ("Cart position: 0.10 m", "Cart velocity: -0.25 m/s", "Pole angle: 0.03 rad",
                  "Pole angular velocity: 0.50 rad/s", "0 (push left)", "1 (push right)"):
         assert part in text
-    assert "Action 0 pushes the cart to the left" in formatter.system_prompt
+    assert "Action 0 pushes the cart to the left" in spec.task
 
 
-def test_maze_and_sailing_formatters_use_the_describers() -> None:
+def test_maze_sailing_and_frozenlake_prompts_use_the_describers() -> None:
     env = maze("medium")
-    text = formatter_for(env).format([1, 1], env.unwrapped.legal_moves_at((1, 1)),
-                                     [([1, 2], 0)])
+    text = format_state(language_for(env), [1, 1], env.unwrapped.legal_moves_at((1, 1)),
+                        [([1, 2], 0)])
     assert text.startswith(
         "The goal is a fair way off, five cells down and five cells to the right.")
     assert "Your previous actions, oldest first: left." in text
-    sailing = formatter_for("langadapt/Sailing-v0").format([0.0, 0.0], [0, 1])
+    sailing = format_state(language_for("langadapt/Sailing-v0"), [0.0, 0.0], [0, 1])
     assert "heading directly into the wind" in sailing
+    lake = format_state(language_for("langadapt/FrozenLake-v0"), [0, 1], [0, 1, 2, 3])
+    assert "a hole down" in lake and "3 (up)" in lake
 
 
-def test_formatter_rejects_bad_states_and_moves() -> None:
-    formatter = formatter_for(maze())
+def test_prompt_rejects_bad_states_and_moves() -> None:
+    spec = language_for(maze())
     with pytest.raises(ValueError, match=r"expected finite numbers of shape \(2,\)"):
-        formatter.format([1.0, 2.0, 3.0], [0])
+        format_state(spec, [1.0, 2.0, 3.0], [0])
     with pytest.raises(ValueError, match="expected distinct actions in"):
-        formatter.format([3, 1], [9])
+        format_state(spec, [3, 1], [9])
 
 
-def test_llm_policy_on_an_environment_without_formatter_is_an_error() -> None:
+def test_llm_policy_on_an_environment_without_language_spec_is_an_error() -> None:
     class Unknown(gym.Env):
         observation_space = spaces.Box(0, 1, (2,))
         action_space = spaces.Discrete(2)
@@ -151,9 +147,9 @@ def test_llm_policy_on_an_environment_without_formatter_is_an_error() -> None:
     env = Unknown()
     policy = LLMPolicy(env.observation_space, env.action_space, backend=ScriptedBackend(
         script=first_legal))
-    with pytest.raises(ValueError, match="no observation formatter for environment 'Unknown'"):
+    with pytest.raises(ValueError, match="no language spec for environment 'Unknown'"):
         policy.bind(env)
-    with pytest.raises(ValueError, match="has no observation formatter"):
+    with pytest.raises(ValueError, match="has no language spec"):
         policy.act([0.5, 0.5], [0, 1])
 
 
@@ -190,13 +186,13 @@ def test_structured_decoding_counts_and_caches() -> None:
     backend = ScriptedBackend(script=first_legal)
     policy = policy_for(env, backend)
     evaluate(policy, env, episodes=2, seed=0)
-    stats = policy.llm_stats()
+    stats = policy.stats()
     distinct = len(set(backend.asked))
     assert stats["llm_calls"] == distinct == len(backend.asked)
-    asked = stats["llm_calls"] + stats["cache_hits"]
+    asked = stats["llm_calls"] + stats["llm_cache_hits"]
     assert asked <= stats["decisions"]  # single-move states need no call
     assert asked > distinct  # the second episode repeats the first: cache hits
-    assert stats["parse_failures"] == stats["corrections"] == stats["fallbacks"] == 0
+    assert stats["parse_failures"] == stats["corrections"] == stats["llm_fallbacks"] == 0
 
 
 def test_text_mode_corrects_then_falls_back_and_counts() -> None:
@@ -212,17 +208,17 @@ def test_text_mode_corrects_then_falls_back_and_counts() -> None:
     assert policy.act(np.array([1, 1], np.float32), legal) == 1
     action = policy.act(np.array([1, 2], np.float32), legal)
     assert action in legal
-    stats = policy.llm_stats()
-    assert stats["corrections"] == 2 and stats["fallbacks"] == 1
+    stats = policy.stats()
+    assert stats["corrections"] == 2 and stats["llm_fallbacks"] == 1
     assert stats["parse_failures"] == 3
     assert stats["llm_calls"] == 4 == stats["decisions"] + stats["corrections"]
     # out-of-range replies mid-episode: never an exception, each one counted; the model is
     # asked once per prompt (the reply and the correction's reply come from the cache)
     for _ in range(3):
         assert policy.act(np.array([3, 2], np.float32), [2, 3]) in (2, 3)
-    stats = policy.llm_stats()
-    assert stats["fallbacks"] == 4 and stats["corrections"] == 5
-    assert stats["llm_calls"] == 6 and stats["cache_hits"] == 4
+    stats = policy.stats()
+    assert stats["llm_fallbacks"] == 4 and stats["corrections"] == 5
+    assert stats["llm_calls"] == 6 and stats["llm_cache_hits"] == 4
 
 
 def test_fake_ollama_receives_the_schema_in_format() -> None:
@@ -285,7 +281,7 @@ def test_structured_decoding_on_llamacpp_is_always_legal(smollm: Any, cell: Any,
     policy = policy_for(env, smollm)
     action = policy.act(np.array(cell, np.float32), sorted(moves))
     assert action in moves
-    assert policy.llm_stats()["fallbacks"] == 0
+    assert policy.stats()["llm_fallbacks"] == 0
 
 
 @pytest.mark.slow
@@ -300,10 +296,33 @@ def test_llamacpp_is_deterministic_and_a_rerun_makes_no_call(tmp_path: Path) -> 
         policy = policy_for(env, backend)
         runs.append([policy.act(np.array(c, np.float32), env.unwrapped.legal_moves_at(c))
                      for c in cells])
-        runs.append(policy.llm_stats()["llm_calls"])
+        runs.append(policy.stats()["llm_calls"])
     assert runs[0] == runs[2]
     assert runs[1] > 0 and runs[3] == 0
     fresh = make_backend({"backend": "llamacpp", "cache_path": None})
     policy = policy_for(env, fresh)
     assert [policy.act(np.array(c, np.float32), env.unwrapped.legal_moves_at(c))
             for c in cells] == runs[0]
+
+
+def test_compact_prompt_style_says_the_same_in_fewer_words() -> None:
+    from langadapt.roles import decision_messages
+
+    env = maze("medium")
+    spec = language_for(env)
+    cell = (1, 1)
+    legal = env.unwrapped.legal_moves_at(cell)
+    verbose = decision_messages(spec, list(cell), legal)
+    compact = decision_messages(spec, list(cell), legal, style="compact")
+    assert compact[-1]["content"] == (
+        'goal: 5 down, 5 right\nmoves: 1 right, 3 down, 7 down-right\nJSON {"action": N}')
+    assert compact[0]["content"] == spec.compact_task != verbose[0]["content"]
+    assert len(compact[-1]["content"]) < 0.5 * len(verbose[-1]["content"])
+    for env_id, state, moves, part in (
+            ("langadapt/CartPole-v0", [0.1, -0.25, 0.031, 0.5], [0, 1], "angle 0.03"),
+            ("langadapt/FrozenLake-v0", [1, 0], [0, 1, 2, 3], "holes: right"),
+            ("langadapt/Sailing-v0", [-2.0, 0.3], [0, 1], "heading 0.3 rad")):
+        text = format_state(language_for(env_id), state, moves, style="compact")
+        assert part in text and "moves: 0 " in text
+    policy = policy_for(env, ScriptedBackend(script=first_legal), prompt_style="compact")
+    assert policy.messages([1, 1], legal)[-1]["content"].startswith("goal: 5 down")

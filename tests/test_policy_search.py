@@ -16,14 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import langadapt.environments  # noqa: F401  (registers the ids)
-from langadapt.agents import make_agent
-from langadapt.agents.policy_families import (
-    Discretisation,
+from langadapt.agents import Discretisation, make_agent, train
+from langadapt.llm import schema_errors
+from langadapt.llm.testing import FakeOllama
+from langadapt.roles.policy_families import (
     LinearPolicy,
     parse_proposal,
     proposal_schema,
 )
-from langadapt.agents.policy_search import (
+from langadapt.roles.policy_search import (
     TEMPLATE_DIR,
     TEMPLATE_FILES,
     TEMPLATE_VARIABLES,
@@ -31,8 +32,6 @@ from langadapt.agents.policy_search import (
     TemplateError,
     load_templates,
 )
-from langadapt.llm import schema_errors
-from langadapt.llm.testing import FakeOllama
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -75,7 +74,7 @@ def _search(lake, fake: FakeOllama, rounds: int, **settings_):
                       "cache_path": None, "retries": 0, "breaker_failures": 100}} | settings_
     agent = make_agent("llm_policy_search", lake.observation_space, lake.action_space,
                        seed=0, **config)
-    records = agent.search(lake, seed=0)
+    records = train(agent, lake, progress=False, seed=0)
     return agent, records
 
 
@@ -147,7 +146,7 @@ def test_random_search_keeps_best_and_never_decreases():
     env = gym.make("langadapt/CartPole-v0")
     agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=3,
                        family="linear", proposer="random", rounds=30, evaluation_episodes=3)
-    records = agent.search(env, seed=3)
+    records = train(agent, env, progress=False, seed=3)
     scores = [e["evaluated_return"] for e in agent.round_log]
     best = [e["best_return"] for e in agent.round_log]
     assert best == list(np.maximum.accumulate(scores))
@@ -159,7 +158,7 @@ def test_search_stops_at_the_step_cap():
     env = gym.make("langadapt/CartPole-v0")
     agent = make_agent("llm_policy_search", env.observation_space, env.action_space,
                        family="linear", proposer="random", rounds=1000)
-    agent.search(env, steps=300)
+    train(agent, env, progress=False, steps=300)
     assert agent.counters["env_steps"] == 300 and not agent.finished
 
 
@@ -262,7 +261,7 @@ def test_templates_render_with_every_documented_variable():
                                                        "bounds": CARTPOLE_BOUNDS})):
         agent = LLMPolicySearch(env.observation_space, env.action_space,
                                 {"family": family, "proposer": "random", **extra})
-        agent.search(env, seed=0, episodes=agent.config.evaluation_episodes)
+        train(agent, env, progress=False, seed=0, episodes=agent.config.evaluation_episodes)
         variables = agent.prompt_variables()
         assert set(variables) == set(TEMPLATE_VARIABLES)
         if family == "linear":  # weights shown to 3 decimals, not 16 digits
@@ -373,7 +372,7 @@ def test_maze_tables_and_save_load(tmp_path):
     agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=1,
                        proposer="random", rounds=5, evaluation_episodes=1)
     assert agent.n_states == 25
-    agent.search(env, seed=1)
+    train(agent, env, progress=False, seed=1)
     assert agent.counters["illegal_table_actions"] > 0 and agent.finished
     agent.save(tmp_path / "search.pt")
     fresh = make_agent("llm_policy_search", env.observation_space, env.action_space,
@@ -388,3 +387,67 @@ def test_maze_tables_and_save_load(tmp_path):
                         family="linear", proposer="random", rounds=5, evaluation_episodes=1)
     with pytest.raises(ValueError, match="tabular"):
         linear.load(tmp_path / "search.pt")
+
+
+# ------------------------------------------------------------------ one training loop
+class StartLog(gym.Wrapper):
+    """Records the first observation of every episode started on this environment."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.starts = []
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.starts.append(obs.tolist())
+        return obs, info
+
+
+def test_search_runs_through_train_and_evaluation_leaves_the_training_starts_alone():
+    """Evaluating on the training environment reseeds it; the training episodes' start
+    states must be the same with and without evaluations in between."""
+
+    def training_starts(**evaluation):
+        env = StartLog(gym.make("langadapt/CartPole-v0"))
+        agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=0,
+                           family="linear", proposer="random", rounds=6, evaluation_episodes=2)
+        result = train(agent, env, seed=4, progress=False, **evaluation)
+        phases = [r.phase for r in result]
+        train_starts = []
+        starts = iter(env.starts)
+        for phase in phases:  # every record is one episode started on env, in order
+            start = next(starts)
+            if phase == "train":
+                train_starts.append(start)
+        return agent, train_starts, phases
+
+    agent, plain, phases = training_starts()
+    assert agent.training_done and phases.count("train") == 7 * 2 and "eval" not in phases
+    _, evaluated, phases = training_starts(eval_every=2, eval_episodes=3)
+    assert phases.count("eval") == 7 * 3
+    assert evaluated == plain and len(set(map(tuple, plain))) == len(plain)
+
+
+def test_search_with_keep_best_and_an_eval_env_behaves_like_any_agent():
+    env, eval_env = gym.make("langadapt/CartPole-v0"), gym.make("langadapt/CartPole-v0")
+    agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=1,
+                       family="linear", proposer="random", rounds=5, evaluation_episodes=1)
+    result = train(agent, env, seed=1, progress=False, eval_env=eval_env, eval_every=2,
+                   eval_episodes=2, keep_best=True)
+    assert result.best is not None and result.last_policy is not None
+    assert agent.training_done
+
+
+def test_an_advisor_on_an_agent_that_does_not_learn_from_steps_is_a_config_error():
+    from langadapt.experiments.config import ConfigError, experiment_from_dict
+
+    for agent_type in ("llm_policy_search", "llm_policy"):
+        data = {"name": "x", "environment": {"id": "langadapt/Maze-v0"},
+                "adapters": [{"type": "raw"}],
+                "agents": [{"type": agent_type, "params": {"proposer": "random"}
+                            if agent_type == "llm_policy_search" else {},
+                            "advisor": {"source": "oracle"}}],
+                "training": {"episodes": 2}, "seeds": 1}
+        with pytest.raises(ConfigError, match=rf"agents\.0\.advisor: .*{agent_type} does not "
+                                              "learn from steps"):
+            experiment_from_dict(data, "x.yaml")

@@ -12,9 +12,9 @@ import pytest
 from test_llm_policy import ScriptedBackend
 
 import langadapt.environments  # noqa: F401
-from langadapt.adapters.reward_shaping import RewardShaping, spearman_with_distance
 from langadapt.agents import make_agent
 from langadapt.environments.maze import ACTION_DELTAS, bfs_distances
+from langadapt.roles.reward_shaping import RewardShaping, spearman_with_distance
 
 
 def maze(name: str = "umaze", **params: Any) -> gym.Env:
@@ -100,17 +100,17 @@ def test_llm_potential_one_call_per_state_cached_and_scaled(tmp_path) -> None:
     env.prepare()
     base = env.unwrapped
     states = len(base.free_cells()) - 1
-    assert env.llm_stats()["llm_calls"] == states == len(set(backend.asked))
+    assert env.stats()["llm_calls"] == states == len(set(backend.asked))
     assert set(env.potentials.values()) <= {0.0, 0.6, 1.2, 1.8}
     env.reset(seed=0)
     for _ in range(20):
         env.step(int(np.random.default_rng(0).choice(base.legal_moves_at(base.cell))))
-    assert env.llm_stats()["llm_calls"] == states  # every state was scored already
+    assert env.stats()["llm_calls"] == states  # every state was scored already
     assert spearman_with_distance(env) > 0.8
     rerun = RewardShaping(maze("medium"), {"potential": "llm"}, backend=ScriptedBackend(
         script=score_by_distance, cache_path=tmp_path / "c.sqlite"))
     rerun.prepare()
-    assert rerun.llm_stats()["llm_calls"] == 0 and rerun.llm_stats()["cache_hits"] == states
+    assert rerun.stats()["llm_calls"] == 0 and rerun.stats()["llm_cache_hits"] == states
 
 
 class Unchecked:
@@ -137,7 +137,7 @@ def test_bad_shaping_settings_name_the_value() -> None:
         RewardShaping(maze(), {"gamma": 1.5})
     with pytest.raises(ValueError, match="scale is -1.0, expected a finite number > 0"):
         RewardShaping(maze(), {"scale": -1.0})
-    with pytest.raises(ValueError, match="potential 'oracle' needs a maze"):
+    with pytest.raises(ValueError, match="potential 'oracle': no oracle can plan on"):
         RewardShaping(gym.make("langadapt/CartPole-v0"), {"potential": "oracle"})
     with pytest.raises(ValueError, match="form 'judge' needs potential 'llm'"):
         RewardShaping(maze(), {"potential": "oracle", "form": "judge"})
@@ -151,7 +151,7 @@ def test_judge_form_adds_the_bonus_once_per_transition_prompt() -> None:
     assert info["shaping"] == pytest.approx(0.1) and reward == pytest.approx(0.1)
     env.reset(seed=0)
     env.step(2)
-    assert env.llm_stats()["judgements"] == 1 and env.llm_stats()["llm_calls"] == 1
+    assert env.stats()["judgements"] == 1 and env.stats()["llm_calls"] == 1
 
 
 def test_shaped_runs_are_evaluated_on_the_environments_own_reward(tmp_path) -> None:

@@ -40,16 +40,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from langadapt.adapters import (
+from ...adapters import (
     EmbeddingCache,
     LanguageAdapter,
     LanguageObservation,
     get_encoder,
     reachable_inputs,
 )
-from langadapt.adapters.describers import MazeDescriber
-from langadapt.environments import MazeEnv
-from langadapt.experiments.benchmarks import replay
+from ...environments import MazeEnv
+from ...environments.describers import MazeDescriber
+from . import replay
 
 __all__ = ["run"]
 

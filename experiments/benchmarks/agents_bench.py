@@ -30,7 +30,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from langadapt.agents import DQNAgent, QLearningAgent, evaluate, train
+from ...agents import DQNAgent, QLearningAgent, evaluate, train
+from ...environments import MazeEnv, SailingEnv
 
 #: rl-baselines3-zoo hyperparameters for DQN on CartPole-v1 (hyperparams/dqn.yml).
 ZOO_CARTPOLE: dict[str, Any] = {
@@ -253,7 +254,6 @@ def keep_best_benchmark(seeds: list[int], steps: int = 50_000) -> dict[str, floa
 # ------------------------------------------------------------------------ Q-learning
 def qlearning_benchmark(quick: bool) -> dict[str, float | str]:
     """Part (c): greedy success of tabular Q-learning on raw mazes and raw Sailing."""
-    from langadapt.environments import MazeEnv, SailingEnv
 
     out: dict[str, float | str] = {}
     seeds = [0, 1] if quick else [0, 1, 2, 3, 4]

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from langadapt.experiments.config import experiment_from_dict
-from langadapt.experiments.executors import ProcessExecutor
-from langadapt.experiments.runner import finished_runs, prepare_output, runs_of
+from ..config import experiment_from_dict
+from ..executors import ProcessExecutor
+from ..runner import finished_runs, prepare_output, runs_of
 
 
 def _experiment(folder: Path, runs: int, episodes: int, executor: str) -> dict:
@@ -53,8 +53,8 @@ def run(quick: bool = False, jobs: int = 2) -> dict[str, float | str]:
         message = "skipped: Ray is not installed (pip install 'langadapt[ray]')"
         print(message)
         return {"ray_vs_pool_runs_per_s": message}
-    from langadapt.experiments.config import ExecutorSpec
-    from langadapt.experiments.executors_ray import RayExecutor
+    from ..config import ExecutorSpec
+    from ..executors_ray import RayExecutor
 
     runs, episodes = (4, 100) if quick else (8, 300)
     with tempfile.TemporaryDirectory(prefix="langadapt-executors-bench-") as scratch:

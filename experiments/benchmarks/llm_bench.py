@@ -27,8 +27,12 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from langadapt.experiments.benchmarks import legal_action_sequence, replay
-from langadapt.llm import LLMBackend
+import gymnasium as gym
+
+from ... import environments
+from ...adapters import LanguageObservation, LLMAdapter, reachable_inputs
+from ...llm import LLMBackend
+from . import legal_action_sequence, replay
 
 _IN_FLIGHT = {"now": 0, "max": 0}
 _LOCK = threading.Lock()
@@ -61,10 +65,7 @@ class StandInBackend(LLMBackend):
 
 def run(quick: bool = False) -> dict[str, float | str]:
     """Run the three measurements and return the named figures (see the module docstring)."""
-    import gymnasium as gym
 
-    from langadapt import environments
-    from langadapt.adapters import LanguageObservation, LLMAdapter, reachable_inputs
 
     maze_name = "umaze" if quick else "medium"
     run_steps = 300 if quick else 2000

@@ -25,15 +25,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+
+from ... import environments  # noqa: F401
+from ...agents import RandomAgent, evaluate
+from ...llm import make_backend
+from ...llm.testing import FakeOllama
+from ...roles.llm_policy import LLMPolicy
+from ...roles.reward_shaping import RewardShaping, spearman_with_distance
 
 
 def _states(n: int, seed: int) -> list[tuple[Any, Any, list[int]]]:
     """``n`` (env, state, legal moves) triples with distinct prompts: maze cells with random
     legal subsets (at least two moves) and random CartPole states."""
-    import gymnasium as gym
 
-    import langadapt.environments  # noqa: F401
 
     rng = np.random.default_rng(seed)
     mazes = [gym.make("langadapt/Maze-v0", maze=m) for m in ("double_t_maze", "medium", "large")]
@@ -59,7 +65,6 @@ def _states(n: int, seed: int) -> list[tuple[Any, Any, list[int]]]:
 
 
 def _decide_all(backend: Any, states: list, decoding: str) -> dict[str, float]:
-    from langadapt.agents.llm_policy import LLMPolicy
 
     policies: dict[int, LLMPolicy] = {}
     legal = 0
@@ -72,7 +77,7 @@ def _decide_all(backend: Any, states: list, decoding: str) -> dict[str, float]:
         legal += policies[id(env)].decide(state, moves) in moves
     totals: dict[str, float] = {}
     for policy in policies.values():
-        for key, value in policy.llm_stats().items():
+        for key, value in policy.stats().items():
             totals[key] = totals.get(key, 0) + value
     totals["legal_share"] = legal / len(states)
     totals["wall_seconds"] = time.perf_counter() - started
@@ -81,7 +86,6 @@ def _decide_all(backend: Any, states: list, decoding: str) -> dict[str, float]:
 
 def parse_part(n: int, text_n: int, cache_dir: Path) -> dict[str, float]:
     """Parse rates on llama.cpp (structured and text) and the fake Ollama server."""
-    from langadapt.llm import make_backend
 
     figures: dict[str, float] = {}
     states = _states(n, seed=0)
@@ -93,9 +97,9 @@ def parse_part(n: int, text_n: int, cache_dir: Path) -> dict[str, float]:
     figures.update({
         "llamacpp_structured_decisions": first["decisions"],
         "llamacpp_structured_legal_share": first["legal_share"],
-        "llamacpp_structured_fallbacks": first["fallbacks"],
+        "llamacpp_structured_fallbacks": first["llm_fallbacks"],
         "llamacpp_structured_calls": first["llm_calls"],
-        "llamacpp_seconds_per_call": first["seconds"] / max(1, first["llm_calls"]),
+        "llamacpp_seconds_per_call": first["llm_seconds"] / max(1, first["llm_calls"]),
         "llamacpp_rerun_calls": again["llm_calls"],
     })
     text = _decide_all(smol, states[:text_n], "text")
@@ -103,11 +107,10 @@ def parse_part(n: int, text_n: int, cache_dir: Path) -> dict[str, float]:
     figures.update({
         "llamacpp_text_decisions": asked,
         "llamacpp_text_parse_rate_first_reply": 1 - (text["corrections"] / asked),
-        "llamacpp_text_recovered_by_correction": text["corrections"] - text["fallbacks"],
-        "llamacpp_text_fallbacks": text["fallbacks"],
-        "llamacpp_text_legal_share": 1 - text["fallbacks"] / asked,
+        "llamacpp_text_recovered_by_correction": text["corrections"] - text["llm_fallbacks"],
+        "llamacpp_text_fallbacks": text["llm_fallbacks"],
+        "llamacpp_text_legal_share": 1 - text["llm_fallbacks"] / asked,
     })
-    from langadapt.llm.testing import FakeOllama
 
     with FakeOllama(models=["llama3.2"]) as fake:
         spec = {"backend": "ollama", "host": fake.host, "model": "llama3.2", "cache_path": None}
@@ -124,10 +127,7 @@ def parse_part(n: int, text_n: int, cache_dir: Path) -> dict[str, float]:
 
 def potential_part() -> dict[str, float]:
     """Spearman correlation of SmolLM2's potential with -(BFS distance), per maze."""
-    import gymnasium as gym
 
-    import langadapt.environments  # noqa: F401
-    from langadapt.adapters.reward_shaping import RewardShaping, spearman_with_distance
 
     figures: dict[str, float] = {}
     for name in ("umaze", "double_t_maze", "medium", "large"):
@@ -136,17 +136,13 @@ def potential_part() -> dict[str, float]:
         shaper.prepare()
         figures[f"{name}_spearman"] = spearman_with_distance(shaper)
         figures[f"{name}_distinct_scores"] = len(set(shaper.potentials.values()))
-        figures[f"{name}_cells_scored"] = shaper.llm_stats()["potentials"]
+        figures[f"{name}_cells_scored"] = shaper.stats()["potentials"]
     return figures
 
 
 def policy_part(episodes: int) -> dict[str, float]:
     """SmolLM2 zero-shot beside random on umaze, double_t_maze and CartPole."""
-    import gymnasium as gym
 
-    import langadapt.environments  # noqa: F401
-    from langadapt.agents import RandomAgent, evaluate
-    from langadapt.agents.llm_policy import LLMPolicy
 
     figures: dict[str, float] = {}
     for name, env in (
@@ -157,13 +153,13 @@ def policy_part(episodes: int) -> dict[str, float]:
         policy = LLMPolicy(env.observation_space, env.action_space)
         policy.bind(env)
         records = evaluate(policy, env, episodes=episodes, seed=0)
-        stats = policy.llm_stats()
+        stats = policy.stats()
         rand = evaluate(RandomAgent(env.observation_space, env.action_space), env,
                         episodes=max(episodes, 20), seed=0)
         figures.update({
             f"{name}_llm_success": float(np.mean([r.success for r in records])),
             f"{name}_llm_return": float(np.mean([r.return_ for r in records])),
-            f"{name}_llm_seconds_per_decision": stats["seconds"] / max(1, stats["decisions"]),
+            f"{name}_llm_seconds_per_decision": stats["llm_seconds"] / max(1, stats["decisions"]),
             f"{name}_llm_calls_per_episode": stats["llm_calls"] / episodes,
             f"{name}_random_success": float(np.mean([r.success for r in rand])),
             f"{name}_random_return": float(np.mean([r.return_ for r in rand])),

@@ -1,12 +1,7 @@
 """The two policy families an LLM (or random search) writes whole: tables and linear maps.
 
-- :class:`Discretisation` maps an observation to one state index. With ``bins`` each
-  dimension is cut into that many equal bins between its bounds (values outside go to the
-  first / last bin; a value on an inner edge belongs to the bin on its right, the upper bound
-  to the last bin). Without ``bins`` the observation is taken to *be* a discrete state (the
-  maze's and FrozenLake's ``(row, col)``): every integer between the bounds is one value.
-  The index is row-major over the dimensions (the first dimension varies slowest).
-- :class:`TabularPolicy`: one action per state index.
+- :class:`TabularPolicy`: one action per state index of a
+  :class:`~langadapt.agents.Discretisation` (the one Q-learning uses too).
 - :class:`LinearPolicy`: ``argmax_a (W @ [obs, 1])[a]`` over the legal actions, ``W`` of shape
   ``(n_actions, obs_dim + 1)``; ties go to the lowest action.
 
@@ -22,141 +17,10 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from gymnasium import spaces
 
 Family = Literal["tabular", "linear"]
 #: The JSON key holding the proposal: ``{"actions": [...]}`` or ``{"weights": [[...], ...]}``.
 PROPOSAL_KEYS: dict[str, str] = {"tabular": "actions", "linear": "weights"}
-
-
-class Discretisation:
-    """Observation -> state index in ``[0, n_states)`` (see the module docstring)."""
-
-    def __init__(
-        self,
-        space: spaces.Space,
-        bins: Sequence[int] | None = None,
-        bounds: Sequence[Sequence[float]] | None = None,
-    ) -> None:
-        if not isinstance(space, spaces.Box) or len(space.shape) != 1:
-            raise ValueError(
-                f"observation_space is {space!r}, expected a one-dimensional gymnasium Box"
-            )
-        dims = int(space.shape[0])
-        if bounds is not None:
-            if len(bounds) != dims or any(len(b) != 2 for b in bounds):
-                raise ValueError(
-                    f"bounds is {bounds!r}, expected {dims} (low, high) pairs, one per "
-                    "observation dimension"
-                )
-            low = np.array([float(b[0]) for b in bounds])
-            high = np.array([float(b[1]) for b in bounds])
-        else:
-            low = np.asarray(space.low, dtype=np.float64).copy()
-            high = np.asarray(space.high, dtype=np.float64).copy()
-        if not (np.isfinite(low).all() and np.isfinite(high).all()):
-            raise ValueError(
-                f"cannot discretise between low={low.tolist()} and high={high.tolist()}: "
-                "expected finite bounds (give bounds: [[low, high], ...] per dimension)"
-            )
-        if np.any(high <= low):
-            raise ValueError(
-                f"bounds low={low.tolist()} high={high.tolist()}: expected high > low everywhere"
-            )
-        self.low, self.high = low, high
-        self.discrete = bins is None
-        if bins is None:
-            if np.any(low != np.round(low)) or np.any(high != np.round(high)):
-                raise ValueError(
-                    f"bins not given, so every observation must be a discrete state, but the "
-                    f"bounds low={low.tolist()} high={high.tolist()} are not integers; give "
-                    "bins: [...] to discretise a continuous observation"
-                )
-            self.sizes = (high - low).astype(np.int64) + 1
-            self.inner_edges: list[np.ndarray] = []
-        else:
-            if len(bins) != dims or any(
-                isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1
-                for b in bins
-            ):
-                raise ValueError(
-                    f"bins is {list(bins)!r}, expected {dims} positive ints (one per "
-                    "observation dimension)"
-                )
-            self.sizes = np.asarray(bins, dtype=np.int64)
-            self.inner_edges = [
-                np.linspace(lo, hi, int(n) + 1)[1:-1]
-                for lo, hi, n in zip(low, high, self.sizes, strict=True)
-            ]
-        self.dims = dims
-        self.n_states = int(np.prod(self.sizes))
-        self._radix = np.array(
-            [int(np.prod(self.sizes[i + 1 :])) for i in range(dims)], dtype=np.int64
-        )
-
-    def bin_indices(self, obs: Any) -> tuple[int, ...]:
-        """The per-dimension bin (or value) index of ``obs``; ValueError for a bad observation."""
-        x = np.asarray(obs, dtype=np.float64).reshape(-1)
-        if x.shape != (self.dims,) or not np.isfinite(x).all():
-            raise ValueError(f"observation is {obs!r}, expected {self.dims} finite numbers")
-        if self.discrete:
-            rounded = np.round(x)
-            if np.any(rounded != x) or np.any(x < self.low) or np.any(x > self.high):
-                raise ValueError(
-                    f"observation {x.tolist()} is not a discrete state: expected integers "
-                    f"between {self.low.tolist()} and {self.high.tolist()} (give bins to "
-                    "discretise a continuous observation)"
-                )
-            return tuple(int(v) for v in (rounded - self.low).astype(np.int64))
-        return tuple(
-            int(np.searchsorted(edges, value, side="right"))
-            for edges, value in zip(self.inner_edges, x, strict=True)
-        )
-
-    def index(self, obs: Any) -> int:
-        """The state index of ``obs`` in ``[0, n_states)``."""
-        return int(np.dot(self.bin_indices(obs), self._radix))
-
-    def unravel(self, state: int) -> tuple[int, ...]:
-        """The per-dimension indices of a state index (inverse of the row-major index)."""
-        if not 0 <= state < self.n_states:
-            raise ValueError(f"state is {state!r}, expected an int in [0, {self.n_states})")
-        return tuple(int(v) for v in np.unravel_index(state, tuple(self.sizes)))
-
-    def representative(self, state: int) -> np.ndarray:
-        """An observation inside the state (bin centres; the value itself when discrete)."""
-        idx = np.asarray(self.unravel(state))
-        if self.discrete:
-            return self.low + idx
-        width = (self.high - self.low) / self.sizes
-        return self.low + (idx + 0.5) * width
-
-    def layout(self, names: Sequence[str]) -> str:
-        """How a state index is built, in words (for prompts)."""
-        terms = " + ".join(
-            f"i{d}*{int(r)}" if r > 1 else f"i{d}" for d, r in enumerate(self._radix)
-        )
-        lines = [f"There are {self.n_states} states; state = {terms}, where"]
-        for d in range(self.dims):
-            if self.discrete:
-                offset = f" - {self.low[d]:g}" if self.low[d] else ""
-                lines.append(f"- i{d} = {names[d]}{offset} (0 to {int(self.sizes[d]) - 1})")
-                continue
-            inner = self.inner_edges[d].tolist()
-            ranges = ", ".join(_bin_range(k, inner) for k in range(len(inner) + 1))
-            lines.append(f"- i{d} is the bin of {names[d]} ({ranges})")
-        return "\n".join(lines)
-
-
-def _bin_range(k: int, inner: list[float]) -> str:
-    """Bin ``k`` of a dimension with these inner edges, in words."""
-    if not inner:
-        return "0: any value"
-    if k == 0:
-        return f"0: below {inner[0]:.3g}"
-    if k == len(inner):
-        return f"{k}: {inner[-1]:.3g} and above"
-    return f"{k}: {inner[k - 1]:.3g} to {inner[k]:.3g}"
 
 
 class TabularPolicy:
@@ -260,6 +124,8 @@ def parse_proposal(
         value = json.loads(text.strip(), parse_constant=_no_constants)
     except (json.JSONDecodeError, ValueError) as error:
         raise ValueError(f"the reply is not one JSON object ({error})") from None
+    except RecursionError:
+        raise ValueError("the reply nests lists or objects too deeply to be a policy") from None
     if not isinstance(value, dict) or set(value) != {key}:
         got = sorted(value) if isinstance(value, dict) else type(value).__name__
         raise ValueError(f'expected a JSON object with the single key "{key}", got {got}')

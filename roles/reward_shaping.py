@@ -21,13 +21,18 @@ raw state from the unwrapped environment, so it may sit under or over other wrap
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from scipy.stats import spearmanr
+
+from ..environments import language_for
+from ..llm import LLMReplyError, parse_json_reply
+from .counting import RoleCounters, make_llm_backend
+from .oracles import MazeOracle, Oracle, oracle_for
+from .prompts import format_state
 
 __all__ = [
     "JUDGE_SCHEMA", "POTENTIAL_SCHEMA", "RewardShaping", "RewardShapingConfig",
@@ -68,7 +73,10 @@ class RewardShapingConfig(BaseModel):
     gamma: float = Field(0.99, description="discount in gamma*Phi(s'); use the agent's gamma")
     scale: float = Field(1.0, description="Phi = scale * score / 10 (oracle: -scale * d/d_max)")
     backend: str | dict[str, Any] = Field("llamacpp", description="LLM backend spec")
-    formatter: dict[str, Any] = Field(default_factory=dict, description="formatter options")
+    language: dict[str, Any] = Field(default_factory=dict,
+                                     description="options of the language spec")
+    prompt_style: Literal["verbose", "compact"] = Field(
+        "verbose", description="the prompt style of the potential and judge prompts")
 
     @field_validator("gamma")
     @classmethod
@@ -95,29 +103,17 @@ class RewardShaping(gym.Wrapper):
         super().__init__(env)
         self.config = config if isinstance(config, RewardShapingConfig) else (
             RewardShapingConfig(**(config or {})))
-        from langadapt.agents.formatters import formatter_for
-
-        self.formatter = formatter_for(env, **self.config.formatter)
+        self.language = language_for(env, **self.config.language)
         self.base = env.unwrapped
         self._backend = backend
         self.potentials: dict[str, float] = {}
         self.judgements: dict[str, int] = {}
-        self.counters: dict[str, float] = {"potentials": 0, "judgements": 0, "llm_calls": 0,
-                                           "cache_hits": 0, "seconds": 0.0}
-        self._distance: dict[tuple[int, int], int] = {}
+        self.counters = RoleCounters("potentials", "judgements")
+        self.oracle: Oracle | None = None
         if self.config.potential == "oracle":
             if self.config.form == "judge":
                 raise ValueError("reward_shaping form 'judge' needs potential 'llm', got oracle")
-            grid, goal = getattr(self.base, "grid", None), getattr(self.base, "goal", None)
-            if grid is None or goal is None:
-                raise ValueError(
-                    f"reward_shaping potential 'oracle' needs a maze (grid and goal), got "
-                    f"{type(self.base).__name__}; use potential llm"
-                )
-            from langadapt.environments.maze import bfs_distances
-
-            self._distance = bfs_distances(np.asarray(grid), tuple(goal))
-            self._d_max = max(self._distance.values()) or 1
+            self.oracle = oracle_for(self.base, "reward_shaping potential 'oracle'")
         self._phi = 0.0
         self._state: np.ndarray | None = None
         self._legal: list[int] | None = None
@@ -126,8 +122,6 @@ class RewardShaping(gym.Wrapper):
     @property
     def backend(self) -> Any:
         if self._backend is None:
-            from langadapt.agents.llm_policy import make_llm_backend
-
             self._backend = make_llm_backend(self.config.backend)
         return self._backend
 
@@ -147,24 +141,15 @@ class RewardShaping(gym.Wrapper):
                 ) from error
 
     def _ask(self, user: str, schema: dict[str, Any], field: str, allowed: list[int]) -> int:
-        from langadapt.agents.llm_policy import _stats
-
-        before = _stats(self.backend)
-        started = time.perf_counter()
-        try:
+        with self.counters.llm_call(self.backend):
             reply = self.backend.chat(
-                [{"role": "system", "content": self.formatter.system_prompt},
+                [{"role": "system", "content": self.language.task_for(self.config.prompt_style)},
                  {"role": "user", "content": user}],
                 schema=schema, max_tokens=16,
             )
-        finally:
-            self.counters["seconds"] += time.perf_counter() - started
-            after = _stats(self.backend)
-            self.counters["llm_calls"] += after[0] - before[0]
-            self.counters["cache_hits"] += after[1] - before[1]
         try:
-            value = json.loads(reply)[field]
-        except (TypeError, ValueError, KeyError):
+            value = parse_json_reply(reply)[field]
+        except (TypeError, ValueError, KeyError, LLMReplyError):
             value = reply
         if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
             raise ValueError(
@@ -174,13 +159,15 @@ class RewardShaping(gym.Wrapper):
         return value
 
     def potential(self, state: Any, legal_moves: Any = None) -> float:
-        """Phi of a non-terminal ``state`` (one LLM call per distinct state, then memoised)."""
+        """Phi of a non-terminal ``state`` (one LLM call per distinct state, then memoised;
+        with the oracle: of the environment's current state, or of ``state`` where the oracle
+        can plan from a given state, like the maze's)."""
         if self.config.potential == "oracle":
-            cell = (int(state[0]), int(state[1]))
-            if cell not in self._distance:
-                raise ValueError(f"state {list(state)!r} is not a cell that can reach the goal")
-            return -self.config.scale * self._distance[cell] / self._d_max
-        user = self.formatter.format(state, legal_moves) + "\n" + POTENTIAL_QUESTION
+            at = getattr(self.oracle, "potential_at", None)
+            value = at(state) if at is not None else self.oracle.potential(self.base)
+            return self.config.scale * value
+        user = (format_state(self.language, state, legal_moves, style=self.config.prompt_style)
+                + "\n" + POTENTIAL_QUESTION)
         if user not in self.potentials:
             score = self._ask(user, POTENTIAL_SCHEMA, "score", list(range(11)))
             self.counters["potentials"] += 1
@@ -190,9 +177,9 @@ class RewardShaping(gym.Wrapper):
     def judge(self, state: Any, legal: Any, action: int, next_state: Any, next_legal: Any) -> int:
         """The LLM's judgement of one transition: -1, 0 or 1 (memoised per prompt)."""
         user = (
-            "Before:\n" + self.formatter.format(state, legal)
-            + f"\nThe agent chose {self.formatter.action_label(action)}.\nAfter:\n"
-            + self.formatter.format(next_state, next_legal or legal) + "\n" + JUDGE_QUESTION
+            "Before:\n" + format_state(self.language, state, legal)
+            + f"\nThe agent chose {self.language.action_label(action)}.\nAfter:\n"
+            + format_state(self.language, next_state, next_legal or legal) + "\n" + JUDGE_QUESTION
         )
         if user not in self.judgements:
             self.judgements[user] = self._ask(user, JUDGE_SCHEMA, "judgement", [-1, 0, 1])
@@ -213,7 +200,7 @@ class RewardShaping(gym.Wrapper):
     # ------------------------------------------------------------------ gymnasium
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
-        self._state = self.formatter.state_of(self.base)
+        self._state = self.language.state_of(self.base)
         self._legal = info.get("legal_moves")
         if self.config.form == "potential":
             self._phi = self.potential(self._state, self._legal)
@@ -221,7 +208,7 @@ class RewardShaping(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        state = self.formatter.state_of(self.base)
+        state = self.language.state_of(self.base)
         legal = info.get("legal_moves")
         if self.config.form == "potential":
             phi = 0.0 if terminated else self.potential(state, legal)
@@ -236,24 +223,15 @@ class RewardShaping(gym.Wrapper):
         return obs, float(reward) + shaping, terminated, truncated, info
 
     def stats(self) -> dict[str, float]:
-        """The LLM counters under the LLM layer's names (for the experiment runner)."""
-        return {"llm_calls": self.counters["llm_calls"],
-                "llm_cache_hits": self.counters["cache_hits"]}
-
-    def llm_stats(self) -> dict[str, float]:
-        """potentials / judgements asked, llm_calls, cache_hits, seconds."""
-        return {k: (float(v) if k == "seconds" else int(v)) for k, v in self.counters.items()}
+        """``potentials`` / ``judgements`` asked and the LLM counters (``llm_calls``, ...)."""
+        return self.counters.as_stats()
 
 
 def spearman_with_distance(shaper: RewardShaping) -> float:
     """Spearman correlation of ``Phi`` with ``-(BFS distance to the goal)`` over every free
     cell of a maze but the goal (1.0: Phi orders the cells exactly as the distance does)."""
-    from scipy.stats import spearmanr
-
-    from langadapt.environments.maze import bfs_distances
-
     base = shaper.base
-    distance = bfs_distances(np.asarray(base.grid), tuple(base.goal))
+    distance = MazeOracle(base.grid, base.goal).distance
     cells = [c for c in base.free_cells() if c in distance and tuple(c) != tuple(base.goal)]
     phi = [shaper.potential(base.observation_of(c), base.legal_moves_at(c)) for c in cells]
     if len(set(phi)) < 2:

@@ -1,6 +1,7 @@
 """``LLMPolicy``: an agent that acts by asking a language model (agent type ``llm_policy``).
 
-Each decision formats the raw state with the environment's :class:`ObservationFormatter`
+Each decision shows the raw state as the environment's language spec says
+(:func:`langadapt.environments.language_for`, :func:`~roles.prompts.format_state`)
 and asks the backend (``langadapt.llm``, or any object with ``chat(messages, schema=None,
 max_tokens=None) -> str``) for an action:
 
@@ -23,7 +24,6 @@ the experiment runner then skips the training episodes of this agent.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -31,25 +31,14 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 
-from langadapt.agents.base import Agent
-from langadapt.agents.formatters import ActionParseError, DiscreteActionParser, formatter_for
+from ..agents.base import Agent
+from ..environments import LanguageSpec, language_for
+from ..llm import LLMReplyError
+from .counting import BackendSpec, RoleCounters, make_llm_backend
+from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
+from .reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
 
-__all__ = [
-    "COUNTERS",
-    "LLMPolicy",
-    "LLMPolicyConfig",
-    "decision_messages",
-    "llm_layer_names",
-    "make_llm_backend",
-]
-
-#: The counters of :meth:`LLMPolicy.llm_stats`.
-COUNTERS = (
-    "decisions", "llm_calls", "cache_hits", "parse_failures", "corrections", "fallbacks",
-    "seconds",
-)
-
-BackendSpec = str | dict[str, Any]
+__all__ = ["LLMPolicy", "LLMPolicyConfig", "decision_messages", "show_prompt"]
 
 
 class LLMPolicyConfig(BaseModel):
@@ -75,28 +64,39 @@ class LLMPolicyConfig(BaseModel):
     max_tokens: int | None = Field(
         None, gt=0, description="reply length limit; default 16 structured, 48 text"
     )
-    formatter: dict[str, Any] = Field(
-        default_factory=dict, description="options of the environment's formatter"
+    language: dict[str, Any] = Field(
+        default_factory=dict, description="options of the environment's language spec"
+    )
+    prompt_style: Literal["verbose", "compact"] = Field(
+        "verbose", description="verbose: the describer's sentences; compact: few tokens"
     )
 
 
+#: The reply instruction ending a structured decision prompt, per prompt style.
+STRUCTURED_INSTRUCTION = {
+    "verbose": '\nReply with JSON {"action": N}, N one of the legal actions.',
+    "compact": '\nJSON {"action": N}',
+}
+
+
 def decision_messages(
-    formatter: Any,
+    spec: LanguageSpec,
     state: Any,
     moves: Sequence[int],
     history: Sequence[Any] = (),
     decoding: str = "structured",
     examples: Sequence[tuple[Any, Sequence[int], int]] = (),
+    style: str = "verbose",
 ) -> list[dict[str, str]]:
-    """The chat messages ``llm_policy`` sends for one decision: the formatter's system prompt,
+    """The chat messages ``llm_policy`` sends for one decision: the spec's task as system prompt,
     few-shot ``(state, moves, action)`` turns, and the state with the reply instruction of
-    ``decoding`` (GRPO fine-tuning trains on exactly these messages)."""
-    parser = DiscreteActionParser(n_actions=formatter.n_actions)
+    ``decoding``, in prompt ``style`` (GRPO fine-tuning trains on exactly these messages)."""
+    parser = DiscreteActionParser(n_actions=spec.n_actions)
 
     def user(s: Any, m: Sequence[int], h: Sequence[Any]) -> str:
-        text = formatter.format(s, m, h)
+        text = format_state(spec, s, m, h, style)
         if decoding == "structured":
-            return text + '\nReply with JSON {"action": N}, N one of the legal actions.'
+            return text + STRUCTURED_INSTRUCTION[style]
         return text + "\n" + parser.action_format(m)
 
     def answer(action: int) -> str:
@@ -104,7 +104,7 @@ def decision_messages(
             return json.dumps({"action": int(action)})
         return f"Action: {int(action)}"
 
-    messages = [{"role": "system", "content": formatter.system_prompt}]
+    messages = [{"role": "system", "content": spec.task_for(style)}]
     for ex_state, ex_moves, ex_action in examples:
         messages.append({"role": "user", "content": user(ex_state, ex_moves, ())})
         messages.append({"role": "assistant", "content": answer(ex_action)})
@@ -112,39 +112,16 @@ def decision_messages(
     return messages
 
 
-def make_llm_backend(spec: BackendSpec | Any) -> Any:
-    """``spec`` as a backend: an object with ``chat`` is used as it is, a string or dict goes
-    to ``langadapt.llm.make_backend``."""
-    if callable(getattr(spec, "chat", None)):
-        return spec
-    if not isinstance(spec, (str, dict)):
-        raise ValueError(
-            f"backend is {spec!r}, expected 'llamacpp', 'ollama', a dict spec for "
-            "langadapt.llm.make_backend or an object with chat()"
-        )
-    from langadapt.llm import make_backend
-
-    return make_backend(spec)
-
-
-def _stats(backend: Any) -> tuple[float, float]:
-    """(calls, cache hits) the backend reports so far; (0, 0) when it keeps no counters."""
-    stats = getattr(backend, "stats", None)
-    if not callable(stats):
-        return 0.0, 0.0
-    values = stats()
-    return float(values.get("llm_calls", 0)), float(values.get("llm_cache_hits", 0))
-
-
 class LLMPolicy(Agent):
     """Acts by asking an LLM (see the module docstring).
 
-    ``backend``: an object with ``chat`` used instead of ``config.backend``. ``formatter``:
-    an :class:`ObservationFormatter`; without one, :meth:`bind` picks the environment's.
-    Observations must be the raw states the formatter describes (the ``raw`` adapter).
+    ``backend``: an object with ``chat`` used instead of ``config.backend``. ``spec``: a
+    :class:`LanguageSpec`; without one, :meth:`bind` takes the environment's. Observations
+    must be the raw states the spec describes (the ``raw`` adapter).
     """
 
     kind: ClassVar[str] = "llm_policy"
+    learns_from_steps: ClassVar[bool] = False
     config_model = LLMPolicyConfig
     config: LLMPolicyConfig
 
@@ -156,18 +133,18 @@ class LLMPolicy(Agent):
         seed: int = 0,
         *,
         backend: Any = None,
-        formatter: Any = None,
+        spec: LanguageSpec | None = None,
     ) -> None:
         super().__init__(observation_space, action_space, config, seed)
         self.parser = DiscreteActionParser(n_actions=self.n_actions)
         self._backend = None if backend is None else make_llm_backend(backend)
-        self.formatter = None
-        if formatter is not None:
-            self.set_formatter(formatter)
+        self.spec: LanguageSpec | None = None
+        if spec is not None:
+            self.set_spec(spec)
         self._history: Any = None
+        self._checked = False
         self._last_moves: list[int] = list(range(self.n_actions))
-        self.counters: dict[str, float] = dict.fromkeys(COUNTERS, 0)
-        self.counters["seconds"] = 0.0
+        self.counters = RoleCounters("decisions", "parse_failures", "corrections")
         self._episode: list[tuple[list[float], list[int], int]] = []
         self._episode_return = 0.0
         self.best_return: float | None = None
@@ -186,35 +163,38 @@ class LLMPolicy(Agent):
             self._backend = make_llm_backend(self.config.backend)
         return self._backend
 
-    def set_formatter(self, formatter: Any) -> None:
-        if formatter.n_actions != self.n_actions:
+    def set_spec(self, spec: LanguageSpec) -> None:
+        if spec.n_actions != self.n_actions:
             raise ValueError(
-                f"formatter {type(formatter).__name__} names {formatter.n_actions} actions, "
+                f"the language spec names {spec.n_actions} actions, "
                 f"but this agent has {self.n_actions}"
             )
-        if tuple(formatter.state_shape) != self.obs_shape:
+        if tuple(spec.state_shape) != self.obs_shape:
             raise ValueError(
-                f"llm_policy reads raw states of shape {tuple(formatter.state_shape)} "
-                f"({type(formatter).__name__}), but its observations have shape "
+                f"llm_policy reads raw states of shape {tuple(spec.state_shape)} "
+                f"({spec.describer.env_name}), but its observations have shape "
                 f"{self.obs_shape}; give it the raw adapter's observations"
             )
-        self.formatter = formatter
+        self.spec = spec
 
     def bind(self, env: Any) -> None:
-        """Take the formatter (unless one was given) and the episode history from ``env``.
+        """Take the language spec (unless one was given) and the episode history from ``env``.
 
-        ValueError when no formatter exists for the environment, or when the observations
-        are not its raw states. Call before training or evaluating (the runner does).
+        ValueError when no language spec exists for the environment, or when the observations
+        are not its raw states. :func:`agents.train` and :func:`agents.evaluate` call it;
+        the backend is checked on the first call only.
         """
-        if self.formatter is None:
-            self.set_formatter(formatter_for(env, **self.config.formatter))
+        if self.spec is None:
+            self.set_spec(language_for(env, **self.config.language))
         self._history = _find_history(env)
         if self.config.history_length and self._history is None:
             raise ValueError(
                 f"history_length is {self.config.history_length}, but {env!r} keeps no "
                 "episode history; wrap it in adapters.LanguageObservation or use 0"
             )
-        self.check_backend()
+        if not self._checked:
+            self.check_backend()
+            self._checked = True
 
     def check_backend(self) -> None:
         """Build the backend and, in structured mode, check it can honour the action schema
@@ -243,58 +223,46 @@ class LLMPolicy(Agent):
         self, state: Any, legal_moves: Sequence[int] | None, history: Sequence[Any] = ()
     ) -> int:
         """One decision for ``state`` (the raw state) among ``legal_moves``."""
-        if self.formatter is None:
+        if self.spec is None:
             raise ValueError(
-                "llm_policy has no observation formatter; pass formatter=formatter_for(env) "
+                "llm_policy has no language spec; pass spec=language_for(env) "
                 "or call bind(env) first"
             )
-        moves = self.formatter.check_legal(legal_moves)
+        moves = check_legal(self.spec, legal_moves)
         self._last_moves = list(moves)
         self.counters["decisions"] += 1
         if len(moves) == 1:
             return moves[0]
-        started = time.perf_counter()
         messages = self.messages(state, moves, history)
-        try:
-            if self.config.decoding == "structured":
-                return self._structured(messages, moves)
-            return self._text(messages, moves)
-        finally:
-            self.counters["seconds"] += time.perf_counter() - started
+        if self.config.decoding == "structured":
+            return self._structured(messages, moves)
+        return self._text(messages, moves)
 
     def messages(
         self, state: Any, moves: Sequence[int], history: Sequence[Any] = ()
     ) -> list[dict[str, str]]:
         """The chat messages of one decision: the task, few-shot turns, the state."""
-        return decision_messages(self.formatter, state, moves, history, self.config.decoding,
-                                 self._examples())
+        return decision_messages(self.spec, state, moves, history, self.config.decoding,
+                                 self._examples(), self.config.prompt_style)
 
     def _chat(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> str:
         default = 16 if schema is not None else 48
-        before = _stats(self.backend)
-        try:
+        with self.counters.llm_call(self.backend):
             return self.backend.chat(
                 messages, schema=schema, max_tokens=self.config.max_tokens or default
             )
-        finally:
-            if callable(getattr(self.backend, "stats", None)):
-                after = _stats(self.backend)
-                self.counters["llm_calls"] += after[0] - before[0]
-                self.counters["cache_hits"] += after[1] - before[1]
-            else:
-                self.counters["llm_calls"] += 1  # a backend without counters: every request
 
     def _structured(self, messages: list[dict[str, str]], moves: tuple[int, ...]) -> int:
-        reply = self._chat(messages, self.parser.schema(moves))
         try:
+            reply = self._chat(messages, self.parser.schema(moves))
             return self.parser.parse_json(reply, moves)
-        except ActionParseError:
-            # the backend promised the schema; count it rather than stop the run
+        except (ActionParseError, LLMReplyError):
+            # a reply outside the schema (the backend promised it): counted, the run goes on
             self.counters["parse_failures"] += 1
             return self._fallback(moves)
 
     def _fallback(self, moves: tuple[int, ...]) -> int:
-        self.counters["fallbacks"] += 1
+        self.counters["llm_fallbacks"] += 1
         record = getattr(self.backend, "record_fallback", None)
         if callable(record):
             record()
@@ -353,14 +321,11 @@ class LLMPolicy(Agent):
             self._episode, self._episode_return = [], 0.0
 
     # ------------------------------------------------------------------ counters, files
-    def llm_stats(self) -> dict[str, float]:
-        """The counters: decisions, llm_calls, cache_hits, parse_failures, corrections,
-        fallbacks, seconds (time spent waiting for the LLM)."""
-        return {k: (float(v) if k == "seconds" else int(v)) for k, v in self.counters.items()}
-
     def stats(self) -> dict[str, float]:
-        """The counters under the LLM layer's names, as the experiment runner sums them."""
-        return llm_layer_names(self.llm_stats())
+        """The counters: ``decisions``, ``parse_failures``, ``corrections`` and the LLM
+        layer's ``llm_calls``, ``llm_cache_hits``, ``llm_fallbacks`` (random legal actions
+        taken for unusable replies), ``llm_seconds`` (time spent waiting for the LLM)."""
+        return self.counters.as_stats()
 
     def header(self) -> dict[str, Any]:
         return {**super().header(), "config": self.config.model_dump(mode="json")}
@@ -376,13 +341,6 @@ class LLMPolicy(Agent):
         self.best_episode = [tuple(step) for step in state.get("best_episode", [])]
 
 
-def llm_layer_names(counters: dict[str, float]) -> dict[str, float]:
-    """``llm_calls``, ``llm_cache_hits`` and ``llm_fallbacks`` from a role's counters."""
-    return {"llm_calls": counters.get("llm_calls", 0),
-            "llm_cache_hits": counters.get("cache_hits", 0),
-            "llm_fallbacks": counters.get("fallbacks", 0)}
-
-
 def show_prompt(
     env: Any, role: str, backend: Any, state: Any = None, decoding: str = "structured"
 ) -> str:
@@ -395,22 +353,21 @@ def show_prompt(
     if state is not obs and hasattr(base, "legal_moves_at"):
         legal = base.legal_moves_at((int(state[0]), int(state[1])))
     if role == "shaper":
-        from langadapt.adapters.reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
 
-        shaper_formatter = formatter_for(env)
-        messages = [{"role": "system", "content": shaper_formatter.system_prompt},
-                    {"role": "user", "content": shaper_formatter.format(state, legal) + "\n"
+        spec = language_for(env)
+        messages = [{"role": "system", "content": spec.task},
+                    {"role": "user", "content": format_state(spec, state, legal) + "\n"
                      + POTENTIAL_QUESTION}]
         reply = make_llm_backend(backend).chat(messages, schema=POTENTIAL_SCHEMA, max_tokens=16)
     elif role in ("policy", "advisor"):
         policy = LLMPolicy(env.observation_space, env.action_space,
                            {"decoding": decoding}, backend=backend)
         policy.bind(env)
-        moves = policy.formatter.check_legal(legal)
+        moves = check_legal(policy.spec, legal)
         messages = policy.messages(state, moves)
         action = policy.decide(state, moves)
-        name = policy.formatter.action_names[action]
-        reply = f"-> action {action} ({name}); counters {policy.llm_stats()}"
+        name = policy.spec.action_names[action]
+        reply = f"-> action {action} ({name}); counters {policy.stats()}"
     else:
         raise ValueError(f"role is {role!r}, expected policy, advisor or shaper")
     shown = [f"[{m['role']}]\n{m['content']}" for m in messages]

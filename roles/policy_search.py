@@ -14,13 +14,15 @@ the initial policy, is kept by definition). Then the proposer writes the next ca
 - ``proposer: random``: a uniformly random table or weights in ``[-random_scale,
   random_scale]`` (random search, the baseline with the same evaluation budget).
 
-The search is the agent protocol's ``act`` / ``learn``: ``act(obs, legal, explore=True)``
-runs the candidate under evaluation, ``explore=False`` the kept policy (what
-:func:`agents.evaluate` and the final evaluation see); ``learn`` records the step and, when
-an episode ends, scores the round and asks for the next candidate. :meth:`LLMPolicySearch.search`
-is :func:`agents.train`'s loop that stops once the last round is scored (``rounds`` proposals
-after the initial policy); the experiment runner calls it for this agent. Every round is
-appended to ``log_path`` (JSON lines) as it ends.
+The search is the agent protocol's ``act`` / ``learn``, trained by :func:`agents.train`
+like every agent: ``act(obs, legal, explore=True)`` runs the candidate under evaluation,
+``explore=False`` the kept policy (what :func:`agents.evaluate` and the final evaluation
+see); ``learn`` records the step and, when an episode ends, scores the round and asks for
+the next candidate. The rounds are the search's own budget: once the last one is scored
+(``rounds`` proposals after the initial policy) ``training_done`` is true and ``train``
+stops; its ``episodes`` / ``steps`` only cap the search. Evaluation, ``eval_env`` and
+``keep_best`` behave as for every agent. Every round is appended to ``log_path`` (JSON
+lines, set it before training) as it ends.
 
 Prompts are three template files (``system.txt``, ``user.txt``, ``correction.txt``,
 ``string.Template`` syntax: ``$name``) from ``agents/templates/policy_search/`` or the folder
@@ -34,20 +36,20 @@ import math
 import string
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from langadapt.agents.base import Agent, check_count
-from langadapt.agents.policy_families import (
+from ..agents import Agent, Discretisation
+from ..llm import LLMBackend, LLMReplyError, backend_fields, make_backend
+from .policy_families import (
     PROPOSAL_KEYS,
-    Discretisation,
     LinearPolicy,
     Policy,
     TabularPolicy,
@@ -55,7 +57,6 @@ from langadapt.agents.policy_families import (
     proposal_schema,
     random_policy,
 )
-from langadapt.agents.training import EVAL_SEED_OFFSET, EpisodeRecord, evaluate
 
 TEMPLATE_DIR = Path(__file__).parent / "templates" / "policy_search"
 TEMPLATE_FILES = ("system.txt", "user.txt", "correction.txt")
@@ -178,8 +179,6 @@ class PolicySearchConfig(BaseModel):
     @field_validator("llm")
     @classmethod
     def _backend_spec(cls, value: Any) -> Any:
-        from langadapt.llm import LLMBackend, backend_fields
-
         if isinstance(value, LLMBackend):
             return value
         if not isinstance(value, (str, dict)):
@@ -242,8 +241,6 @@ class LLMPolicySearch(Agent):
         self.templates = load_templates(cfg.templates) if cfg.proposer == "llm" else {}
         self.backend = None
         if cfg.proposer == "llm":
-            from langadapt.llm import make_backend
-
             spec = cfg.llm
             if isinstance(spec, str):
                 spec = {"backend": spec}
@@ -426,18 +423,13 @@ class LLMPolicySearch(Agent):
     def _ask(self, messages: list[dict[str, str]], entry: dict[str, Any]
              ) -> tuple[str, Policy | None, str | None]:
         """One request: (reply text, policy or None, what was wrong or None)."""
-        from langadapt.llm import LLMReplyError
-
         entry["requests"] += 1
         self.counters["requests"] += 1
         schema = self.schema if self.config.structured_output else None
         backend = self.backend
-        if self.config.vary_seed:
-            _ = (backend.identity, backend.cache)  # resolved once; the copy shares them
-            backend = backend.model_copy(  # and the counters: stats() sees every call
-                update={"seed": (backend.seed + self.round) % 2**31})
+        seed = (backend.seed + self.round) % 2**31 if self.config.vary_seed else None
         try:
-            reply = backend.chat(messages, schema=schema, max_tokens=self.max_tokens)
+            reply = backend.chat(messages, schema=schema, max_tokens=self.max_tokens, seed=seed)
         except LLMReplyError as error:  # includes StructuredOutputError: nothing usable
             return "", None, str(error)
         try:
@@ -564,85 +556,21 @@ class LLMPolicySearch(Agent):
         return out
 
     # ---------------------------------------------------------------- the loop
-    def search(
-        self,
-        env: gym.Env,
-        episodes: int | None = None,
-        steps: int | None = None,
-        eval_every: int | None = None,
-        eval_episodes: int = 10,
-        seed: int = 0,
-        progress: bool = False,
-        on_episode: Callable[[EpisodeRecord], None] | None = None,
-        log_path: str | Path | None = None,
-        **_: Any,
-    ) -> list[EpisodeRecord]:
-        """Run the search on ``env`` until the last round is scored, or until ``episodes`` /
-        ``steps`` (optional caps) run out; returns the records like :func:`agents.train`.
+    learns_from_steps = False  # it scores whole episodes of a candidate
+    has_own_budget = True  # the rounds
 
-        Every episode is a ``train`` record of the candidate being scored; every
-        ``eval_every`` episodes the kept policy gets ``eval_episodes`` greedy episodes seeded
-        with ``seed + EVAL_SEED_OFFSET``. Rounds are appended to ``log_path`` (JSON lines).
-        Other keyword arguments of :func:`agents.train` are accepted and ignored (the search
-        keeps its best policy by construction).
-        """
-        from tqdm.auto import tqdm
-
-        check_count("episodes", episodes)
-        check_count("steps", steps)
-        check_count("eval_every", eval_every)
-        check_count("eval_episodes", eval_episodes, optional=False)
-        check_count("seed", seed, minimum=0, optional=False)
-        if not isinstance(env, gym.Env) or env.action_space != self.action_space:
-            raise ValueError(f"env is {env!r}, expected a gymnasium.Env with action space "
-                             f"{self.action_space!r}")
+    def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
+        """Start the search afresh (:func:`agents.train` calls this first); the rounds are
+        the search's own budget, ``steps`` / ``episodes`` only cap it."""
+        super().set_training_horizon(steps, episodes)
         self.reset_search()
-        self.log_path = None if log_path is None else Path(log_path)
         if self.log_path is not None:
             self.log_path.write_text("")
-        env.action_space.seed(seed)
-        records: list[EpisodeRecord] = []
-        total, done = 0, 0
-        reset_seed: int | None = seed
-        bar = tqdm(total=self.config.rounds, unit="round", desc="policy search",
-                   disable=not progress, dynamic_ncols=True)
-        try:
-            while not self.finished and (episodes is None or done < episodes) and (
-                    steps is None or total < steps):
-                t0 = time.perf_counter()
-                obs, info = env.reset(seed=reset_seed)
-                reset_seed = None
-                legal = info.get("legal_moves")
-                ret, length, ended = 0.0, 0, False
-                while not ended:
-                    action = self.act(obs, legal, True)
-                    next_obs, reward, terminated, truncated, info = env.step(action)
-                    self.learn(obs, action, reward, next_obs, terminated, truncated,
-                               info.get("legal_moves"))
-                    ret, length, total = ret + float(reward), length + 1, total + 1
-                    obs, legal = next_obs, info.get("legal_moves")
-                    ended = terminated or truncated
-                    if steps is not None and total >= steps:
-                        break
-                if not ended:
-                    break
-                done += 1
-                bar.n = self.round
-                bar.refresh()
-                record = EpisodeRecord(done, ret, length, bool(info.get("is_success", False)),
-                                       time.perf_counter() - t0, "train", total)
-                records.append(record)
-                if on_episode is not None:
-                    on_episode(record)
-                if eval_every is not None and done % eval_every == 0:
-                    for rec in evaluate(self, env, eval_episodes, seed + EVAL_SEED_OFFSET,
-                                        total_steps=total, after_episode=done):
-                        records.append(rec)
-                        if on_episode is not None:
-                            on_episode(rec)
-        finally:
-            bar.close()
-        return records
+
+    @property
+    def training_done(self) -> bool:
+        """True once the last round is scored: :func:`agents.train` then stops."""
+        return self.finished
 
     # ------------------------------------------------------------ save / load
     def header(self) -> dict[str, Any]:
@@ -656,8 +584,6 @@ class LLMPolicySearch(Agent):
         self.best, self.best_return = snapshot
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        import torch
-
         state, tensors = super().get_state()
         state |= {"best_return": self.best_return if self.best is not None else None,
                   "round": self.round, "counters": self.counters}

@@ -14,7 +14,8 @@ Sources (``source``):
 
 - ``llm``: the LLM's action for the state (an :class:`LLMPolicy` decision: structured output
   over the legal moves; each distinct prompt costs one call per answer cache);
-- ``oracle``: on a maze, a legal move that lowers the shortest-path (BFS) distance to the goal
+- ``oracle``: a legal move on a shortest plan (:mod:`roles.oracles`; on a maze, one that
+  lowers the shortest-path (BFS) distance to the goal
   the most - the upper bound of what advice can do;
 - ``random``: a uniformly random legal move - the lower bound.
 
@@ -38,9 +39,11 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langadapt.agents.base import Agent, check_count
-from langadapt.agents.formatters import formatter_for
-from langadapt.agents.llm_policy import COUNTERS, BackendSpec, LLMPolicy, llm_layer_names
+from ..agents.base import Agent, check_count
+from ..environments import LanguageSpec, language_for
+from .counting import BackendSpec, RoleCounters
+from .llm_policy import LLMPolicy
+from .oracles import Oracle, oracle_for
 
 __all__ = ["AdvisorConfig", "Advice", "LLMAdvisor", "AdvisedActions", "sb3_advice_callback"]
 
@@ -62,7 +65,10 @@ class AdvisorConfig(BaseModel):
     )
     backend: BackendSpec = Field("llamacpp", description="LLM backend spec (source llm)")
     decoding: Literal["structured", "text"] = Field("structured", description="source llm")
-    formatter: dict[str, Any] = Field(default_factory=dict, description="formatter options")
+    language: dict[str, Any] = Field(default_factory=dict,
+                                     description="options of the language spec")
+    prompt_style: Literal["verbose", "compact"] = Field(
+        "verbose", description="source llm: the prompt style of its decisions")
 
     @field_validator("probability")
     @classmethod
@@ -94,9 +100,9 @@ class Advice:
         self.seed = seed
         self._backend = backend
         self.env: Any = None
-        self.formatter: Any = None
+        self.spec: LanguageSpec | None = None
         self.policy: LLMPolicy | None = None
-        self.distance: dict[tuple[int, int], int] = {}
+        self.oracle: Oracle | None = None
         self.counters = {"advised": 0}
 
     def probability(self, progress: float) -> float:
@@ -105,28 +111,23 @@ class Advice:
         return self.config.probability * min(1.0, max(0.0, left))
 
     def bind(self, env: Any) -> None:
-        """Read states from ``env`` (ValueError when the source cannot serve it)."""
+        """Read states from ``env`` (ValueError when the source cannot serve it); the source
+        is built on the first call, later calls only change the environment."""
+        first = self.env is None
         self.env = getattr(env, "unwrapped", env)
-        if self.config.source == "random":
+        if self.config.source == "random" or not first:
             return
-        self.formatter = formatter_for(env, **self.config.formatter)
+        self.spec = language_for(env, **self.config.language)
         if self.config.source == "oracle":
-            grid, goal = getattr(self.env, "grid", None), getattr(self.env, "goal", None)
-            if grid is None or goal is None:
-                raise ValueError(
-                    f"advisor source 'oracle' needs a maze (an environment with grid and goal), "
-                    f"got {type(self.env).__name__}; use source llm or random"
-                )
-            from langadapt.environments.maze import bfs_distances
-
-            self.distance = bfs_distances(np.asarray(grid), tuple(goal))
+            self.oracle = oracle_for(self.env, "advisor source 'oracle'")
             return
-        shape = tuple(self.formatter.state_shape)
+        shape = tuple(self.spec.state_shape)
         box = spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)
         self.policy = LLMPolicy(
             box, spaces.Discrete(self.n_actions), seed=self.seed, backend=self._backend,
-            formatter=self.formatter,
-            config={"backend": self.config.backend, "decoding": self.config.decoding},
+            spec=self.spec,
+            config={"backend": self.config.backend, "decoding": self.config.decoding,
+                    "prompt_style": self.config.prompt_style},
         )
         self.policy.check_backend()
 
@@ -139,26 +140,22 @@ class Advice:
             return int(self.rng.choice(moves))
         if self.env is None:
             raise ValueError(f"advisor source {self.config.source!r} needs bind(env) first")
-        state = self.formatter.state_of(self.env)
+        state = self.spec.state_of(self.env)
         if self.config.source == "oracle":
-            from langadapt.environments.maze import ACTION_DELTAS
-
-            row, col = int(state[0]), int(state[1])
-            far = len(self.distance) + 1
-            return min(moves, key=lambda a: self.distance.get(
-                (row + ACTION_DELTAS[a][0], col + ACTION_DELTAS[a][1]), far))
+            return self.oracle.best_move(self.env, moves)
         return self.policy.decide(state, moves)
 
-    def llm_stats(self) -> dict[str, float]:
-        """``advised`` plus the LLM counters of the ``llm`` source (zeros otherwise)."""
-        stats = self.policy.llm_stats() if self.policy is not None else dict.fromkeys(COUNTERS, 0)
+    def stats(self) -> dict[str, float]:
+        """``advised`` plus the counters of the ``llm`` source's policy (zeros otherwise)."""
+        stats = (self.policy.stats() if self.policy is not None
+                 else RoleCounters("decisions", "parse_failures", "corrections").as_stats())
         return {**stats, **self.counters}
 
 
 class LLMAdvisor(Agent):
     """Wrap ``agent``: during training take the advice with probability ``p(t)``.
 
-    Saves, loads and evaluates as the wrapped agent; ``llm_stats()`` counts the advice.
+    Saves, loads and evaluates as the wrapped agent; ``stats()`` counts the advice.
     """
 
     config_model = AdvisorConfig
@@ -232,17 +229,14 @@ class LLMAdvisor(Agent):
         if terminated or truncated:
             self.episodes += 1
 
-    def llm_stats(self) -> dict[str, float]:
-        inner = getattr(self.agent, "llm_stats", None)
-        stats = self.advice.llm_stats()
+    def stats(self) -> dict[str, float]:
+        """The advice's counters (``advised``, ``llm_calls``, ...) plus the wrapped agent's."""
+        stats = self.advice.stats()
+        inner = getattr(self.agent, "stats", None)
         if callable(inner):
             for key, value in inner().items():
                 stats[key] = stats.get(key, 0) + value
         return stats
-
-    def stats(self) -> dict[str, float]:
-        """The advice's LLM counters under the LLM layer's names (for the runner)."""
-        return llm_layer_names(self.llm_stats())
 
     def save(self, path: str | Path) -> None:
         self.agent.save(path)

@@ -7,22 +7,25 @@ and returns one deterministic sentence (or a few). One describer per environment
 - :class:`MazeDescriber` - where the goal is, the walls around, the legal moves.
 - :class:`CartPoleDescriber` - qualitative bins for the four CartPole quantities, or the
   numbers rounded to what balancing needs (``style="numbers"``).
+- :class:`FrozenLakeDescriber` - where the goal is, the holes and the lake's edges around.
 
-:func:`describer_for` picks the describer for an environment instance (or id);
-:func:`register_describer` adds one for your own environment class.
+Each is part of its environment's language spec (:mod:`environments.language`), where
+:func:`~environments.language.language_for` finds it for an environment.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from langadapt.environments.maze import ACTION_DELTAS, ACTION_NAMES
+from ._checks import check_legal_moves
+from .frozenlake import FROZENLAKE_ACTIONS
+from .maze import ACTION_DELTAS, ACTION_NAMES
 
 __all__ = [
     "Describer",
@@ -32,8 +35,7 @@ __all__ = [
     "CartPoleDescriber",
     "CartPoleBins",
     "CartPoleSteps",
-    "describer_for",
-    "register_describer",
+    "FrozenLakeDescriber",
     "number_words",
     "check_state",
     "check_legal_moves",
@@ -59,30 +61,6 @@ def check_state(state: Any, shape: tuple[int, ...], what: str = "state") -> np.n
     if not np.isfinite(array).all():
         raise ValueError(f"{what} {state!r} contains NaN or inf; expected finite values")
     return array
-
-
-def check_legal_moves(legal_moves: Any, n_actions: int | None) -> tuple[int, ...]:
-    """``legal_moves`` as a tuple of ints in ``[0, n_actions)`` (any range if None)."""
-    if legal_moves is None:
-        return ()
-    if isinstance(legal_moves, (str, bytes)) or not isinstance(legal_moves, Iterable):
-        raise ValueError(
-            f"legal_moves {legal_moves!r} is not a sequence of actions; expected e.g. [0, 2, 3]"
-        )
-    moves: list[int] = []
-    for move in legal_moves:
-        if isinstance(move, np.ndarray) and move.shape == ():
-            move = move.item()
-        if isinstance(move, bool) or not isinstance(move, numbers.Integral):
-            raise ValueError(f"legal move {move!r} in {legal_moves!r} is not an int action")
-        if n_actions is not None and not 0 <= int(move) < n_actions:
-            raise ValueError(
-                f"legal move {move!r} in {legal_moves!r} is outside [0, {n_actions - 1}]"
-            )
-        moves.append(int(move))
-    if len(set(moves)) != len(moves):
-        raise ValueError(f"legal_moves {legal_moves!r} repeat an action; expected distinct actions")
-    return tuple(moves)
 
 
 def _check_action(action: Any, n_actions: int) -> int | None:
@@ -560,81 +538,74 @@ def _side(value: float) -> str:
     return "right" if value > 0 else "left"
 
 
-# --------------------------------------------------------------------------- lookup
-DescriberFactory = Callable[..., Describer]
-_FACTORIES: list[tuple[type, DescriberFactory]] = []
-_BUILTINS_LOADED = False
+# --------------------------------------------------------------------------- frozen lake
+#: (row, col) step of each FrozenLake action: 0 left, 1 down, 2 right, 3 up.
+_LAKE_DELTAS = ((0, -1), (1, 0), (0, 1), (-1, 0))
+_TILES = {"S": "the start", "F": "frozen ice", "H": "a hole", "G": "the goal"}
 
 
-def register_describer(env_type: type, factory: DescriberFactory) -> None:
-    """Use ``factory(env, **options) -> Describer`` for environments of class ``env_type``.
+class FrozenLakeDescriber(Describer):
+    """FrozenLake: state ``[row, col]`` (row 0 at the top) on a lake ``desc`` (rows of
+    S start, F frozen, H hole, G goal).
 
-    ``env`` is the unwrapped environment. A later registration for the same class
-    replaces the earlier one; subclasses of ``env_type`` match too.
+    Three sentences: where the goal is (the offset in words, like the maze's), what lies
+    in each of the four directions (a hole, the lake's edge; frozen ice is not mentioned),
+    and the moves. Slipping is the environment's business, not the description's.
+
+    Example: ``"The goal is two cells down and one cell to the right. There is a hole to
+    the left and the edge of the lake up. You can move left, down, right or up."``
     """
-    if not isinstance(env_type, type):
-        raise ValueError(f"env_type={env_type!r}: expected an environment class")
-    if not callable(factory):
-        raise ValueError(f"factory={factory!r}: expected a callable (env, **options) -> Describer")
-    _FACTORIES[:] = [(t, f) for t, f in _FACTORIES if t is not env_type]
-    _FACTORIES.append((env_type, factory))
 
+    env_name = "FrozenLake"
+    state_shape = (2,)
+    n_actions = 4
 
-def _load_builtins() -> None:
-    global _BUILTINS_LOADED
-    if _BUILTINS_LOADED:
-        return
-    _BUILTINS_LOADED = True
-    from langadapt.environments import CartPoleEnv, MazeEnv, SailingEnv
+    def __init__(self, desc: Sequence[str]) -> None:
+        rows = [str(row.decode() if isinstance(row, bytes) else row) for row in desc]
+        if not rows or len({len(r) for r in rows}) != 1 or not all(
+                set(r) <= set(_TILES) for r in rows):
+            raise ValueError(f"desc={desc!r}: expected equal-length rows of S, F, H and G")
+        goals = [(r, c) for r, row in enumerate(rows) for c, tile in enumerate(row) if tile == "G"]
+        if len(goals) != 1:
+            raise ValueError(f"desc={desc!r}: expected exactly one goal G, found {len(goals)}")
+        self.desc = tuple(rows)
+        self.height, self.width = len(rows), len(rows[0])
+        self.goal = goals[0]
 
-    def sailing(env: Any, **options: Any) -> Describer:
-        from langadapt.environments.sailing import X_LIMIT
-
-        options.setdefault("half_width", float(X_LIMIT))
-        return SailingDescriber(**options)
-
-    def maze(env: Any, **options: Any) -> Describer:
-        return MazeDescriber(env.grid, env.goal, **options)
-
-    def cartpole(env: Any, **options: Any) -> Describer:
-        return CartPoleDescriber(**options)
-
-    for env_type, factory in ((SailingEnv, sailing), (MazeEnv, maze), (CartPoleEnv, cartpole)):
-        if not any(t is env_type for t, _ in _FACTORIES):
-            _FACTORIES.insert(0, (env_type, factory))
-
-
-def _resolve_env(env: Any) -> Any:
-    if isinstance(env, str):
-        import gymnasium
-
-        import langadapt.environments  # noqa: F401 - registers the langadapt/... ids
-
-        try:
-            env = gymnasium.make(env)
-        except gymnasium.error.Error as error:
-            raise ValueError(f"environment id {env!r} is unknown to gymnasium: {error}") from error
-    return getattr(env, "unwrapped", env)
-
-
-def describer_for(env: Any, **options: Any) -> Describer:
-    """The describer for ``env`` (an environment instance or a gymnasium id).
-
-    ``options`` go to the describer (e.g. ``include_last_move=True`` for the maze,
-    ``bins={...}`` or ``include_numbers=True`` for CartPole).
-    """
-    _load_builtins()
-    base = _resolve_env(env)
-    for env_type, factory in reversed(_FACTORIES):
-        if isinstance(base, env_type):
-            try:
-                return factory(base, **options)
-            except TypeError as error:
-                raise ValueError(
-                    f"describer options {sorted(options)} for {type(base).__name__}: {error}"
-                ) from error
-    known = ", ".join(t.__name__ for t, _ in _FACTORIES)
-    raise ValueError(
-        f"no describer for environment {type(base).__name__!r}; expected one of: {known} "
-        "(register your own with adapters.describers.register_describer)"
-    )
+    def describe(
+        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
+    ) -> str:
+        if not all(float(v).is_integer() for v in state):
+            raise ValueError(f"FrozenLake state {state.tolist()!r}: expected integer [row, col]")
+        row, col = int(state[0]), int(state[1])
+        if not (0 <= row < self.height and 0 <= col < self.width):
+            raise ValueError(f"FrozenLake state {[row, col]!r} is outside the "
+                             f"{self.height}x{self.width} lake")
+        tile = self.desc[row][col]
+        if tile in "HG":
+            sentences = [f"You are in {_TILES[tile]}."]
+        else:
+            drow, dcol = self.goal[0] - row, self.goal[1] - col
+            parts = []
+            if drow:
+                parts.append(_cells(abs(drow)) + (" up" if drow < 0 else " down"))
+            if dcol:
+                parts.append(_cells(abs(dcol)) + (" to the left" if dcol < 0 else " to the right"))
+            sentences = [f"The goal is {' and '.join(parts)}."]
+        around = []
+        for name, (dr, dc) in zip(FROZENLAKE_ACTIONS, _LAKE_DELTAS, strict=True):
+            r, c = row + dr, col + dc
+            where = "to the " + name if name in ("left", "right") else name
+            if not (0 <= r < self.height and 0 <= c < self.width):
+                around.append(f"the edge of the lake {where}")
+            elif self.desc[r][c] == "H":
+                around.append(f"a hole {where}")
+        if around:
+            verb = "is" if len(around) == 1 else "are"
+            sentences.append(f"There {verb} {_join(around, 'and')}.")
+        else:
+            sentences.append("There is frozen ice all around you.")
+        if legal_moves:
+            names = [FROZENLAKE_ACTIONS[a] for a in legal_moves]
+            sentences.append(f"You can move {_join(names, 'or')}.")
+        return " ".join(sentences)

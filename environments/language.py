@@ -1,0 +1,281 @@
+"""One language spec per environment: everything the library says about it in words.
+
+A :class:`LanguageSpec` holds the rule describer (state, legal moves, last action ->
+sentence), the name of each action, the task (the system prompt of every LLM role), what
+the prompts show of a state and how to read the current raw state off the environment.
+The language adapter, the LLM adapter and every LLM role read it; bringing an environment
+means registering its spec, nothing else::
+
+    from . import Describer, LanguageSpec, register_language
+
+    class LiftDescriber(Describer):
+        env_name = "Lift"
+        state_shape = (2,)
+        n_actions = 2
+
+        def describe(self, state, legal_moves, last_action):
+            return f"The lift is at floor {int(state[0])}; the call is from floor {int(state[1])}."
+
+    register_language(LiftEnv, lambda env, **options: LanguageSpec(
+        describer=LiftDescriber(**options),
+        action_names=("down", "up"),
+        task="You steer a lift. Reach the floor of the call button.",
+        state_of=lambda env: np.array([env.floor, env.call], dtype=np.float32),
+    ))
+
+:func:`language_for` finds the spec of an environment (an instance, wrapped or not, or a
+gymnasium id); options go to the registered factory (e.g. ``include_last_move=True`` for
+the maze's describer, ``style="numbers"`` for CartPole's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from .cartpole import CartPoleEnv
+from .describers import (
+    CartPoleDescriber,
+    Describer,
+    FrozenLakeDescriber,
+    MazeDescriber,
+    SailingDescriber,
+)
+from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv
+from .maze import ACTION_NAMES, MazeEnv
+from .sailing import X_LIMIT, SailingEnv
+
+__all__ = ["PROMPT_STYLES", "LanguageSpec", "language_for", "register_language", "unwrap_env"]
+
+#: The prompt styles: ``verbose`` (the describer's sentences) and ``compact`` (few tokens).
+PROMPT_STYLES = ("verbose", "compact")
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    """What the library says about one environment.
+
+    ``describer``: the rule describer. ``action_names``: action ``i`` in words.
+    ``task``: the goal and what each action does (the system prompt of the LLM roles).
+    ``state_of(env)``: the current raw state of the unwrapped environment (for roles that
+    read it off the environment, like the advisor). ``prompt_state(state, legal_moves)``:
+    what a decision prompt shows of a state (default: the describer's sentence).
+
+    The ``compact`` prompt style, for LLM decisions that must cost few prompt tokens:
+    ``compact_state(state, legal_moves)`` (default: ``prompt_state``'s text) and
+    ``compact_task`` (default: ``task``).
+    """
+
+    describer: Describer
+    action_names: tuple[str, ...]
+    task: str
+    state_of: Callable[[Any], np.ndarray]
+    prompt_state: Callable[[np.ndarray, tuple[int, ...]], str] | None = None
+    compact_state: Callable[[np.ndarray, tuple[int, ...]], str] | None = None
+    compact_task: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.describer, Describer):
+            raise ValueError(f"describer={self.describer!r}: expected a Describer")
+        names = tuple(self.action_names)
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(f"action_names={self.action_names!r}: expected non-empty strings")
+        if self.describer.n_actions is not None and len(names) != self.describer.n_actions:
+            raise ValueError(f"action_names names {len(names)} actions, but the describer has "
+                             f"{self.describer.n_actions}")
+        if not isinstance(self.task, str) or not self.task.strip():
+            raise ValueError(f"task={self.task!r}: expected a non-empty text")
+        object.__setattr__(self, "action_names", names)
+
+    @property
+    def n_actions(self) -> int:
+        return len(self.action_names)
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        return tuple(self.describer.state_shape)
+
+    def describe(self, state: Any, legal_moves: Sequence[int] = (),
+                 last_action: int | None = None) -> str:
+        """The describer's sentence for ``state``."""
+        return self.describer(state, legal_moves, last_action)
+
+    def show(self, state: Any, legal_moves: Sequence[int] = (), style: str = "verbose") -> str:
+        """What a decision prompt of ``style`` (``verbose`` or ``compact``) shows of ``state``."""
+        render = self.compact_state if style == "compact" else None
+        if style not in PROMPT_STYLES:
+            raise ValueError(f"prompt style {style!r}: expected one of {PROMPT_STYLES}")
+        render = render or self.prompt_state
+        if render is None:
+            return self.describer(state, legal_moves)
+        self.describer(state, legal_moves)  # the same checks of state and moves
+        return render(np.asarray(state, dtype=np.float64), tuple(legal_moves))
+
+    def task_for(self, style: str = "verbose") -> str:
+        """The system prompt of ``style``."""
+        return self.compact_task if style == "compact" and self.compact_task else self.task
+
+    def action_label(self, action: int) -> str:
+        """``"2 (up)"``: the action's number and name."""
+        return f"{action} ({self.action_names[action]})"
+
+
+SpecFactory = Callable[..., LanguageSpec]
+_FACTORIES: list[tuple[type, SpecFactory]] = []
+
+
+def register_language(env_type: type, factory: SpecFactory) -> None:
+    """Use ``factory(env, **options) -> LanguageSpec`` for environments of class
+    ``env_type`` (and its subclasses); ``env`` is the unwrapped environment. A later
+    registration for the same class replaces the earlier one."""
+    if not isinstance(env_type, type):
+        raise ValueError(f"env_type={env_type!r}: expected an environment class")
+    if not callable(factory):
+        raise ValueError(f"factory={factory!r}: expected a callable (env, **options) -> "
+                         "LanguageSpec")
+    _FACTORIES[:] = [(t, f) for t, f in _FACTORIES if t is not env_type]
+    _FACTORIES.append((env_type, factory))
+
+
+def unwrap_env(env: Any) -> Any:
+    """The unwrapped environment of ``env`` (an instance or a gymnasium id)."""
+    if isinstance(env, str):
+        try:
+            env = gymnasium.make(env)
+        except gymnasium.error.Error as error:
+            raise ValueError(f"environment id {env!r} is unknown to gymnasium: {error}") from None
+    return getattr(env, "unwrapped", env)
+
+
+def language_for(env: Any, **options: Any) -> LanguageSpec:
+    """The language spec of ``env`` (an environment, possibly wrapped, or a gymnasium id);
+    ``options`` go to the registered factory. ValueError when none is registered."""
+    base = unwrap_env(env)
+    for env_type, factory in reversed(_FACTORIES):
+        if isinstance(base, env_type):
+            try:
+                return factory(base, **options)
+            except TypeError as error:
+                raise ValueError(f"language options {sorted(options)} for "
+                                 f"{type(base).__name__}: {error}") from None
+    known = ", ".join(t.__name__ for t, _ in _FACTORIES)
+    raise ValueError(
+        f"no language spec for environment {type(base).__name__!r}; expected one of: {known} "
+        "(register your own with langadapt.environments.register_language)"
+    )
+
+
+# --------------------------------------------------------------------------- built-in specs
+MAZE_TASK = (
+    "You are an agent in a grid maze. Reach the goal cell in as few moves as possible. "
+    "Each action moves you one cell: 0 left, 1 right, 2 up, 3 down, 4 up-left, "
+    "5 down-left, 6 up-right, 7 down-right. You cannot move into a wall; only the legal "
+    "actions listed are possible."
+)
+CARTPOLE_TASK = (
+    "You balance a pole on a cart that moves along a track. Keep the pole upright and the "
+    "cart within 2.4 m of the center for as long as possible; the episode ends when the "
+    "pole leans more than 0.21 rad (12 degrees) or the cart leaves the track. Action 0 "
+    "pushes the cart to the left, action 1 pushes it to the right. Positive numbers mean "
+    "right: a positive pole angle leans right. Pushing the cart toward the side the pole "
+    "is falling to brings it back upright."
+)
+SAILING_TASK = (
+    "You steer a sailing boat up a river against the wind, which blows from straight "
+    "ahead. Make progress upstream to the finish line without touching either bank. "
+    "Heading straight into the wind makes no progress; sailing across it is fast. "
+    "Action 0 turns the bow toward the harbor bank (left), action 1 toward the beach "
+    "bank (right)."
+)
+MAZE_COMPACT_TASK = "Grid maze. Reach the goal in few moves; pick one of the legal moves."
+CARTPOLE_COMPACT_TASK = ("CartPole: keep the pole upright. Positive is right; push toward the "
+                         "side the pole falls to.")
+SAILING_COMPACT_TASK = ("Sail upstream against the wind without touching a bank; sailing "
+                        "across the wind is fast.")
+FROZENLAKE_COMPACT_TASK = "Frozen lake grid. Reach the goal; never step into a hole."
+FROZENLAKE_TASK = (
+    "You cross a frozen lake on a grid from the start to the goal without falling into a "
+    "hole. Each action moves you one cell: 0 left, 1 down, 2 right, 3 up. The ice may be "
+    "slippery: a move can carry you sideways instead. Falling into a hole ends the episode."
+)
+
+
+def _offset(drow: int, dcol: int) -> str:
+    """``"2 down, 1 right"``: an offset in rows and columns, for compact prompts."""
+    parts = ([f"{abs(drow)} {'up' if drow < 0 else 'down'}"] if drow else []) + (
+        [f"{abs(dcol)} {'left' if dcol < 0 else 'right'}"] if dcol else [])
+    return ", ".join(parts) or "here"
+
+
+def _maze(env: MazeEnv, **options: Any) -> LanguageSpec:
+    goal = env.goal
+
+    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        # the legal moves are the neighbours that are not walls: no wall list needed
+        return f"goal: {_offset(goal[0] - int(state[0]), goal[1] - int(state[1]))}"
+
+    return LanguageSpec(MazeDescriber(env.grid, env.goal, **options), tuple(ACTION_NAMES),
+                        MAZE_TASK, lambda e: np.array(e.cell, dtype=np.float32),
+                        compact_state=compact, compact_task=MAZE_COMPACT_TASK)
+
+
+def _cartpole(env: CartPoleEnv, decimals: int = 2, **options: Any) -> LanguageSpec:
+    describer = CartPoleDescriber(**options)
+    if isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 6:
+        raise ValueError(f"decimals={decimals!r}: expected an int in [0, 6]")
+
+    def numbers(state: np.ndarray) -> tuple[str, str, str, str]:
+        return tuple(f"{float(v) + 0.0:.{decimals}f}" for v in np.round(state, decimals))
+
+    def numbers_then_sentence(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        x, x_dot, angle, omega = numbers(state)
+        return (f"Cart position: {x} m\nCart velocity: {x_dot} m/s\n"
+                f"Pole angle: {angle} rad\nPole angular velocity: {omega} rad/s\n"
+                + describer(state, legal_moves))
+
+    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        x, x_dot, angle, omega = numbers(state)
+        return f"x {x}, v {x_dot}, angle {angle}, angular v {omega}"
+
+    return LanguageSpec(describer, ("push left", "push right"), CARTPOLE_TASK,
+                        lambda e: np.array(e.state, dtype=np.float32), numbers_then_sentence,
+                        compact, CARTPOLE_COMPACT_TASK)
+
+
+def _sailing(env: SailingEnv, **options: Any) -> LanguageSpec:
+    options.setdefault("half_width", float(X_LIMIT))
+
+    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        return f"x {float(state[0]):.1f} of ±{X_LIMIT:g}, heading {float(state[1]):.1f} rad"
+
+    return LanguageSpec(SailingDescriber(**options),
+                        ("turn toward the harbor", "turn toward the beach"), SAILING_TASK,
+                        lambda e: np.array([e.x, e.theta], dtype=np.float32),
+                        compact_state=compact, compact_task=SAILING_COMPACT_TASK)
+
+
+def _frozenlake(env: FrozenLakeEnv, **options: Any) -> LanguageSpec:
+    rows = ["".join(tile.decode() for tile in row) for row in env.lake.desc]
+    describer = FrozenLakeDescriber(rows, **options)
+
+    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        row, col = int(state[0]), int(state[1])
+        holes = [name for name, (dr, dc) in zip(FROZENLAKE_ACTIONS, ((0, -1), (1, 0), (0, 1),
+                                                                      (-1, 0)), strict=True)
+                 if 0 <= row + dr < len(rows) and 0 <= col + dc < len(rows[0])
+                 and rows[row + dr][col + dc] == "H"]
+        goal = f"goal: {_offset(describer.goal[0] - row, describer.goal[1] - col)}"
+        return goal + (f"; holes: {', '.join(holes)}" if holes else "")
+
+    return LanguageSpec(describer, FROZENLAKE_ACTIONS, FROZENLAKE_TASK,
+                        lambda e: np.array(divmod(int(e.lake.s), e.ncol), dtype=np.float32),
+                        compact_state=compact, compact_task=FROZENLAKE_COMPACT_TASK)
+
+
+for _type, _factory in ((SailingEnv, _sailing), (MazeEnv, _maze), (CartPoleEnv, _cartpole),
+                        (FrozenLakeEnv, _frozenlake)):
+    register_language(_type, _factory)

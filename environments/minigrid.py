@@ -1,0 +1,375 @@
+"""MiniGrid and BabyAI levels with this library's conventions (the optional extra ``minigrid``).
+
+:class:`MiniGridBridge` holds any MiniGrid or BabyAI level of the ``minigrid`` package
+(``pip install 'langadapt[minigrid]'``) and gives it what every langadapt environment has:
+
+- a flat float32 ``Box`` observation: the egocentric view, the direction faced (one-hot) and
+  the mission (word ids and a bag of words); the layout and why the mission is in it:
+  :mod:`environments.minigrid_describer`;
+- ``info["legal_moves"]`` (by default minigrid's seven actions less ``done``, which no level
+  uses except MiniGrid-GoToObject and MiniGrid-GoToDoor; ``legal_moves="all"`` or a list
+  chooses), ``info["is_success"]`` (the episode terminated with a reward > 0) and
+  ``info["mission"]``;
+- the language spec (:class:`~environments.minigrid_describer.MiniGridDescriber`, minigrid's
+  action names, a task text), so the language and LLM adapters and every LLM role work on it.
+
+Three ways to get one::
+
+    from langadapt.environments.minigrid import make_minigrid
+    env = make_minigrid("MiniGrid-DoorKey-5x5-v0")                 # any MiniGrid-/BabyAI- id
+    env = gymnasium.make("langadapt/MiniGrid-DoorKey-5x5-v0")      # the bridged ids
+    env = MiniGridBridge(my_minigrid_env)                          # a level instance of yours
+
+Importing this module does not import ``minigrid``: it registers ``langadapt/<id>`` for every
+id of minigrid 3.x (:data:`MINIGRID_IDS`, plus any other MiniGrid-/BabyAI- id in gymnasium's
+registry once ``minigrid`` is imported); ``minigrid`` is imported when a level is made, and
+without it that is a :class:`MiniGridNotInstalled` error of one line naming the extra.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from ._checks import check_action, episode_over_error
+from .language import LanguageSpec, register_language
+from .minigrid_describer import (
+    ACTION_NAMES,
+    MISSION_WORDS,
+    VOCABULARY,
+    MiniGridDescriber,
+    encode_mission,
+    observation_size,
+)
+
+__all__ = [
+    "INSTALL_HINT",
+    "MINIGRID_IDS",
+    "MINIGRID_TASK",
+    "MiniGridBridge",
+    "MiniGridNotInstalled",
+    "is_minigrid_id",
+    "make_minigrid",
+    "register_minigrid_ids",
+    "require_minigrid",
+]
+
+INSTALL_HINT = "pip install 'langadapt[minigrid]'"
+
+#: The MiniGrid and BabyAI ids of minigrid 3.2 (registered as ``langadapt/<id>`` without
+#: importing minigrid; :func:`register_minigrid_ids` adds any others it registers).
+MINIGRID_IDS: tuple[str, ...] = tuple("""
+BabyAI-ActionObjDoor-v0 BabyAI-BlockedUnlockPickup-v0 BabyAI-BossLevel-v0
+BabyAI-BossLevelNoUnlock-v0 BabyAI-FindObjS5-v0 BabyAI-FindObjS6-v0 BabyAI-FindObjS7-v0
+BabyAI-GoTo-v0 BabyAI-GoToDoor-v0 BabyAI-GoToImpUnlock-v0 BabyAI-GoToLocal-v0
+BabyAI-GoToLocalS5N2-v0 BabyAI-GoToLocalS6N2-v0 BabyAI-GoToLocalS6N3-v0
+BabyAI-GoToLocalS6N4-v0 BabyAI-GoToLocalS7N4-v0 BabyAI-GoToLocalS7N5-v0
+BabyAI-GoToLocalS8N2-v0 BabyAI-GoToLocalS8N3-v0 BabyAI-GoToLocalS8N4-v0
+BabyAI-GoToLocalS8N5-v0 BabyAI-GoToLocalS8N6-v0 BabyAI-GoToLocalS8N7-v0 BabyAI-GoToObj-v0
+BabyAI-GoToObjDoor-v0 BabyAI-GoToObjMaze-v0 BabyAI-GoToObjMazeOpen-v0
+BabyAI-GoToObjMazeS4-v0 BabyAI-GoToObjMazeS4R2-v0 BabyAI-GoToObjMazeS5-v0
+BabyAI-GoToObjMazeS6-v0 BabyAI-GoToObjMazeS7-v0 BabyAI-GoToObjS4-v0 BabyAI-GoToObjS6-v1
+BabyAI-GoToOpen-v0 BabyAI-GoToRedBall-v0 BabyAI-GoToRedBallGrey-v0
+BabyAI-GoToRedBallNoDists-v0 BabyAI-GoToRedBlueBall-v0 BabyAI-GoToSeq-v0
+BabyAI-GoToSeqS5R2-v0 BabyAI-KeyCorridor-v0 BabyAI-KeyCorridorS3R1-v0
+BabyAI-KeyCorridorS3R2-v0 BabyAI-KeyCorridorS3R3-v0 BabyAI-KeyCorridorS4R3-v0
+BabyAI-KeyCorridorS5R3-v0 BabyAI-KeyCorridorS6R3-v0 BabyAI-KeyInBox-v0 BabyAI-MiniBossLevel-v0
+BabyAI-MoveTwoAcrossS5N2-v0 BabyAI-MoveTwoAcrossS8N9-v0 BabyAI-OneRoomS12-v0
+BabyAI-OneRoomS16-v0 BabyAI-OneRoomS20-v0 BabyAI-OneRoomS8-v0 BabyAI-Open-v0
+BabyAI-OpenDoor-v0 BabyAI-OpenDoorColor-v0 BabyAI-OpenDoorDebug-v0 BabyAI-OpenDoorLoc-v0
+BabyAI-OpenDoorsOrderN2-v0 BabyAI-OpenDoorsOrderN2Debug-v0 BabyAI-OpenDoorsOrderN4-v0
+BabyAI-OpenDoorsOrderN4Debug-v0 BabyAI-OpenRedBlueDoors-v0 BabyAI-OpenRedBlueDoorsDebug-v0
+BabyAI-OpenRedDoor-v0 BabyAI-OpenTwoDoors-v0 BabyAI-Pickup-v0 BabyAI-PickupAbove-v0
+BabyAI-PickupDist-v0 BabyAI-PickupDistDebug-v0 BabyAI-PickupLoc-v0 BabyAI-PutNext-v0
+BabyAI-PutNextLocal-v0 BabyAI-PutNextLocalS5N3-v0 BabyAI-PutNextLocalS6N4-v0
+BabyAI-PutNextS4N1-v0 BabyAI-PutNextS5N1-v0 BabyAI-PutNextS5N2-v0
+BabyAI-PutNextS5N2Carrying-v0 BabyAI-PutNextS6N3-v0 BabyAI-PutNextS6N3Carrying-v0
+BabyAI-PutNextS7N4-v0 BabyAI-PutNextS7N4Carrying-v0 BabyAI-Synth-v0 BabyAI-SynthLoc-v0
+BabyAI-SynthS5R2-v0 BabyAI-SynthSeq-v0 BabyAI-UnblockPickup-v0 BabyAI-Unlock-v0
+BabyAI-UnlockLocal-v0 BabyAI-UnlockLocalDist-v0 BabyAI-UnlockPickup-v0
+BabyAI-UnlockPickupDist-v0 BabyAI-UnlockToUnlock-v0 MiniGrid-BlockedUnlockPickup-v0
+MiniGrid-DistShift1-v0 MiniGrid-DistShift2-v0 MiniGrid-DoorKey-16x16-v0
+MiniGrid-DoorKey-5x5-v0 MiniGrid-DoorKey-6x6-v0 MiniGrid-DoorKey-8x8-v0
+MiniGrid-Dynamic-Obstacles-16x16-v0 MiniGrid-Dynamic-Obstacles-5x5-v0
+MiniGrid-Dynamic-Obstacles-6x6-v0 MiniGrid-Dynamic-Obstacles-8x8-v0
+MiniGrid-Dynamic-Obstacles-Random-5x5-v0 MiniGrid-Dynamic-Obstacles-Random-6x6-v0
+MiniGrid-Empty-16x16-v0 MiniGrid-Empty-5x5-v0 MiniGrid-Empty-6x6-v0 MiniGrid-Empty-8x8-v0
+MiniGrid-Empty-Random-5x5-v0 MiniGrid-Empty-Random-6x6-v0 MiniGrid-Fetch-5x5-N2-v0
+MiniGrid-Fetch-6x6-N2-v0 MiniGrid-Fetch-8x8-N3-v0 MiniGrid-FourRooms-v0
+MiniGrid-GoToDoor-5x5-v0 MiniGrid-GoToDoor-6x6-v0 MiniGrid-GoToDoor-8x8-v0
+MiniGrid-GoToObject-6x6-N2-v0 MiniGrid-GoToObject-8x8-N2-v0 MiniGrid-KeyCorridorS3R1-v0
+MiniGrid-KeyCorridorS3R2-v0 MiniGrid-KeyCorridorS3R3-v0 MiniGrid-KeyCorridorS4R3-v0
+MiniGrid-KeyCorridorS5R3-v0 MiniGrid-KeyCorridorS6R3-v0 MiniGrid-LavaCrossingS11N5-v0
+MiniGrid-LavaCrossingS9N1-v0 MiniGrid-LavaCrossingS9N2-v0 MiniGrid-LavaCrossingS9N3-v0
+MiniGrid-LavaGapS5-v0 MiniGrid-LavaGapS6-v0 MiniGrid-LavaGapS7-v0 MiniGrid-LockedRoom-v0
+MiniGrid-MemoryS11-v0 MiniGrid-MemoryS13-v0 MiniGrid-MemoryS13Random-v0 MiniGrid-MemoryS17Random-v0
+MiniGrid-MemoryS7-v0 MiniGrid-MemoryS9-v0 MiniGrid-MultiRoom-N2-S4-v0 MiniGrid-MultiRoom-N4-S5-v0
+MiniGrid-MultiRoom-N6-v0 MiniGrid-ObstructedMaze-1Dl-v0 MiniGrid-ObstructedMaze-1Dlh-v0
+MiniGrid-ObstructedMaze-1Dlhb-v0 MiniGrid-ObstructedMaze-1Q-v0 MiniGrid-ObstructedMaze-1Q-v1
+MiniGrid-ObstructedMaze-2Dl-v0 MiniGrid-ObstructedMaze-2Dlh-v0 MiniGrid-ObstructedMaze-2Dlhb-v0
+MiniGrid-ObstructedMaze-2Dlhb-v1 MiniGrid-ObstructedMaze-2Q-v0 MiniGrid-ObstructedMaze-2Q-v1
+MiniGrid-ObstructedMaze-Full-v0 MiniGrid-ObstructedMaze-Full-v1 MiniGrid-Playground-v0
+MiniGrid-PutNear-6x6-N2-v0 MiniGrid-PutNear-8x8-N3-v0 MiniGrid-RedBlueDoors-6x6-v0
+MiniGrid-RedBlueDoors-8x8-v0 MiniGrid-SimpleCrossingS11N5-v0 MiniGrid-SimpleCrossingS9N1-v0
+MiniGrid-SimpleCrossingS9N2-v0 MiniGrid-SimpleCrossingS9N3-v0 MiniGrid-Unlock-v0
+MiniGrid-UnlockPickup-v0 MiniGrid-WFC-DungeonMazeScaled-v0 MiniGrid-WFC-MazeSimple-v0
+MiniGrid-WFC-ObstaclesAngular-v0 MiniGrid-WFC-ObstaclesBlackdots-v0 MiniGrid-WFC-ObstaclesHogs3-v0
+MiniGrid-WFC-RoomsFabric-v0
+""".split())
+
+#: Levels whose ``done`` action does something (the default legal moves keep it there).
+USES_DONE: tuple[str, ...] = ("GoToObjectEnv", "GoToDoorEnv")
+
+MINIGRID_TASK = (
+    "You are an agent in a MiniGrid gridworld and must carry out the mission given in each "
+    "state. You see a square area in front of you (walls and closed doors block the view) "
+    "and describe objects by steps forward and to your left or right. Actions: 0 turn "
+    "left, 1 turn right, 2 move forward one cell, 3 pick up the object ahead of you, 4 drop "
+    "what you carry in the cell ahead, 5 toggle the object ahead (open or close a door; a "
+    "locked door opens only while you carry a key of its colour; open a box), 6 done. You "
+    "can carry one object at a time. Walls, lava and other objects block your way; moving "
+    "into lava ends the episode. Fewer steps earn a higher reward."
+)
+
+
+class MiniGridNotInstalled(ImportError, ValueError):
+    """``minigrid`` is missing: the message is one line naming :data:`INSTALL_HINT`.
+
+    An ImportError, and a ValueError so that experiment runners report it as a bad
+    environment like any other."""
+
+
+def require_minigrid() -> Any:
+    """The ``minigrid`` module, imported now; :class:`MiniGridNotInstalled` without it."""
+    try:
+        import minigrid  # noqa: PLC0415  (the optional extra, imported when a level is made)
+    except ImportError:
+        raise MiniGridNotInstalled(
+            f"MiniGrid and BabyAI levels need the minigrid package: {INSTALL_HINT}"
+        ) from None
+    return minigrid
+
+
+def is_minigrid_id(env_id: Any) -> bool:
+    """Whether ``env_id`` names a MiniGrid or BabyAI level (``langadapt/`` prefix or not)."""
+    return isinstance(env_id, str) and env_id.removeprefix("langadapt/").startswith(
+        ("MiniGrid-", "BabyAI-"))
+
+
+def register_minigrid_ids(ids: Sequence[str] | None = None) -> None:
+    """Register ``langadapt/<id>`` (entry point :class:`MiniGridBridge`) for ``ids`` (default:
+    :data:`MINIGRID_IDS` and, when ``minigrid`` is imported, every MiniGrid-/BabyAI- id in
+    gymnasium's registry); ids already registered are skipped."""
+    if ids is None:
+        ids = MINIGRID_IDS + tuple(k for k in list(gymnasium.registry) if
+                                   k.startswith(("MiniGrid-", "BabyAI-")))
+    for level in ids:
+        bridged = f"langadapt/{level}"
+        if bridged not in gymnasium.registry:
+            gymnasium.register(id=bridged, entry_point=f"{__name__}:MiniGridBridge",
+                               kwargs={"level": level})
+
+
+def make_minigrid(level: str, **kwargs: Any) -> MiniGridBridge:
+    """The bridge of a MiniGrid/BabyAI id (``"MiniGrid-DoorKey-5x5-v0"``, with or without the
+    ``langadapt/`` prefix); ``kwargs`` go to :class:`MiniGridBridge` (its own options) and
+    the rest to the level (``max_steps=...``, ``render_mode=...``)."""
+    return MiniGridBridge(level, **kwargs)
+
+
+_LIVE_IDS_REGISTERED = False
+
+
+def _make_level(level: Any, render_mode: str | None, kwargs: dict[str, Any]) -> tuple[Any, str]:
+    """(the unwrapped MiniGridEnv, its name) of an id or an instance."""
+    global _LIVE_IDS_REGISTERED
+    minigrid = require_minigrid()
+    from minigrid.minigrid_env import MiniGridEnv  # noqa: PLC0415  (optional extra)
+
+    if not _LIVE_IDS_REGISTERED:  # ids this minigrid version has beyond MINIGRID_IDS
+        register_minigrid_ids()
+        _LIVE_IDS_REGISTERED = True
+
+    if isinstance(level, str):
+        name = level.removeprefix("langadapt/")
+        if name not in gymnasium.registry:
+            near = sorted(k for k in gymnasium.registry if k.startswith(("MiniGrid-", "BabyAI-")))
+            raise ValueError(f"unknown MiniGrid/BabyAI level {level!r}; expected one of "
+                             f"{', '.join(near)} (minigrid {minigrid.__version__})")
+        try:
+            made = gymnasium.make(name, render_mode=render_mode, disable_env_checker=True,
+                                  **kwargs)
+        except TypeError as error:
+            raise ValueError(f"arguments {sorted(kwargs)} of {name}: {error}") from None
+        base = made.unwrapped
+    else:
+        if kwargs:
+            raise ValueError(f"arguments {sorted(kwargs)} are for a level made from an id; "
+                             f"the level {level!r} is already made")
+        base, name = getattr(level, "unwrapped", level), None
+    if not isinstance(base, MiniGridEnv):
+        raise ValueError(f"level {level!r} is a {type(base).__name__}; expected a MiniGrid or "
+                         "BabyAI level (a minigrid.minigrid_env.MiniGridEnv)")
+    return base, name or getattr(getattr(base, "spec", None), "id", None) or type(base).__name__
+
+
+class MiniGridBridge(gymnasium.Env):
+    """A MiniGrid or BabyAI level with langadapt's conventions (see the module docstring).
+
+    ``level``: a gymnasium id (``"BabyAI-GoToObj-v0"``) or a made level (a ``MiniGridEnv``,
+    wrapped or not). ``legal_moves``: ``"auto"`` (the seven actions less ``done`` where the
+    level never uses it), ``"all"`` or a list of action ints. ``mission_words``: word slots
+    of the mission in the observation. Other keyword arguments go to the level
+    (``max_steps``, ``agent_view_size``, ``size``...). The level's own step limit applies
+    (``max_steps``); a step that terminates and hits the limit counts as terminated.
+
+    ``minigrid`` is the unwrapped level; ``level`` its id (or class name); ``mission`` the
+    current mission. Each step also runs the callables in ``step_hooks`` as ``hook(env,
+    action)`` and each reset those in ``reset_hooks`` as ``hook(env)``; ``followers`` keeps
+    objects that follow this environment's episodes with them (its oracle). Neither is
+    copied by ``copy.deepcopy``: a follower follows one environment.
+    """
+
+    metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 10}
+
+    def __init__(self, level: Any, *, legal_moves: str | Sequence[int] = "auto",
+                 mission_words: int = MISSION_WORDS, render_mode: str | None = None,
+                 **kwargs: Any) -> None:
+        if render_mode not in (None, "rgb_array", "ansi"):
+            raise ValueError(f"render_mode {render_mode!r} is not supported; expected None, "
+                             "'rgb_array' or 'ansi'")
+        self.render_mode = render_mode
+        inner_mode = "rgb_array" if render_mode == "rgb_array" else None
+        self.minigrid, self.level = _make_level(level, inner_mode, kwargs)
+        self.view_size = int(self.minigrid.agent_view_size)
+        self.describer = MiniGridDescriber(self.view_size, mission_words)
+        self.mission_words = mission_words
+        n = len(ACTION_NAMES)
+        self.action_space = spaces.Discrete(n)
+        self.action_names = ACTION_NAMES
+        if legal_moves == "auto":
+            uses_done = type(self.minigrid).__name__ in USES_DONE or (
+                hasattr(self.minigrid, "instrs") and _babyai_done_actions())
+            moves = list(range(n if uses_done else n - 1))
+        elif legal_moves == "all":
+            moves = list(range(n))
+        elif isinstance(legal_moves, (str, bytes)) or not isinstance(legal_moves, Sequence):
+            raise ValueError(f"legal_moves={legal_moves!r}: expected 'auto', 'all' or a list "
+                             f"of actions in [0, {n - 1}]")
+        else:
+            moves = sorted({check_action(m, n) for m in legal_moves})
+            if not moves:
+                raise ValueError("legal_moves=[]: expected at least one action")
+        self.legal_moves = moves
+        v = self.view_size
+        size = observation_size(v, mission_words)
+        high = np.concatenate([
+            np.full(3 * v * v, 255.0), np.ones(4),
+            np.full(mission_words, float(len(VOCABULARY) + 4096)),
+            np.full(len(VOCABULARY) + 1, float(mission_words)),
+        ]).astype(np.float32)
+        self.observation_space = spaces.Box(np.zeros(size, np.float32), high, (size,),
+                                            np.float32)
+        self.step_hooks: list[Callable[[MiniGridBridge, int], None]] = []
+        self.reset_hooks: list[Callable[[MiniGridBridge], None]] = []
+        self.followers: dict[str, Any] = {}
+        self._obs: np.ndarray | None = None
+        self._mission_cache: tuple[str, np.ndarray] | None = None
+        self._running = False
+        self.last_action: int | None = None
+
+    # ------------------------------------------------------------------ observation
+    @property
+    def mission(self) -> str:
+        return str(self.minigrid.mission)
+
+    def encode(self, obs: dict[str, Any]) -> np.ndarray:
+        """The flat float32 observation of one minigrid observation dict."""
+        mission = str(obs["mission"])
+        if self._mission_cache is None or self._mission_cache[0] != mission:
+            ids, bag = encode_mission(mission, self.mission_words)
+            self._mission_cache = (mission, np.concatenate([ids, bag]))
+        compass = np.zeros(4, dtype=np.float32)
+        compass[int(obs["direction"])] = 1.0
+        return np.concatenate([np.asarray(obs["image"], dtype=np.float32).reshape(-1), compass,
+                               self._mission_cache[1]])
+
+    def observation(self) -> np.ndarray:
+        """The current observation (a new array; what the last reset or step returned)."""
+        if self._obs is None:
+            raise RuntimeError(f"{self.level}: no observation before reset()")
+        return self._obs.copy()
+
+    def _info(self, success: bool) -> dict[str, Any]:
+        return {"legal_moves": list(self.legal_moves), "is_success": success,
+                "mission": self.mission}
+
+    # ------------------------------------------------------------------ gymnasium
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        obs, _ = self.minigrid.reset(seed=seed, options=options)
+        self._obs = self.encode(obs)
+        self._running = True
+        self.last_action = None
+        for hook in list(self.reset_hooks):
+            hook(self)
+        return self._obs.copy(), self._info(False)
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if not self._running:
+            raise episode_over_error(self.level)
+        action = check_action(action, self.action_space.n)
+        obs, reward, terminated, truncated, _ = self.minigrid.step(action)
+        terminated, reward = bool(terminated), float(reward)
+        truncated = bool(truncated) and not terminated
+        self._obs = self.encode(obs)
+        self._running = not (terminated or truncated)
+        self.last_action = action
+        for hook in list(self.step_hooks):
+            hook(self, action)
+        return (self._obs.copy(), reward, terminated, truncated,
+                self._info(terminated and reward > 0))
+
+    def render(self) -> Any:
+        if self.render_mode == "ansi":
+            return self.minigrid.pprint_grid()
+        if self.render_mode == "rgb_array":
+            return self.minigrid.render()
+        return None
+
+    def close(self) -> None:
+        self.minigrid.close()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> MiniGridBridge:
+        """An independent copy (hooks are not copied: an oracle follows one environment)."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            if key in ("step_hooks", "reset_hooks", "followers"):
+                new.__dict__[key] = type(value)()
+            else:
+                new.__dict__[key] = copy.deepcopy(value, memo)
+        return new
+
+
+def _babyai_done_actions() -> bool:
+    from minigrid.envs.babyai.core import verifier  # noqa: PLC0415  (optional extra)
+
+    return bool(verifier.use_done_actions)
+
+
+def _language(env: MiniGridBridge, **options: Any) -> LanguageSpec:
+    if options:
+        raise TypeError(f"unexpected options {sorted(options)} (the MiniGrid spec has none)")
+    return LanguageSpec(env.describer, ACTION_NAMES, MINIGRID_TASK,
+                        lambda e: e.observation())
+
+
+register_language(MiniGridBridge, _language)
+register_minigrid_ids(MINIGRID_IDS)

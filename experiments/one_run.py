@@ -1,0 +1,275 @@
+"""One run of an experiment: build its environment, adapter, agent and LLM roles, train and
+evaluate, and hand back its episode rows and the summary ``done.json`` records.
+
+:func:`execute_run` is what a process-pool worker (or the driver, with one job) calls;
+:func:`train_run` is the part the Ray executor's workers share.
+
+**Caches.** With the experiment's ``cache_dir`` set, every LLM answer of the run is kept in
+one store there, :data:`ANSWERS_FILE` — the llm adapter's descriptions and the answers of
+every LLM role: ``llm_policy`` (agent param ``backend``), ``llm_policy_search`` (``llm``),
+the ``advisor`` block's ``backend`` and ``reward_shaping``'s ``backend``. A role's backend
+spec (a name such as ``"llamacpp"`` or a dict) gets ``cache_path`` set to that file unless
+it names its own ``cache_path`` (``null`` keeps answers in memory only); the user cache
+(``~/.cache/langadapt``) is used only when ``cache_dir`` is empty. The answers' keys carry
+the backend, model identity, options and prompt, so one store serves them all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import torch
+
+from .. import (
+    adapters,
+    agents,
+    environments,  # noqa: F401  (registers the langadapt gymnasium ids)
+)
+from ..adapters import LanguageObservation
+from ..roles.advisor import AdvisorConfig, LLMAdvisor
+from ..roles.reward_shaping import RewardShaping, RewardShapingConfig
+from .config import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, experiment_from_dict
+from .results import Run, find_run, fresh_run_dir, run_rows, write_json
+
+FINAL_EVAL_SEED = 10_000
+"""The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during
+training use ``agents.training.EVAL_SEED_OFFSET``): held-out starts, the same for every run."""
+
+ANSWERS_FILE = "descriptions.sqlite"
+"""The LLM answer store in ``cache_dir``, shared by the llm adapter and the LLM roles."""
+
+EMBEDDINGS_FILE = "embeddings.sqlite"
+
+ROLE_BACKEND_PARAMS = {"llm_policy": "backend", "llm_policy_search": "llm"}
+"""The agent parameter that holds the backend spec, per LLM agent type."""
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def make_env(config: ExperimentConfig, render_mode: str | None = None):
+    params = dict(config.environment.params)
+    if render_mode is not None:
+        params["render_mode"] = render_mode
+    try:
+        return gymnasium.make(config.environment.id, **params)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"environment.params: {error}") from None
+
+
+def _cache_folder(cache_dir: str) -> Path:
+    folder = Path(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def adapter_settings(spec: AdapterSpec, cache_dir: str) -> dict[str, Any]:
+    """The keyword arguments for ``adapters.make``, with the shared cache folder filled in."""
+    settings = dict(spec.settings)
+    if spec.type not in ("language", "llm") or not cache_dir:
+        return settings
+    folder = _cache_folder(cache_dir)
+    settings.setdefault("embedding_cache_path", str(folder / EMBEDDINGS_FILE))
+    if spec.type == "llm":
+        settings.setdefault("cache_path", str(folder / ANSWERS_FILE))
+    return settings
+
+
+def backend_with_cache(spec: Any, cache_dir: str) -> Any:
+    """A role's backend spec whose answers go to ``cache_dir``'s :data:`ANSWERS_FILE` (see
+    the module docstring); unchanged without ``cache_dir``, when it names its own
+    ``cache_path``, or when it is not a name or a dict."""
+    if not cache_dir:
+        return spec
+    if isinstance(spec, str):
+        spec = {"backend": spec}
+    if not isinstance(spec, dict) or "cache_path" in spec:
+        return spec
+    return {**spec, "cache_path": str(_cache_folder(cache_dir) / ANSWERS_FILE)}
+
+
+def _block_with_cache(block: dict[str, Any], model: Any, cache_dir: str) -> dict[str, Any]:
+    """An advisor or reward-shaping block with its ``backend`` caching in ``cache_dir``."""
+    if not cache_dir:
+        return block
+    default = model.model_fields["backend"].default
+    return {**block, "backend": backend_with_cache(block.get("backend", default), cache_dir)}
+
+
+def agent_params(spec: AgentSpec, adapter: str, cache_dir: str) -> dict[str, Any]:
+    """The agent's hyperparameters for ``adapter``, an LLM agent's backend caching in
+    ``cache_dir``."""
+    params = spec.params_for(adapter)
+    key = ROLE_BACKEND_PARAMS.get(spec.type)
+    if key is not None and cache_dir:
+        default = agents.AGENTS[spec.type].config_model.model_fields[key].default
+        params[key] = backend_with_cache(params.get(key, default), cache_dir)
+    return params
+
+
+def make_adapter(spec: AdapterSpec, env, cache_dir: str):
+    return adapters.make(spec.type, env, **adapter_settings(spec, cache_dir))
+
+
+def wrap(env, adapter):
+    return LanguageObservation(env, adapter)
+
+
+# ----------------------------------------------------------------------------- one run
+
+
+def _served_from_cache(stats: dict[str, float]) -> float:
+    return stats.get("llm_cache_hits", 0) + stats.get("embedding_cache_hits", 0)
+
+
+def train_run(
+    config: ExperimentConfig,
+    run: Run,
+    on_row: Callable[[dict[str, Any]], None],
+    adapter: Any = None,
+) -> dict[str, Any]:
+    """Train and evaluate one combination, handing each episode's row to ``on_row``;
+    returns what ``done.json`` records. ``adapter``: one to use instead of building the
+    run's adapter (the Ray executor's shipped descriptions)."""
+    torch.set_num_threads(config.torch_threads)
+    raw_env = make_env(config)
+    if adapter is None:
+        adapter = make_adapter(run.adapter, raw_env, config.cache_dir)
+    env = wrap(raw_env, adapter)
+    agent = agents.make_agent(
+        run.agent.type,
+        env.observation_space,
+        env.action_space,
+        seed=run.seed,
+        **agent_params(run.agent, run.adapter.name, config.cache_dir),
+    )
+    last_stats = _run_stats(adapter, agent)  # before the roles: shaping's scoring counts
+    agent, env, eval_env, shaper = _llm_roles(config, run, agent, env, raw_env, adapter)
+    started = time.perf_counter()
+    rows = 0
+
+    def record(episode_record) -> None:
+        nonlocal last_stats, rows
+        stats = _run_stats(adapter, agent, shaper)
+        on_row(
+            {
+                "adapter": run.adapter.name,
+                "agent": run.agent.name,
+                "seed": run.seed,
+                "phase": episode_record.phase,
+                "episode": episode_record.episode,
+                "return": repr(float(episode_record.return_)),
+                "length": episode_record.length,
+                "success": int(bool(episode_record.success)),
+                "wall_time": f"{episode_record.wall_time:.6f}",
+                "llm_calls": int(stats.get("llm_calls", 0) - last_stats.get("llm_calls", 0)),
+                "cache_hits": int(_served_from_cache(stats) - _served_from_cache(last_stats)),
+                "llm_fallbacks": int(
+                    stats.get("llm_fallbacks", 0) - last_stats.get("llm_fallbacks", 0)
+                ),
+            }
+        )
+        rows += 1
+        last_stats = stats
+
+    records = [] if not getattr(agent, "learns", True) else agents.train(  # zero-shot: none
+        agent,
+        env,
+        episodes=config.training.episodes,
+        steps=config.training.steps,
+        eval_every=config.evaluation.every,
+        eval_episodes=config.evaluation.episodes,
+        seed=run.seed,
+        progress=False,
+        on_episode=record,
+        **_retention(config),
+        **({} if eval_env is env else {"eval_env": eval_env}),
+    )
+    if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
+        for episode_record in agents.evaluate(
+            agent, eval_env, episodes=config.evaluation.final_episodes,
+            seed=run.seed + FINAL_EVAL_SEED,
+        ):
+            episode_record.phase = "best"
+            episode_record.episode = records.best.episode  # the evaluation that chose it
+            record(episode_record)
+        agent.restore(records.last_policy)
+    final = agents.evaluate(
+        agent, eval_env, episodes=config.evaluation.final_episodes, seed=run.seed + FINAL_EVAL_SEED
+    )
+    trained = sum(1 for r in records if r.phase == "train")
+    for episode_record in final:
+        episode_record.phase = "final"
+        episode_record.episode = trained  # like eval rows: training episodes done
+        record(episode_record)
+    env.close()
+    return {
+        "run": run.key,
+        "rows": rows,
+        "wall_time": time.perf_counter() - started,
+        "adapter_stats": {k: float(v) for k, v in adapter.stats().items()},
+        **_agent_log(agent),
+        "llm_roles": {name: role.stats() for name, role in
+                      (("agent", agent), ("reward_shaping", shaper)) if hasattr(role, "stats")},
+    }
+
+
+def _llm_roles(config: ExperimentConfig, run: Run, agent: Any, env: Any, raw_env: Any,
+               adapter: Any) -> tuple[Any, Any, Any, Any]:
+    """(agent, training env, evaluation env, shaper): the run's advisor wrapped around the
+    agent, reward shaping on the training env only (evaluation keeps the env's own reward),
+    and the agent bound to the training env when it reads raw states (LLM roles)."""
+    eval_env, shaper = env, None
+    shaping = run.agent.reward_shaping or config.environment.reward_shaping
+    if shaping is not None:
+        shaper = RewardShaping(raw_env,
+                               _block_with_cache(shaping, RewardShapingConfig, config.cache_dir))
+        shaper.prepare()
+        env, eval_env = wrap(shaper, adapter), wrap(make_env(config), adapter)
+    if run.agent.advisor is not None:
+        agent = LLMAdvisor(agent,
+                           _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir))
+    agent.bind(env)  # a misconfigured role fails before the first episode
+    return agent, env, eval_env, shaper
+
+
+def _run_stats(adapter: Any, agent: Any, *others: Any) -> dict[str, float]:
+    """The adapter's counters plus the LLM counters of the agent (LLM policy search, LLM
+    policy, advisor) and of the reward shaping."""
+    stats = dict(adapter.stats())
+    for source in (agent, *others):
+        for key, value in (source.stats() if hasattr(source, "stats") else {}).items():
+            stats[key] = stats.get(key, 0) + value
+    return stats
+
+
+def _agent_log(agent: Any) -> dict[str, Any]:
+    """What ``done.json`` keeps of an LLM policy search: its counters and every round."""
+    if not hasattr(agent, "round_log"):
+        return {}
+    return {"agent_stats": agent.stats(), "rounds": agent.round_log}
+
+
+def _retention(config: ExperimentConfig) -> dict[str, Any]:
+    """``agents.train``'s step-based evaluation and best-policy retention settings, if set."""
+    spec = config.evaluation
+    if spec.every_steps is None and not spec.keep_best:
+        return {}
+    return {"eval_every_steps": spec.every_steps, "keep_best": spec.keep_best}
+
+
+def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict[str, Any]:
+    """Train one combination into ``out_dir/runs/<key>/``, each episode's row flushed as it
+    ends, and ``done.json`` last. Takes plain data so that it can run in a worker process."""
+    config = experiment_from_dict(config_data, "config.yaml")
+    run = find_run(config, run_key)
+    folder = Path(out_dir)
+    run_dir = fresh_run_dir(folder, run.key)
+    with run_rows(run_dir) as writer:
+        summary = train_run(config, run, writer.writerow)
+    write_json(folder, Path("runs") / run.key / "done.json", summary)
+    return summary

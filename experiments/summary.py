@@ -1,0 +1,165 @@
+"""Statistics of a results folder's episodes: per adapter x agent, what the summary reports
+(see :mod:`langadapt.experiments.report` for what each column means). No files are read or
+written here; the report and the plots share these numbers."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from .results import Episode
+
+SUMMARY_COLUMNS = (
+    "adapter",
+    "agent",
+    "seeds",
+    "final_return_mean",
+    "final_return_low",
+    "final_return_high",
+    "final_success_rate",
+    "best_return_mean",
+    "best_return_low",
+    "best_return_high",
+    "best_success_rate",
+    "best_chosen_at",
+    "episodes_to_threshold",
+    "seeds_reaching_threshold",
+    "train_wall_time_s",
+    "llm_calls",
+    "cache_hits",
+    "llm_fallbacks",
+)
+
+
+@dataclass
+class SummaryRow:
+    adapter: str
+    agent: str
+    seeds: int
+    final_return_mean: float
+    final_return_low: float
+    final_return_high: float
+    final_success_rate: float
+    best_return_mean: float
+    best_return_low: float
+    best_return_high: float
+    best_success_rate: float
+    best_chosen_at: float
+    episodes_to_threshold: float
+    seeds_reaching_threshold: int
+    train_wall_time_s: float
+    llm_calls: int
+    cache_hits: int
+    llm_fallbacks: int
+
+
+#: Fewer seeds than this: the summary says its intervals are rough.
+FEW_SEEDS = 5
+
+
+def mean_and_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and its 95% percentile-bootstrap interval (``low``, ``high`` inside
+    ``[min, max]`` of the values; nan with fewer than 2 values). Seeded, so a rebuilt report
+    is identical."""
+    if not values:
+        return math.nan, math.nan, math.nan
+    array = np.asarray(values, dtype=float)
+    mean = float(array.mean())
+    if len(array) < 2:
+        return mean, math.nan, math.nan
+    if np.all(array == array[0]):
+        return float(array[0]), float(array[0]), float(array[0])
+    interval = stats.bootstrap(
+        (array,), np.mean, method="percentile", n_resamples=2000, rng=np.random.default_rng(0)
+    ).confidence_interval
+    # (a mean of resampled values can exceed the largest by a rounding error)
+    low, high = max(float(interval.low), array.min()), min(float(interval.high), array.max())
+    return mean, float(low), float(high)
+
+
+def median_to_threshold(per_seed: list[int | None]) -> float:
+    """Median of the seeds' episodes to threshold, a seed that never reached it counted as
+    never (infinitely many): nan when half or more never did."""
+    if not per_seed:
+        return math.nan
+    median = float(np.median([math.inf if v is None else float(v) for v in per_seed]))
+    return math.nan if math.isinf(median) else median
+
+
+def _reached(returns: list[float], successes: list[bool], threshold: float | None) -> bool:
+    if threshold is None:
+        return all(successes)
+    return float(np.mean(returns)) >= threshold
+
+
+def episodes_to_threshold(episodes: list[Episode], threshold: float | None) -> int | None:
+    """Training episodes one seed needed before reaching the threshold (None: never)."""
+    evaluations: dict[int, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        if e.phase == "eval":
+            evaluations[e.episode].append(e)
+    if evaluations:
+        for after, group in sorted(evaluations.items()):
+            if _reached([e.return_ for e in group], [e.success for e in group], threshold):
+                return after
+        return None
+    for e in sorted((e for e in episodes if e.phase == "train"), key=lambda e: e.episode):
+        if _reached([e.return_], [e.success], threshold):
+            return e.episode
+    return None
+
+
+def _phase_summary(by_seed: dict[int, list[Episode]], phase: str) -> tuple[float, ...]:
+    """(mean, low, high, success rate) of one phase's episodes, seed means first."""
+    seed_means = [
+        float(np.mean([e.return_ for e in eps if e.phase == phase]))
+        for eps in by_seed.values()
+        if any(e.phase == phase for e in eps)
+    ]
+    rows = [e for eps in by_seed.values() for e in eps if e.phase == phase]
+    success = float(np.mean([e.success for e in rows])) if rows else math.nan
+    return (*mean_and_interval(seed_means), success)
+
+
+def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryRow]:
+    groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
+    for e in episodes:
+        groups[(e.adapter, e.agent)].append(e)
+    rows = []
+    for (adapter, agent), group in groups.items():
+        by_seed: dict[int, list[Episode]] = defaultdict(list)
+        for e in group:
+            by_seed[e.seed].append(e)
+        final = _phase_summary(by_seed, "final")
+        best = _phase_summary(by_seed, "best")
+        chosen = [
+            next(e.episode for e in eps if e.phase == "best")
+            for eps in by_seed.values()
+            if any(e.phase == "best" for e in eps)
+        ]
+        reached = [episodes_to_threshold(eps, threshold) for eps in by_seed.values()]
+        rows.append(
+            SummaryRow(
+                adapter,
+                agent,
+                len(by_seed),
+                *final,
+                *best,
+                float(np.median(chosen)) if chosen else math.nan,
+                median_to_threshold(reached),
+                sum(r is not None for r in reached),
+                float(np.mean([_train_time(eps) for eps in by_seed.values()])),
+                sum(e.llm_calls for e in group),
+                sum(e.cache_hits for e in group),
+                sum(e.llm_fallbacks for e in group),
+            )
+        )
+    return rows
+
+
+def _train_time(episodes: list[Episode]) -> float:
+    return sum(e.wall_time for e in episodes if e.phase == "train")

@@ -1,0 +1,149 @@
+"""`check_gguf(path)`: is a file a whole GGUF model? Checked before a model is loaded.
+
+llama.cpp and the ``gguf`` reader fail on a damaged file with messages that do not say
+what is wrong ("Failed to load model from file", "cannot reshape array of size 214336
+into shape ..."). This module reads the GGUF header (magic, version, metadata, tensor
+table) with the standard library only and checks that every tensor's data lies inside
+the file, so a file that is not a GGUF, or one cut short by an interrupted download, is
+one ValueError naming the file and what is wrong with it. Header layout: GGUF
+specification, https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from pathlib import Path
+
+__all__ = ["check_gguf"]
+
+_MAGIC = b"GGUF"
+# metadata value types: fixed sizes in bytes; 8 = string, 9 = array
+_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_STRING, _ARRAY = 8, 9
+# ggml tensor types: (elements per block, bytes per block)
+_BLOCKS = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+    9: (32, 36), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176),
+    14: (256, 210), 15: (256, 292), 16: (256, 66), 17: (256, 74), 18: (256, 98),
+    19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82), 23: (256, 136), 24: (1, 1),
+    25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2),
+    34: (256, 54), 35: (256, 66), 39: (32, 17),
+}
+_CHECKED: dict[tuple[str, int, int], None] = {}
+_LOCK = threading.Lock()
+
+
+class _Damaged(Exception):
+    pass
+
+
+class _Reader:
+    def __init__(self, data: mmap.mmap | bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, fmt: str) -> int:
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise _Damaged(f"the header ends early (at byte {len(self.data):,})")
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return value
+
+    def skip(self, size: int) -> None:
+        if size < 0 or self.pos + size > len(self.data):
+            raise _Damaged(f"the header ends early (at byte {len(self.data):,})")
+        self.pos += size
+
+    def string(self) -> bytes:
+        size = self.take("<Q")
+        start = self.pos
+        self.skip(size)
+        return bytes(self.data[start:self.pos])
+
+    def value(self, kind: int, depth: int = 0) -> object:
+        if kind in _SIZES:
+            start = self.pos
+            self.skip(_SIZES[kind])
+            return self.data[start:self.pos]
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY and depth < 4:
+            item, count = self.take("<I"), self.take("<Q")
+            if item in _SIZES:
+                self.skip(_SIZES[item] * count)
+            else:
+                for _ in range(count):
+                    self.value(item, depth + 1)
+            return None
+        raise _Damaged(f"unknown metadata value type {kind}")
+
+
+def _check(data: mmap.mmap | bytes) -> None:
+    if len(data) < 24 or data[:4] != _MAGIC:
+        raise _Damaged("it does not start with the GGUF magic bytes: not a GGUF model file")
+    read = _Reader(data)
+    read.skip(4)
+    version = read.take("<I")
+    if version not in (2, 3):
+        raise _Damaged(f"GGUF version {version} is not supported (2 or 3 expected)")
+    n_tensors, n_kv = read.take("<Q"), read.take("<Q")
+    if n_tensors > len(data) or n_kv > len(data):
+        raise _Damaged(f"its header claims {n_tensors:,} tensors and {n_kv:,} metadata entries")
+    alignment = 32
+    for _ in range(n_kv):
+        key = read.string()
+        kind = read.take("<I")
+        if key == b"general.alignment" and kind == 4:
+            alignment = read.take("<I") or 32
+        else:
+            read.value(kind)
+    tensors = []
+    for _ in range(n_tensors):
+        name = read.string()
+        n_dims = read.take("<I")
+        if n_dims > 8:
+            raise _Damaged(f"tensor {name[:60]!r} claims {n_dims} dimensions")
+        count = 1
+        for _ in range(n_dims):
+            count *= read.take("<Q")
+        tensors.append((name, count, read.take("<I"), read.take("<Q")))
+    start = -(-read.pos // alignment) * alignment
+    for name, count, kind, offset in tensors:
+        block, size = _BLOCKS.get(kind, (1, 0))  # an unknown type: check its start only
+        end = start + offset + -(-count // block) * size
+        if end > len(data) or start + offset > len(data):
+            raise _Damaged(f"it is truncated: tensor {name.decode(errors='replace')!r} needs "
+                           f"bytes up to {end:,}, the file has {len(data):,}")
+
+
+def check_gguf(path: str | os.PathLike[str]) -> Path:
+    """``path`` (resolved) when it is a whole GGUF model file, else ValueError naming it
+    and saying what is wrong (not a GGUF file, an unsupported version, truncated, a damaged
+    header). A file is checked once per (path, size, mtime) per process."""
+    real = Path(path).expanduser().resolve()
+    try:
+        stat = real.stat()
+    except OSError as error:
+        raise ValueError(f"GGUF model file {str(real)!r} cannot be read: {error}") from None
+    ident = (str(real), stat.st_size, stat.st_mtime_ns)
+    with _LOCK:
+        if ident in _CHECKED:
+            return real
+    try:
+        with real.open("rb") as fh:
+            if stat.st_size == 0:
+                raise _Damaged("the file is empty")
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                _check(data)
+    except _Damaged as damage:
+        raise ValueError(f"GGUF model file {str(real)!r} is damaged or not a GGUF model: "
+                         f"{damage}") from None
+    except OSError as error:
+        raise ValueError(f"GGUF model file {str(real)!r} cannot be read: {error}") from None
+    with _LOCK:
+        _CHECKED[ident] = None
+    return real

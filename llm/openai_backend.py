@@ -1,0 +1,461 @@
+"""`OpenAIBackend`: answers from any OpenAI-compatible server through the official `openai`
+client — llama.cpp's ``llama-server``, llama-cpp-python's ``python -m llama_cpp.server``,
+vLLM, LM Studio, Ollama's ``/v1``, or OpenAI itself.
+
+``base_url`` is the server's API root (``http://127.0.0.1:8000/v1``); ``model`` the name the
+server knows the model by. Requests are ``POST {base_url}/chat/completions`` with
+``temperature``, ``seed`` and ``max_tokens`` (``max_completion_tokens`` for a server that
+asks for it). ``context_length`` is not sent (the server fixes its own context): it tells
+the adapters how long their prompts may be, and is part of the cache key like every option.
+
+The API key: ``api_key_env`` names the environment variable holding it (default
+``OPENAI_API_KEY``); the key is read from there when the client is built, kept only in the
+client (in the runtime, never copied, pickled or cached) and cut out of every error message.
+A missing variable is one `LLMError` naming it. ``api_key_env: null`` sends a dummy key, for
+local servers that need none.
+
+Structured output: the JSON schema goes in ``response_format`` as
+``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` (OpenAI, vLLM,
+llama-server, LM Studio). A server that refuses that type but takes a schema with
+``{"type": "json_object", "schema": ...}`` (llama-cpp-python's server) gets that form
+instead, decided on the first structured call and kept for the backend
+(``structured_output: auto``; or pin ``json_schema`` / ``json_object``). The reply is checked
+against the schema by the base class; a server that ignores the schema is a
+`StructuredOutputError` naming the server, the model and the fix.
+
+Model identity (cache keys): ``openai:<base_url>#<model>``, plus ``@<id>`` the id the server
+lists for it (``GET /models``) when that differs from the name (llama-cpp-python's server
+lists the GGUF file it serves) — read once per backend object; when the server cannot be
+reached then, or lists nothing that fits, the identity is base URL and model only. A model
+name that is an alias the server resolves later (OpenAI's ``gpt-4o``) is cached under the
+alias: pin a dated name for caches that stay true.
+
+Time: ``timeout`` bounds one attempt as a whole (connecting, sending, the whole reply — not
+each read); the base class's ``deadline`` bounds the whole call, retries included. The
+client's own retries are off (``max_retries=0``): the base class retries.
+
+Faults: a transport error (nothing listening, the server dying mid-request), a timeout,
+HTTP 429 and 5xx are retried — after the server's ``Retry-After`` (or ``retry-after-ms``) when
+it sends one — then end in one line naming base URL and model. HTTP 401/403 (the key), 404
+(no such model, or ``base_url`` is not an OpenAI-compatible server), other 4xx and replies
+without a message are not retried. Nothing failed is cached.
+
+Log-probabilities: chat completions give the log-probabilities of the tokens the server
+*generated*, not of a reply chosen beforehand, so this backend cannot score known replies
+exactly: ``supports_scoring = False``, and roles decide by generation (with the schema).
+
+The `openai` package is optional (``pip install 'langadapt[openai]'``); it is imported when
+the first client is built, never with this module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from .backend import LLMBackend, Transient
+from .errors import (
+    LLMError,
+    LLMReplyError,
+    LLMUnavailableError,
+    ModelNotFoundError,
+    StructuredOutputError,
+)
+
+__all__ = ["DUMMY_API_KEY", "INSTALL_HINT", "OpenAIBackend", "check_base_url"]
+
+INSTALL_HINT = "pip install 'langadapt[openai]'"
+#: The key sent when ``api_key_env`` is None (local servers that need none).
+DUMMY_API_KEY = "no-key-needed"
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def check_base_url(url: str) -> str:
+    """``url`` without a trailing ``/`` when it is ``http[s]://host[:port][/path]`` with a
+    port from 1 to 65535, else ValueError naming it."""
+    scheme, sep, _ = url.partition("://")
+    example = "expected a URL like http://127.0.0.1:8000/v1"
+    if not sep:
+        raise ValueError(f"base_url={url!r} has no scheme; {example}")
+    if scheme.lower() not in ("http", "https"):
+        raise ValueError(f"base_url={url!r}: scheme {scheme!r} is not http or https; {example}")
+    split = urllib.parse.urlsplit(url)
+    try:
+        port = split.port
+        detail = ""
+    except ValueError as error:
+        port, detail = -1, f" ({error})"
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"base_url={url!r}: the port must be a number from 1 to 65535{detail}; "
+                         f"{example}")
+    if not split.hostname:
+        raise ValueError(f"base_url={url!r} names no host; {example}")
+    if split.query or split.fragment:
+        raise ValueError(f"base_url={url!r}: a query or fragment does not belong in it; {example}")
+    return url.rstrip("/")
+
+
+def _one_line(text: Any, limit: int = 200) -> str:
+    """``text`` on one line (whitespace runs folded), at most ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else f"{flat[:limit]}... ({len(flat):,} characters)"
+
+
+def _schema_name(schema: dict) -> str:
+    """A ``json_schema.name`` (``[A-Za-z0-9_-]{1,64}``): the schema's title, else ``reply``."""
+    title = schema.get("title")
+    name = _SCHEMA_NAME.sub("_", title).strip("_")[:64] if isinstance(title, str) else ""
+    return name or "reply"
+
+
+def _retry_after(response: Any) -> float | None:
+    """Seconds the response's ``retry-after-ms`` / ``Retry-After`` header asks to wait."""
+    from .transport import retry_after_seconds  # imports httpx: on first use only
+
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    millis = retry_after_seconds(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0
+    return retry_after_seconds(headers.get("retry-after"))
+
+
+def _deadline_transport(httpx: Any) -> Any:
+    """A transport for ``httpx`` (the HTTP module the installed openai client uses: httpx,
+    or httpx2 for openai 3) whose requests end by an instant set per thread with
+    ``until`` — as `langadapt.llm.transport.DeadlineTransport` does for the Ollama client."""
+
+    class _Stream(httpx.SyncByteStream):
+        def __init__(self, inner: Any, instant: float, request: Any) -> None:
+            self.inner, self.instant, self.request = inner, instant, request
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self.inner:
+                if time.monotonic() > self.instant:
+                    raise httpx.ReadTimeout("the time for this request ran out while the "
+                                            "reply was arriving", request=self.request)
+                yield chunk
+
+        def close(self) -> None:
+            close = getattr(self.inner, "close", None)
+            if close is not None:
+                close()
+
+    class DeadlineTransport(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.HTTPTransport()
+            self._local = threading.local()
+
+        @contextmanager
+        def until(self, instant: float | None) -> Iterator[None]:
+            previous = getattr(self._local, "instant", None)
+            self._local.instant = instant
+            try:
+                yield
+            finally:
+                self._local.instant = previous
+
+        def handle_request(self, request: Any) -> Any:
+            instant = getattr(self._local, "instant", None)
+            if instant is None:
+                return self.inner.handle_request(request)
+            left = instant - time.monotonic()
+            if left <= 0:
+                raise httpx.ReadTimeout("the time for this request ran out before it was "
+                                        "sent", request=request)
+            given = request.extensions.get("timeout") or {}
+            request.extensions["timeout"] = {
+                name: left if given.get(name) is None else min(float(given[name]), left)
+                for name in ("connect", "read", "write", "pool")
+            }
+            response = self.inner.handle_request(request)
+            response.stream = _Stream(response.stream, instant, request)
+            return response
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return DeadlineTransport()
+
+
+class _Client:
+    """The openai client of one backend, its deadline transport and the key it sends."""
+
+    def __init__(self, client: Any, transport: Any, key: str) -> None:
+        self.client, self.transport, self.key = client, transport, key
+
+    def __repr__(self) -> str:  # never the key
+        return f"_Client(base_url={str(self.client.base_url)!r})"
+
+
+class OpenAIBackend(LLMBackend):
+    """An OpenAI-compatible server (local or remote); see the module docstring."""
+
+    # A value put where a name belongs may be a key: errors never echo the input.
+    model_config = ConfigDict(**LLMBackend.model_config, hide_input_in_errors=True)
+
+    name: ClassVar[str] = "openai"
+    supports_concurrency: ClassVar[bool] = True
+    #: Chat completions cannot give the log-probability of a reply chosen beforehand.
+    supports_scoring: ClassVar[bool] = False
+
+    base_url: str = Field(min_length=1, description="the server's API root, e.g. "
+                          "http://127.0.0.1:8000/v1 (required)")
+    model: str = Field(min_length=1, description="the model name the server knows")
+    timeout: float = Field(120.0, gt=0, le=86_400,
+                           description="seconds one attempt may take in all (not per read)")
+    api_key_env: str | None = Field(
+        "OPENAI_API_KEY", min_length=1,
+        description="name (in capitals) of the environment variable holding the API key "
+                    "(the key itself is never a setting); None = no key (a dummy is sent)")
+    structured_output: Literal["auto", "json_schema", "json_object"] = Field(
+        "auto", description="how the JSON schema is sent: json_schema (OpenAI's form), "
+        "json_object with a schema (llama-cpp-python's server), or auto (json_schema, "
+        "json_object when the server refuses it)")
+    strict: bool = Field(True, description="json_schema.strict (OpenAI: every object needs "
+                         "additionalProperties false and all properties required)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _needs_openai(cls, data: Any) -> Any:
+        # Not a ValueError: pydantic passes it through as it is (one line, not a report).
+        if importlib.util.find_spec("openai") is None:
+            raise LLMUnavailableError(
+                f"the openai backend needs the openai package: {INSTALL_HINT}")
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        return check_base_url(value)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        # Capitals only: a key (nearly always with small letters) is refused, and not quoted.
+        if value is not None and not re.fullmatch(r"[A-Z_][A-Z0-9_]{0,127}", value):
+            raise ValueError("api_key_env is not an environment variable name in capitals; "
+                             "give the NAME of the variable that holds the key (e.g. "
+                             "OPENAI_API_KEY), never the key itself")
+        return value
+
+    # ---- the client ------------------------------------------------------------------
+    def _client(self) -> _Client:
+        return self.runtime.once("client", self._new_client)
+
+    def _new_client(self) -> _Client:
+        if self.api_key_env is None:
+            key = DUMMY_API_KEY
+        else:
+            key = os.environ.get(self.api_key_env, "")
+            if not key.strip():
+                raise LLMError(
+                    f"{self.where()}: the environment variable {self.api_key_env} that "
+                    f"api_key_env names is not set; export it with the API key, or set "
+                    "api_key_env: null for a server that needs no key")
+        try:
+            import openai
+        except ImportError as error:  # removed since construction
+            raise LLMUnavailableError(
+                f"the openai backend needs the openai package: {INSTALL_HINT}") from error
+        base = next(c for c in openai.DefaultHttpxClient.__mro__
+                    if c.__name__ == "Client" and c.__module__.split(".")[0].startswith("httpx"))
+        httpx = importlib.import_module(base.__module__.split(".")[0])
+        transport = _deadline_transport(httpx)
+        client = openai.OpenAI(
+            base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0,
+            http_client=openai.DefaultHttpxClient(transport=transport, timeout=self.timeout))
+        return _Client(client, transport, key)
+
+    def _redact(self, text: Any) -> str:
+        """``text`` on one line, with the API key (if one was read) cut out."""
+        made = self.runtime.built("client")
+        text = str(text)
+        if made is not None and made.key and made.key != DUMMY_API_KEY:
+            text = text.replace(made.key, "***")
+        return _one_line(text)
+
+    # ---- what a backend supplies ------------------------------------------------------
+    def where(self) -> str:
+        return f"the OpenAI-compatible server at {self.base_url} (model {self.model!r})"
+
+    def structured_output_hint(self) -> str:
+        return ("the server did not enforce the JSON schema sent in response_format; use a "
+                "server with structured outputs (llama-server, llama_cpp.server, vLLM, LM "
+                "Studio, OpenAI) or try structured_output: json_object / json_schema")
+
+    def served_model_id(self, timeout: float | None = None) -> str | None:
+        """The id the server lists for ``model`` (``GET /models``): the model itself when
+        listed, the only model when the server lists one; None when the server cannot be
+        reached (within ``timeout`` s, at most the ``timeout`` setting) or lists neither."""
+        made = self._client()
+        import openai
+
+        limit = self.timeout if timeout is None else min(timeout, self.timeout)
+        try:
+            with made.transport.until(time.monotonic() + limit):
+                listed = [getattr(m, "id", None) for m in made.client.models.list()]
+        except (openai.OpenAIError, ValueError, TypeError, AttributeError):
+            return None
+        ids = [i for i in listed if isinstance(i, str) and i]
+        if self.model in ids:
+            return self.model
+        return ids[0] if len(ids) == 1 else None
+
+    def resolve_identity(self) -> str:
+        """``openai:<base_url>#<model>``, plus ``@<id>`` the server lists for it when that
+        differs from the name (see the module docstring)."""
+        identity = f"openai:{self.base_url}#{self.model}"
+        served = self.served_model_id()
+        return identity if served in (None, self.model) else f"{identity}@{served}"
+
+    # ---- one attempt -----------------------------------------------------------------
+    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
+                 *, seed: int | None = None, deadline: float | None = None) -> str:
+        """One chat completion, ended by ``timeout`` s from now or ``deadline``
+        (``time.monotonic()``), whichever comes first."""
+        made = self._client()
+        import openai
+
+        end = time.monotonic() + self.timeout
+        by_deadline = deadline is not None and deadline < end
+        try:
+            with made.transport.until(deadline if by_deadline else end):
+                reply = self._create(made.client, messages, schema, max_tokens,
+                                     self.seed if seed is None else seed)
+        except openai.APITimeoutError as error:
+            limit = (f"the call's deadline={self.deadline} s" if by_deadline
+                     else f"timeout={self.timeout} s")
+            raise Transient(LLMUnavailableError(
+                f"{self.where()} did not answer within {limit}")) from error
+        except openai.APIConnectionError as error:
+            raise Transient(self._unreachable(error)) from error
+        except openai.APIStatusError as error:
+            raise self._status_error(error, schema) from error
+        except openai.APIError as error:  # e.g. a reply that is not a chat completion
+            raise LLMReplyError(f"{self.where()} sent a reply that is not a valid chat "
+                                f"completion: {self._redact(error)}") from error
+        return self._content_of(reply)
+
+    def _create(self, client: Any, messages: list[dict[str, str]], schema: dict | None,
+                max_tokens: int, seed: int) -> Any:
+        """``chat.completions.create``, switching once to the forms a server asks for
+        (``json_object`` schemas, ``max_completion_tokens``) and remembering them."""
+        import openai
+
+        while True:
+            form = self._form()
+            tokens = "max_completion_tokens" if self.runtime.built(
+                "max_completion_tokens") else "max_tokens"
+            kwargs: dict[str, Any] = {"model": self.model, "messages": messages,
+                                      "temperature": self.temperature, "seed": seed,
+                                      tokens: max_tokens}
+            if schema is not None:
+                kwargs["response_format"] = (
+                    {"type": "json_schema", "json_schema": {
+                        "name": _schema_name(schema), "schema": schema, "strict": self.strict}}
+                    if form == "json_schema" else {"type": "json_object", "schema": schema})
+            try:
+                return client.chat.completions.create(**kwargs)
+            except openai.APIStatusError as error:
+                text = str(error.message).lower()
+                if (tokens == "max_tokens" and error.status_code in (400, 422)
+                        and "max_completion_tokens" in text):
+                    self.runtime.once("max_completion_tokens", lambda: True)
+                    continue
+                if (schema is not None and form == "json_schema"
+                        and self.structured_output == "auto" and _refuses_json_schema(error)):
+                    self.runtime.once("structured_form", lambda: "json_object")
+                    continue
+                raise
+
+    def _form(self) -> str:
+        if self.structured_output != "auto":
+            return self.structured_output
+        return self.runtime.built("structured_form") or "json_schema"
+
+    def _unreachable(self, error: BaseException) -> LLMUnavailableError:
+        cause = error.__cause__ or error.__context__
+        name = type(cause).__name__ if cause is not None else ""
+        if "ConnectError" in name or isinstance(cause, ConnectionRefusedError):
+            return LLMUnavailableError(
+                f"no server is answering at {self.base_url} (model {self.model!r}): "
+                f"{self._redact(cause)}; start one (e.g. `python -m llama_cpp.server --model "
+                "FILE.gguf`) or point base_url at a running server")
+        detail = f"{name}: {self._redact(cause)}" if cause is not None else self._redact(error)
+        return LLMUnavailableError(f"{self.where()}: the connection failed ({detail})")
+
+    def _status_error(self, error: Any, schema: dict | None) -> LLMError | Transient:
+        status = error.status_code
+        # the client's message starts "Error code: 401 - ": the status is said once below
+        said = self._redact(re.sub(r"^Error code: \d+(?: - )?", "", str(error.message))
+                            ) or "no details"
+        if status >= 500 or status == 429:
+            wait = _retry_after(error.response)
+            asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
+            return Transient(LLMError(f"{self.where()} answered HTTP {status}: {said}{asked}"),
+                             wait)
+        if status in (401, 403):
+            whose = (f"the key in ${self.api_key_env}" if self.api_key_env is not None
+                     else "no key (api_key_env: null)")
+            fix = ("check the key" if self.api_key_env is not None else
+                   "set api_key_env to the name of the environment variable holding the key")
+            return LLMError(f"{self.where()} refused {whose} (HTTP {status}: {said}); {fix}")
+        if status == 404:
+            code = str(getattr(error, "code", "") or "")
+            if code == "model_not_found" or (self.model.lower() in said.lower()
+                                             and "model" in said.lower()):
+                return ModelNotFoundError(
+                    f"{self.where()}: the server has no model {self.model!r} (HTTP 404: {said})"
+                    f"; see GET {self.base_url}/models for the names it serves")
+            return LLMUnavailableError(
+                f"{self.base_url} is not an OpenAI-compatible server (model {self.model!r}): "
+                f"POST {self.base_url}/chat/completions answered HTTP 404 ({said}); base_url "
+                "is the API root, which usually ends in /v1 (e.g. http://127.0.0.1:8000/v1)")
+        if schema is not None and ("response_format" in said.lower()
+                                   or "schema" in said.lower()):
+            return StructuredOutputError(
+                f"{self.where()} rejected the JSON schema in response_format (HTTP {status}: "
+                f"{said}); {self.structured_output_hint()}"
+                + ("; with strict: true every object needs additionalProperties: false and "
+                   "all its properties required" if self.strict else ""))
+        return LLMError(f"{self.where()} rejected the request (HTTP {status}: {said})")
+
+    def _content_of(self, reply: Any) -> str:
+        choices = getattr(reply, "choices", None)
+        if not choices:
+            raise LLMReplyError(f"{self.where()} sent a reply with no choices: "
+                                f"{self._redact(repr(reply))}")
+        message = getattr(choices[0], "message", None)
+        content = getattr(message, "content", None)
+        if content is None:
+            refusal = getattr(message, "refusal", None)
+            if refusal:
+                raise LLMReplyError(f"{self.where()} refused to answer: {self._redact(refusal)}")
+            return ""
+        if not isinstance(content, str):
+            raise LLMReplyError(f"{self.where()} sent message.content of type "
+                                f"{type(content).__name__}; expected text")
+        return content
+
+
+def _refuses_json_schema(error: Any) -> bool:
+    """Whether an HTTP error says the server does not know ``response_format`` type
+    ``json_schema`` (llama-cpp-python's server: HTTP 500 "Input should be 'text' or
+    'json_object'"), as opposed to refusing the schema itself."""
+    if error.status_code not in (400, 422, 500):
+        return False
+    text = str(error.message).lower()
+    return "json_schema" in text and any(
+        word in text for word in ("json_object", "input should be", "not supported",
+                                  "unsupported", "unknown variant", "literal"))

@@ -1,0 +1,154 @@
+"""`BackendRuntime`: the mutable state of one backend object, apart from its settings.
+
+An `LLMBackend` is a frozen pydantic model of settings; everything that changes while it
+runs lives in the one `BackendRuntime` it holds (``backend.runtime``):
+
+- the counters (`STATS_KEYS`; ``llm_scored`` / ``llm_generated`` count the decisions
+  `langadapt.llm.scoring.decide` took by each path, ``llm_prompt_tokens`` /
+  ``llm_prompt_tokens_reused`` the prompt tokens of the requests made and the part of them
+  served from an in-process prefix cache — 0 for backends that cannot tell);
+- the circuit breaker: failed calls in a row, until when it is open, the last error;
+- the warning throttle: when the last warning was logged, failures not warned about since;
+- things built once on first use and then shared by every call: the answer cache, the
+  resolved model identity, a backend's client or loaded model (`once`);
+- why ``make_backend("auto")`` chose the backend (``choice_reason``);
+- one re-entrant lock guarding all of it.
+
+One runtime per backend object, however many calls (with whatever per-call seed) go
+through it. A copy of a backend (``copy.copy``, ``model_copy``, ``deepcopy``, pickling) is
+another backend: it starts with a fresh runtime — settings are copied, state is not.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["STATS_KEYS", "WARN_EVERY_S", "BackendRuntime"]
+
+T = TypeVar("T")
+
+STATS_KEYS: tuple[str, ...] = (
+    "llm_calls", "llm_cache_hits", "llm_failures", "llm_fallbacks", "llm_seconds",
+    "llm_breaker_skips", "llm_retries", "llm_scored", "llm_generated", "llm_prompt_tokens",
+    "llm_prompt_tokens_reused",
+)
+#: Seconds between two "LLM call failed" warnings of one backend (failures in between are
+#: counted and reported with the next warning).
+WARN_EVERY_S = 60.0
+
+
+class BackendRuntime:
+    """Counters, circuit breaker, warning throttle and once-built resources of one backend
+    (see the module docstring). Every method is thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.counters: dict[str, float] = dict.fromkeys(STATS_KEYS, 0)
+        self.choice_reason: str | None = None
+        # circuit breaker
+        self.in_row = 0
+        self.open_until = 0.0
+        self.last_error = ""
+        # warning throttle
+        self.last_warning = float("-inf")
+        self.unwarned = 0
+        self._built: dict[str, Any] = {}
+        self._seen: set[str] = set()
+
+    # ---- copies are fresh -------------------------------------------------------------
+    def __copy__(self) -> BackendRuntime:
+        return BackendRuntime()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BackendRuntime:
+        return BackendRuntime()
+
+    def __reduce__(self) -> tuple[type[BackendRuntime], tuple[()]]:
+        return (BackendRuntime, ())
+
+    def __repr__(self) -> str:
+        return (f"BackendRuntime(calls={int(self.counters['llm_calls'])}, "
+                f"failures_in_row={self.in_row}, built={sorted(self._built)})")
+
+    # ---- things built once -------------------------------------------------------------
+    def once(self, name: str, build: Callable[[], T]) -> T:
+        """The object ``build()`` returned on the first call with this name (built once,
+        under the lock, and kept for the life of the runtime)."""
+        try:
+            return self._built[name]
+        except KeyError:
+            pass
+        with self.lock:
+            if name not in self._built:
+                self._built[name] = build()
+            return self._built[name]
+
+    def first(self, event: str) -> bool:
+        """True the first time it is asked about ``event``, False ever after (for things
+        done once per backend, such as a warning)."""
+        with self.lock:
+            if event in self._seen:
+                return False
+            self._seen.add(event)
+            return True
+
+    def built(self, name: str) -> Any:
+        """What `once` built under ``name``, or None when nothing was built yet."""
+        return self._built.get(name)
+
+    # ---- counters ----------------------------------------------------------------------
+    def count(self, name: str, amount: float = 1) -> None:
+        with self.lock:
+            self.counters[name] += amount
+
+    def stats(self) -> dict[str, float | int]:
+        """The counters: ints, except ``llm_seconds`` (a float)."""
+        with self.lock:
+            out: dict[str, float | int] = {k: int(v) for k, v in self.counters.items()}
+            out["llm_seconds"] = float(self.counters["llm_seconds"])
+        return out
+
+    # ---- circuit breaker ---------------------------------------------------------------
+    def admit(self) -> float:
+        """0.0 when a request may be sent (counted in ``llm_calls``); else the seconds the
+        open breaker still refuses requests (counted in ``llm_breaker_skips``)."""
+        now = time.monotonic()
+        with self.lock:
+            if now < self.open_until:
+                self.counters["llm_breaker_skips"] += 1
+                return self.open_until - now
+            self.counters["llm_calls"] += 1
+            return 0.0
+
+    def succeeded(self) -> None:
+        with self.lock:
+            self.in_row = 0
+
+    def failed(self, error: str, breaker_failures: int, breaker_cooldown: float,
+               outage: bool = True) -> tuple[str, int, int]:
+        """Count one failed call; ``(what to log, failures in a row, failures not warned
+        about)``: what is "breaker" (the breaker opened now), "warn" (a warning is due) or
+        "" (throttled: counted for the next warning). Only an ``outage`` (no usable answer
+        from the server: transport errors, timeouts, HTTP errors) counts toward the breaker;
+        an unusable reply from a server that answered does not."""
+        now = time.monotonic()
+        with self.lock:
+            self.counters["llm_failures"] += 1
+            if outage:
+                self.in_row += 1
+            self.last_error = error
+            opened = outage and self.in_row >= breaker_failures and breaker_cooldown > 0
+            if opened:
+                self.open_until = now + breaker_cooldown
+            if not opened and now - self.last_warning < WARN_EVERY_S:
+                self.unwarned += 1
+                return "", self.in_row, self.unwarned
+            unwarned, self.unwarned = self.unwarned, 0
+            self.last_warning = now
+            return ("breaker" if opened else "warn"), self.in_row, unwarned
+
+    @property
+    def breaker_open(self) -> bool:
+        return time.monotonic() < self.open_until

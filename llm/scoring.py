@@ -1,0 +1,125 @@
+"""`decide`: one LLM decision among known replies — scored when it can be, generated when not.
+
+Every role that chooses among a known set of replies (an action, a yes/no, a score on a
+scale) calls `decide(backend, messages, schema)`:
+
+- **scored** — when the schema's valid values can be listed (`enumerate_replies`: an
+  object whose properties are all ``enum`` / ``const`` / ``boolean`` fields, e.g.
+  ``{"action": enum [1, 3]}``) and the backend has ``supports_scoring`` (llama.cpp,
+  transformers): `LLMBackend.score` gives the log-probability of each candidate's reply
+  text, the probabilities are their softmax (divided by ``temperature`` first), and the
+  value is the most probable one (``rng`` None; ties go to the first) or a sample drawn
+  with ``rng`` (a ``numpy.random.Generator``);
+- **generated** — otherwise (free-form values, or a backend without log-probabilities,
+  such as Ollama): ``backend.chat(messages, schema=schema)``, the reply parsed; no
+  probabilities. Sampling is then the backend's own (its ``temperature`` setting).
+
+Each decision counts in the backend's ``llm_scored`` or ``llm_generated``, and its request
+in ``llm_calls`` / ``llm_cache_hits`` as usual (a scored decision asked before is answered
+from the cache).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .schema import enumerate_replies, parse_json_reply
+
+__all__ = ["Decision", "decide", "softmax"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision: the chosen ``value`` (a JSON value valid for the schema), the
+    probability of every candidate (keyed by ``json.dumps(value, sort_keys=True)``, e.g.
+    ``'{"action": 3}'``; None when generated),
+    the path taken, and the reply text (the candidate's, or the generated text)."""
+
+    value: Any
+    probabilities: dict[str, float] | None
+    method: Literal["scored", "generated"]
+    reply: str
+
+    def probability(self, value: Any) -> float | None:
+        """The probability of ``value`` (0.0 for a value not among the candidates; None
+        when the decision was generated)."""
+        if self.probabilities is None:
+            return None
+        return self.probabilities.get(_key(value), 0.0)
+
+
+def _key(value: Any) -> str:
+    """A value's key in `Decision.probabilities`: its JSON, object keys sorted."""
+    return json.dumps(value, sort_keys=True)
+
+
+def softmax(log_probs: Sequence[float], temperature: float = 1.0) -> list[float]:
+    """Probabilities from log-probabilities divided by ``temperature`` (> 0; 0 puts all
+    the mass on the first largest); -inf entries get 0."""
+    if temperature < 0 or math.isnan(temperature):
+        raise ValueError(f"temperature={temperature!r}: expected a number >= 0")
+    values = [float(v) for v in log_probs]
+    top = max(values)
+    if top == -math.inf or math.isnan(top):
+        raise ValueError(f"log_probs={values!r}: no finite value")
+    if temperature == 0:
+        best = values.index(top)
+        return [1.0 if i == best else 0.0 for i in range(len(values))]
+    weights = [math.exp((v - top) / temperature) for v in values]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def _count(backend: Any, name: str) -> None:
+    runtime = getattr(backend, "runtime", None)
+    if runtime is not None and callable(getattr(runtime, "count", None)):
+        runtime.count(name)
+
+
+def decide(backend: Any, messages: Sequence[Mapping[str, str]], schema: dict[str, Any], *,
+           max_tokens: int | None = None, seed: int | None = None, rng: Any = None,
+           temperature: float | None = None) -> Decision:
+    """The decision among the values ``schema`` allows (see the module docstring).
+
+    ``max_tokens``: the generated path's limit (the scored path reads no generation).
+    ``seed``: the request's seed (part of the cache key of either path). ``rng``: None for
+    the most probable value, else a ``numpy.random.Generator`` to sample with (scored
+    path). ``temperature``: divides the log-probabilities before the softmax (None: 1, the
+    model's own distribution; 0: all the mass on the most probable value); the generated
+    path samples at the backend's own temperature instead. Errors are the backend's
+    (`LLMError`s): a failed request is never a silent choice.
+    """
+    if temperature is not None and (isinstance(temperature, bool)
+                                    or not isinstance(temperature, (int, float))
+                                    or not temperature >= 0):
+        raise ValueError(f"temperature={temperature!r}: expected a number >= 0 or None")
+    candidates = enumerate_replies(schema)
+    if candidates and getattr(backend, "supports_scoring", False):
+        texts = [text for _, text in candidates]
+        scores = backend.score(messages, texts, seed=seed)
+        probs = softmax(scores, 1.0 if temperature is None else float(temperature))
+        if rng is None:
+            index = probs.index(max(probs))
+        else:
+            index = int(rng.choice(len(probs), p=probs))
+        _count(backend, "llm_scored")
+        return Decision(
+            value=candidates[index][0],
+            probabilities={_key(value): p for (value, _), p in zip(candidates, probs)},
+            method="scored", reply=texts[index])
+    extra: dict[str, Any] = {"schema": schema, "max_tokens": max_tokens}
+    if seed is not None:
+        extra["seed"] = seed
+    reply = backend.chat(messages, **extra)
+    value = parse_json_reply(reply, source=_where(backend))
+    _count(backend, "llm_generated")
+    return Decision(value=value, probabilities=None, method="generated", reply=reply)
+
+
+def _where(backend: Any) -> str:
+    where = getattr(backend, "where", None)
+    return where() if callable(where) else type(backend).__name__

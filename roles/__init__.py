@@ -1,0 +1,62 @@
+"""The roles a language model plays in the RL loop, and their non-LLM references.
+
+- the policy: :class:`LLMPolicy` (agent type ``llm_policy``), prompts from the
+  environment's language spec, replies read by :class:`DiscreteActionParser`;
+- an advisor during training: :class:`LLMAdvisor` around any agent (sources ``llm``,
+  ``oracle``, ``random``), :class:`AdvisedActions` and :func:`sb3_advice_callback` for
+  Stable-Baselines3;
+- a reward signal: :class:`RewardShaping` (potential-based, or the LLM as judge);
+- an optimiser that writes whole policies: :class:`LLMPolicySearch` (agent type
+  ``llm_policy_search``; tables or linear policies, proposer ``llm`` or ``random``);
+- oracles (:class:`MazeOracle`), the upper bound of advice and potentials.
+
+Every role has one ``stats()`` whose LLM counters use the LLM layer's names
+(``llm_calls``, ``llm_cache_hits``, ``llm_fallbacks``, ``llm_seconds``). Importing this
+package registers ``llm_policy`` and ``llm_policy_search`` with :func:`agents.make_agent`.
+"""
+
+from ..agents import register_agent
+from .advisor import Advice, AdvisedActions, AdvisorConfig, LLMAdvisor, sb3_advice_callback
+from .counting import LLM_COUNTERS, RoleCounters, make_llm_backend
+from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt
+from .oracles import MazeOracle, Oracle, oracle_for, register_oracle
+from .policy_families import LinearPolicy, TabularPolicy, parse_proposal, proposal_schema
+from .policy_search import LLMPolicySearch, PolicySearchConfig, load_templates
+from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
+from .reward_shaping import RewardShaping, RewardShapingConfig, spearman_with_distance
+
+register_agent("llm_policy", LLMPolicy)
+register_agent("llm_policy_search", LLMPolicySearch)
+
+__all__ = [
+    "LLM_COUNTERS",
+    "ActionParseError",
+    "Advice",
+    "AdvisedActions",
+    "AdvisorConfig",
+    "DiscreteActionParser",
+    "LLMAdvisor",
+    "LLMPolicy",
+    "LLMPolicyConfig",
+    "LLMPolicySearch",
+    "LinearPolicy",
+    "MazeOracle",
+    "Oracle",
+    "PolicySearchConfig",
+    "RewardShaping",
+    "RewardShapingConfig",
+    "RoleCounters",
+    "TabularPolicy",
+    "check_legal",
+    "decision_messages",
+    "format_state",
+    "load_templates",
+    "make_llm_backend",
+    "oracle_for",
+    "parse_proposal",
+    "proposal_schema",
+    "register_oracle",
+    "sb3_advice_callback",
+    "show_prompt",
+    "spearman_with_distance",
+]

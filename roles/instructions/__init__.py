@@ -1,0 +1,1 @@
+"""Instruction following (work in progress)."""

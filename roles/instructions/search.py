@@ -1,0 +1,370 @@
+"""Search: explore, record the descriptions of the states visited, match instructions to them.
+
+:func:`explore` runs exploration episodes (uniformly random legal moves by default, or a
+given agent acting with exploration on, not learning) on an environment that supplies
+``info["description"]`` (a :class:`~langadapt.adapters.LanguageObservation`), and returns an
+:class:`Exploration`: the distinct descriptions in first-visit order, their MiniLM vectors
+(encoded once, through the adapter's embedding cache: a text the adapter already encoded
+while stepping costs no encoder call), the raw states seen with each (``state_of`` of the
+environment's language spec, for ground truth), the visit counts, each episode's trace and
+the cost (episodes, steps, seconds, encoder calls).
+
+:func:`match` scores an instruction against them by cosine similarity of MiniLM vectors and
+keeps the descriptions scoring ``>= threshold`` and within ``margin`` of the best one, best
+first, at most ``top_k``; when none
+reaches the threshold it keeps the best one and flags the match ``fallback`` (or raises with
+``strict``). Ties are broken by the text, so a match does not depend on the order states were
+visited. The defaults :data:`DEFAULT_THRESHOLD`, :data:`DEFAULT_TOP_K` and
+:data:`DEFAULT_MARGIN` were chosen by
+measurement on the shipped maze set (docs/instructions.md, "Choosing the defaults").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ...environments import language_for
+
+__all__ = [
+    "DEFAULT_MARGIN",
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_TOP_K",
+    "Exploration",
+    "Match",
+    "explore",
+    "match",
+    "rank",
+]
+
+#: Cosine a description must reach to match an instruction (MiniLM, rule descriptions).
+DEFAULT_THRESHOLD = 0.5
+#: Most descriptions one instruction matches.
+DEFAULT_TOP_K = 3
+#: Descriptions scoring more than this below the best one are not kept.
+DEFAULT_MARGIN = 0.02
+#: Scores closer than this are equal (MiniLM vectors differ in the last bits between batches).
+TIE = 1e-6
+
+
+@dataclass
+class Exploration:
+    """What :func:`explore` saw (see the module docstring). ``states[i]``: the distinct raw
+    states (tuples of floats) seen with ``texts[i]``; ``traces[e]``: the text indices episode
+    ``e`` visited, in order (its reset state first)."""
+
+    texts: list[str]
+    vectors: np.ndarray
+    states: list[list[tuple[float, ...]]]
+    visits: list[int]
+    traces: list[list[int]]
+    cost: dict[str, float]
+    encode: Callable[[list[str]], np.ndarray] | None = field(default=None, repr=False)
+    checks: dict[int, set[int]] = field(default_factory=dict, repr=False)
+
+    def index(self) -> dict[str, int]:
+        """Text -> its index."""
+        return {text: i for i, text in enumerate(self.texts)}
+
+    def cells(self, indices: Sequence[int]) -> set[tuple[int, ...]]:
+        """The raw states of the given text indices, as int tuples (maze cells)."""
+        return {tuple(int(round(v)) for v in state) for i in indices for state in self.states[i]}
+
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        """L2-normalised vectors of ``texts`` with the exploration's encoder (cached)."""
+        if self.encode is None:
+            raise ValueError("this Exploration has no encoder (built from data); pass one")
+        return _normalise(self.encode(texts))
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary: cost and the distinct states (texts, states, visits)."""
+        return {"cost": dict(self.cost),
+                "states": [{"description": t, "states": [list(s) for s in st], "visits": v}
+                           for t, st, v in zip(self.texts, self.states, self.visits,
+                                               strict=True)]}
+
+
+@dataclass
+class Match:
+    """An instruction's matched descriptions, best first, with their scores.
+
+    ``fallback``: no description reached the threshold, so only the best one is kept.
+    ``feedback``: the rounds of feedback, each a list of ``{"description", "satisfied",
+    "reason"}``; ``confirmed``: descriptions feedback said satisfy the instruction.
+    """
+
+    instruction: str
+    texts: list[str]
+    scores: list[float]
+    fallback: bool
+    best_score: float
+    threshold: float
+    top_k: int
+    feedback: list[list[dict[str, Any]]] = field(default_factory=list)
+    confirmed: list[str] = field(default_factory=list)
+    rule: str = "none"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"instruction": self.instruction, "matched": list(self.texts),
+                "scores": [round(float(s), 6) for s in self.scores], "fallback": self.fallback,
+                "best_score": round(float(self.best_score), 6), "threshold": self.threshold,
+                "top_k": self.top_k, "rule": self.rule, "confirmed": list(self.confirmed),
+                "feedback": self.feedback}
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def _find_adapter(env: gym.Env) -> Any:
+    try:
+        return env.get_wrapper_attr("adapter")
+    except AttributeError:
+        return None
+
+
+def _state_reader(env: gym.Env) -> Callable[[Any], tuple[float, ...] | None]:
+    try:
+        state_of = language_for(env).state_of
+        base = env.unwrapped
+
+        def read(obs: Any) -> tuple[float, ...] | None:
+            return tuple(float(v) for v in np.asarray(state_of(base)).ravel())
+    except ValueError:  # no language spec: a small raw observation stands for the state
+        def read(obs: Any) -> tuple[float, ...] | None:
+            array = np.asarray(obs, dtype=np.float64).ravel()
+            return tuple(float(v) for v in array) if array.size <= 16 else None
+    return read
+
+
+def _language_observation(env: gym.Env) -> Any:
+    """The LanguageObservation among ``env``'s wrappers (None when there is none)."""
+    from ...adapters import LanguageObservation  # adapters sit above roles' imports here
+
+    current = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, LanguageObservation):
+            return current
+        current = current.env
+    return None
+
+
+def explore(env: gym.Env, episodes: int = 100, agent: Any = None, seed: int = 0,
+            encoder: Any = None, max_steps: int | None = None,
+            checks: Sequence[Callable[[Any], bool]] = ()) -> Exploration:
+    """Run ``episodes`` exploration episodes on ``env`` and record what was seen (see the
+    module docstring). ``agent``: acts with ``explore=True`` (never learns); default uniformly
+    random legal moves from ``seed``. ``encoder``: an object with ``encode_many`` (default:
+    the environment's adapter, found through its wrappers). ``max_steps``: cut each episode
+    after so many steps (default: the environment's own limit). ``checks``: callables of the
+    unwrapped environment evaluated in every state visited (ground truth such as a mission's
+    success check); ``exploration.checks[id(check)]`` holds the indices of the descriptions
+    where one returned true.
+
+    With random moves on a :class:`~langadapt.adapters.LanguageObservation` environment the
+    episodes step the environment under the wrapper and the adapter describes and encodes the
+    distinct inputs afterwards in one batch (``adapter.prerender``, which also fills its memo
+    for training); otherwise the wrapped environment is stepped as it is.
+    """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"exploration episodes={episodes!r}: expected an int >= 1")
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
+                                  or max_steps < 1):
+        raise ValueError(f"max_steps={max_steps!r}: expected None or an int >= 1")
+    encoder = encoder if encoder is not None else _find_adapter(env)
+    if encoder is None or not callable(getattr(encoder, "encode_many", None)):
+        raise ValueError("explore() needs an encoder: wrap the environment in "
+                         "LanguageObservation with a text adapter, or pass encoder=")
+    before = _encoder_calls(encoder)
+    started = time.perf_counter()
+    wrapper = _language_observation(env) if agent is None else None
+    batch = wrapper is not None and callable(getattr(wrapper.adapter, "prerender", None))
+    runner = _batched_episodes(wrapper) if batch else _stepped_episodes(env, agent)
+    read_state = _state_reader(env)
+    base = env.unwrapped
+    checks = list(checks)
+    hits: list[set[int]] = [set() for _ in checks]
+    rng = np.random.default_rng(seed)
+    keys: dict[Any, int] = {}
+    inputs: list[Any] = []
+    texts_of: list[str | None] = []
+    states: list[dict[tuple[float, ...], None]] = []
+    visits: list[int] = []
+    traces: list[list[int]] = []
+    steps = 0
+    for episode in range(episodes):
+        trace: list[int] = []
+        for key, item, text, obs in runner(seed if episode == 0 else None, rng, max_steps):
+            i = keys.get(key)
+            if i is None:
+                i = keys[key] = len(inputs)
+                inputs.append(item)
+                texts_of.append(text)
+                states.append({})
+                visits.append(0)
+            visits[i] += 1
+            state = read_state(obs)
+            if state is not None:
+                states[i][state] = None
+            for check, found in zip(checks, hits, strict=True):
+                if check(base):
+                    found.add(i)
+            trace.append(i)
+        steps += len(trace) - 1
+        traces.append(trace)
+    if batch:
+        wrapper.adapter.prerender(inputs, progress=False)
+        texts_of = wrapper.adapter.describe_many(inputs)
+    # inputs that share a description (a history the text ignores) become one state
+    index: dict[str, int] = {}
+    remap = [index.setdefault(text, len(index)) for text in texts_of]
+    texts = list(index)
+    merged_states: list[dict[tuple[float, ...], None]] = [{} for _ in texts]
+    merged_visits = [0] * len(texts)
+    for i, j in enumerate(remap):
+        merged_states[j].update(states[i])
+        merged_visits[j] += visits[i]
+    traces = [[remap[i] for i in trace] for trace in traces]
+    vectors = _normalise(encoder.encode_many(texts))
+    cost = {"episodes": episodes, "steps": steps,
+            "seconds": round(time.perf_counter() - started, 4),
+            "encoder_calls": _encoder_calls(encoder) - before, "distinct_states": len(texts)}
+    return Exploration(texts, vectors, [list(s) for s in merged_states], merged_visits, traces,
+                       cost, encoder.encode_many,
+                       {id(check): {remap[i] for i in found}
+                        for check, found in zip(checks, hits, strict=True)})
+
+
+def _random_move(info: dict[str, Any], env: gym.Env, rng: np.random.Generator) -> int:
+    legal = info.get("legal_moves")
+    moves = list(legal) if legal else list(range(int(env.action_space.n)))
+    return int(moves[int(rng.integers(len(moves)))])
+
+
+def _batched_episodes(wrapper: Any) -> Callable[..., Any]:
+    """Episodes on the environment under ``wrapper``, yielding (key, adapter input, None,
+    obs) per state; the adapter describes the inputs later."""
+    inner, adapter = wrapper.env, wrapper.adapter
+    all_moves = list(range(int(inner.action_space.n)))
+    keep = wrapper.history_length
+
+    def run(seed: int | None, rng: np.random.Generator, max_steps: int | None) -> Any:
+        obs, info = inner.reset(seed=seed)
+        history: list[tuple[Any, int]] = []
+        n = 0
+        while True:
+            legal = info.get("legal_moves")
+            legal = list(all_moves if legal is None else legal)
+            shown = tuple(history if keep is None else history[len(history) - keep:] if keep
+                          else ())
+            hkey = adapter.history_key(shown) if adapter.uses_history else None
+            yield ((np.asarray(obs).tobytes(), tuple(legal), hkey),
+                   (np.array(obs, copy=True), legal, shown), None, obs)
+            if n > 0 and (done or (max_steps is not None and n >= max_steps)):
+                return
+            action = _random_move(info, inner, rng)
+            previous = obs
+            obs, _, terminated, truncated, info = inner.step(action)
+            history.append((previous, action))
+            done = terminated or truncated
+            n += 1
+
+    return run
+
+
+def _stepped_episodes(env: gym.Env, agent: Any) -> Callable[..., Any]:
+    """Episodes on ``env`` itself (random moves or ``agent``), yielding (key, None, text,
+    obs) per state from ``info["description"]``."""
+    reads_text = bool(getattr(agent, "reads_description", False))
+    if agent is not None and callable(getattr(agent, "bind", None)):
+        agent.bind(env)
+
+    def text_of(info: dict[str, Any]) -> str:
+        text = info.get("description")
+        if not isinstance(text, str):
+            raise ValueError('explore() needs info["description"]: wrap the environment in '
+                             "LanguageObservation with a text adapter")
+        return text
+
+    def run(seed: int | None, rng: np.random.Generator, max_steps: int | None) -> Any:
+        obs, info = env.reset(seed=seed)
+        n = 0
+        while True:
+            text = text_of(info)
+            yield text, None, text, obs
+            if n > 0 and (done or (max_steps is not None and n >= max_steps)):
+                return
+            if agent is None:
+                action = _random_move(info, env, rng)
+            else:
+                action = int(agent.act(text if reads_text else obs, info.get("legal_moves"),
+                                       True))
+            obs, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+            n += 1
+
+    return run
+
+
+def _encoder_calls(encoder: Any) -> int:
+    stats = getattr(encoder, "stats", None)
+    if callable(stats):
+        return int(stats().get("encoder_calls", 0))
+    return int(getattr(encoder, "calls", 0))
+
+
+def rank(scores: np.ndarray, texts: Sequence[str]) -> list[int]:
+    """Indices by score, best first; scores within :data:`TIE` are ordered by text."""
+    rounded = np.round(np.asarray(scores, dtype=np.float64) / TIE) * TIE
+    return sorted(range(len(texts)), key=lambda i: (-rounded[i], texts[i]))
+
+
+def check_threshold(threshold: Any, top_k: Any) -> tuple[float, int]:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
+            -1.0 <= float(threshold) <= 1.0):
+        raise ValueError(f"threshold={threshold!r}: expected a cosine in [-1, 1]")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k={top_k!r}: expected an int >= 1")
+    return float(threshold), top_k
+
+
+def select(instruction: str, scores: np.ndarray, texts: Sequence[str], threshold: float,
+           top_k: int, strict: bool = False, rule: str = "none",
+           margin: float | None = DEFAULT_MARGIN) -> Match:
+    """The :class:`Match` of given scores (see :func:`match`)."""
+    if not len(texts):
+        raise ValueError(f"no states to match instruction {instruction!r} against: the "
+                         "exploration saw none")
+    order = rank(scores, texts)
+    floor = threshold if margin is None else max(threshold, float(scores[order[0]]) - margin)
+    kept = [i for i in order if scores[i] >= floor - TIE][:top_k]
+    fallback = not kept
+    if fallback:
+        if strict:
+            raise ValueError(
+                f"instruction {instruction!r} matches no state above the threshold "
+                f"{threshold} (best: {float(scores[order[0]]):.3f}, {texts[order[0]]!r}); "
+                "lower the threshold, reword it, or turn strict off to take the best match")
+        kept = order[:1]
+    return Match(instruction, [texts[i] for i in kept], [float(scores[i]) for i in kept],
+                 fallback, float(scores[order[0]]), threshold, top_k, rule=rule)
+
+
+def match(instruction: str, exploration: Exploration, threshold: float = DEFAULT_THRESHOLD,
+          top_k: int = DEFAULT_TOP_K, strict: bool = False,
+          vector: np.ndarray | None = None, margin: float | None = DEFAULT_MARGIN) -> Match:
+    """Match one instruction against the explored descriptions (see the module docstring).
+    ``vector``: the instruction's vector when already encoded; ``margin=None``: no margin."""
+    threshold, top_k = check_threshold(threshold, top_k)
+    if vector is None:
+        vector = exploration.encode_texts([instruction])[0]
+    scores = exploration.vectors @ _normalise(vector)
+    return select(instruction, scores, exploration.texts, threshold, top_k, strict,
+                  margin=margin)

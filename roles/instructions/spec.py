@@ -1,0 +1,177 @@
+"""What the agent is told: one instruction, a chain done in order, or a task sentence that
+an LLM breaks into a chain.
+
+:func:`make_chain` is the one entry point: ``make_chain("the top left corner")``,
+``make_chain(["the top left corner", "the goal"])`` or ``make_chain(task="Go to the top left
+corner, then the goal.", backend="llamacpp")``. A chain is a tuple of non-empty sub-goal
+sentences (whitespace collapsed); an empty or non-text instruction is a ``ValueError``
+naming it.
+
+The LLM decomposition (:func:`decompose_task`) asks for structured output,
+``{"subgoals": ["...", ...]}`` (:data:`SUBGOALS_SCHEMA`), keeps the sub-goals that are usable
+(:func:`usable_subgoals`: text of two or more words with letters, not a copy of the task or of
+the prompt's placeholder, no repeats) and, when none is, sends one correction prompt quoting
+the reply; a second reply without usable sub-goals is a ``ValueError`` naming the task
+sentence. :func:`split_task` is the rule-based alternative (no LLM): it splits on "then",
+"and then", "before", ";" and ", and finally"-style joins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ...llm import LLMReplyError, parse_json_reply
+from ..counting import RoleCounters, make_llm_backend
+
+__all__ = [
+    "DECOMPOSE_SYSTEM",
+    "MAX_SUBGOALS",
+    "SUBGOALS_SCHEMA",
+    "check_instruction",
+    "decompose_task",
+    "make_chain",
+    "split_task",
+    "usable_subgoals",
+]
+
+#: Longest chain a task sentence may become.
+MAX_SUBGOALS = 6
+
+SUBGOALS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"subgoals": {"type": "array", "minItems": 1, "maxItems": MAX_SUBGOALS,
+                                "items": {"type": "string", "minLength": 3, "maxLength": 120}}},
+    "required": ["subgoals"],
+    "additionalProperties": False,
+}
+DECOMPOSE_SYSTEM = (
+    "You break a task for an agent into the places it must reach, in order. Each sub-goal is "
+    "one short phrase naming one place, e.g. \"the top left corner\"."
+)
+DECOMPOSE_USER = (
+    "Task: {task}\n"
+    'Reply with JSON {{"subgoals": ["<first place>", "<second place>", ...]}}: the places '
+    "to reach, in the order the task gives them."
+)
+CORRECTION_USER = (
+    "Your reply {reply} has no usable sub-goal. Each sub-goal must be a short phrase of two "
+    "or more words naming one place from the task, e.g. \"the top left corner\". Task: {task}\n"
+    'Reply with JSON {{"subgoals": [...]}}.'
+)
+_PLACEHOLDERS = {"<first place>", "<second place>", "first place", "second place", "..."}
+_SPLIT = re.compile(
+    r"\s*(?:;|,?\s*\band then\b|,?\s*\bthen\b|,?\s*\bbefore (?:you )?(?:go(?:ing)? )?(?:to )?|"
+    r",?\s*\band finally\b|,?\s*\band finish (?:at|in|on)\b|,?\s*\bfinally\b|"
+    r",\s*(?=(?:walk|go|move|head|run|reach|visit|get)\b))\s*",
+    re.IGNORECASE)
+_LEAD = re.compile(
+    r"^(?:(?:first|next|and|finally|please|now)\s*,?\s+)*(?:(?:go|walk|move|get|head|run|come)"
+    r"(?:\s+(?:back|down|up|over))?\s+(?:to|into|towards?)\s+|(?:reach|visit|find|start in|"
+    r"start at|finish at|end at|stop at)\s+)?(?:to\s+)?", re.IGNORECASE)
+
+
+def check_instruction(text: Any, what: str = "instruction") -> str:
+    """``text`` with whitespace collapsed; ValueError naming it when it is not a non-empty
+    string."""
+    if not isinstance(text, str):
+        raise ValueError(f"{what} {text!r} is a {type(text).__name__}; expected a non-empty "
+                         "string such as 'the top left corner'")
+    clean = " ".join(text.split())
+    if not clean:
+        raise ValueError(f"{what} {text!r} is empty; expected a non-empty string such as "
+                         "'the top left corner'")
+    return clean
+
+
+def usable_subgoals(items: Any, task: str = "") -> list[str]:
+    """The usable sub-goals of an LLM's list (see the module docstring), in order."""
+    if not isinstance(items, list):
+        return []
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        text = " ".join(item.split()).strip(" .")
+        words = [w for w in text.split() if re.search(r"[A-Za-z]{2,}", w)]
+        if (len(words) < 2 or text.lower() in _PLACEHOLDERS or "<" in text
+                or text.lower() == task.strip(" .").lower() or text.lower() in
+                (o.lower() for o in out)):
+            continue
+        out.append(text)
+    return out[:MAX_SUBGOALS]
+
+
+def split_task(task: str) -> tuple[str, ...]:
+    """A task sentence split into sub-goals by its joining words, without an LLM:
+    ``"Go to the top left corner, then the goal."`` -> ``("the top left corner", "the
+    goal")``. ValueError naming the task when nothing is left."""
+    task = check_instruction(task, "task sentence")
+    parts = []
+    for piece in _SPLIT.split(task.strip().rstrip(".!")):
+        piece = _LEAD.sub("", piece.strip(" ,.")).strip(" ,.")
+        if piece:
+            parts.append(piece)
+    if not parts:
+        raise ValueError(f"task sentence {task!r} has no sub-goal to split")
+    return tuple(parts)
+
+
+def decompose_task(task: str, backend: Any = "llamacpp", counters: RoleCounters | None = None,
+                   max_tokens: int = 160) -> tuple[str, ...]:
+    """The sub-goals an LLM reads in ``task`` (see the module docstring). ``backend``: a spec
+    for :func:`langadapt.llm.make_backend` (``"llamacpp"``, the embedded model, by default;
+    ``{"backend": "ollama", "model": "llama3.2"}`` for Ollama) or an object with ``chat``.
+    ``counters`` (a :class:`RoleCounters`) counts the calls."""
+    task = check_instruction(task, "task sentence")
+    llm = make_llm_backend(backend)
+    counters = counters if counters is not None else RoleCounters("decompositions")
+    messages = [{"role": "system", "content": DECOMPOSE_SYSTEM},
+                {"role": "user", "content": DECOMPOSE_USER.format(task=task)}]
+    replies = []
+    for attempt in range(2):
+        with counters.llm_call(llm):
+            reply = llm.chat(messages, schema=SUBGOALS_SCHEMA, max_tokens=max_tokens)
+        replies.append(reply)
+        try:
+            items = parse_json_reply(reply).get("subgoals")
+        except (AttributeError, LLMReplyError):
+            items = None
+        subgoals = usable_subgoals(items, task)
+        if subgoals:
+            if "decompositions" in counters:
+                counters["decompositions"] += 1
+            return tuple(subgoals)
+        if attempt == 0:
+            shown = reply if len(str(reply)) <= 300 else str(reply)[:300] + "..."
+            messages = [*messages, {"role": "assistant", "content": str(reply)},
+                        {"role": "user", "content": CORRECTION_USER.format(reply=shown,
+                                                                           task=task)}]
+    raise ValueError(
+        f"the LLM gave no usable sub-goals for the task sentence {task!r} (replies: "
+        f"{[str(r)[:200] for r in replies]}); write the chain yourself (chain: [...]) or use a "
+        "larger model")
+
+
+def make_chain(instruction: str | Sequence[str] | None = None, *, task: str | None = None,
+               backend: Any = "llamacpp", decompose: str = "llm",
+               counters: RoleCounters | None = None) -> tuple[str, ...]:
+    """The chain of sub-goal sentences for one instruction (a string), a chain (a list of
+    strings) or a task sentence (``task=``; ``decompose="llm"`` asks ``backend``,
+    ``"rules"`` uses :func:`split_task`). Exactly one of ``instruction`` and ``task``."""
+    if (instruction is None) == (task is None):
+        raise ValueError("give exactly one of an instruction (a string or a list of strings) "
+                         f"and task=; got instruction={instruction!r}, task={task!r}")
+    if task is not None:
+        if decompose not in ("llm", "rules"):
+            raise ValueError(f"decompose={decompose!r}: expected 'llm' or 'rules'")
+        return (decompose_task(task, backend, counters) if decompose == "llm"
+                else split_task(task))
+    if isinstance(instruction, str):
+        return (check_instruction(instruction),)
+    if not isinstance(instruction, Sequence) or isinstance(instruction, bytes) or not instruction:
+        raise ValueError(f"instruction {instruction!r}: expected a non-empty string or a "
+                         "non-empty list of strings (a chain)")
+    return tuple(check_instruction(item, f"sub-goal {i + 1} of the chain")
+                 for i, item in enumerate(instruction))

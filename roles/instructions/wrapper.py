@@ -1,0 +1,204 @@
+"""The optimisation wrapper: reward reaching the current sub-goal, once per episode, in order.
+
+:class:`InstructionFollowing` is a plain gymnasium wrapper (Stable-Baselines3 and the
+``agents`` package train on it unchanged). It sits on a
+:class:`~langadapt.adapters.LanguageObservation` environment and keeps the index ``k`` of the
+current sub-goal of a chain: a step whose ``info["description"]`` is one of sub-goal ``k``'s
+matched descriptions (or whose environment passes its ``check``) reaches it, and ``k`` moves
+on (several at once when the state also satisfies the next ones). A state already satisfying
+the first sub-goals at reset counts as reaching them, without reward.
+
+**The agent sees ``k``** — without it "sub-goal 1 already reached" is not part of the state and
+a table of state values cannot represent the chain (elsciRL's instructed Q-learning looped
+between a sub-goal and its neighbour for that reason): the observation gets a one-hot of ``k``
+(``len(chain) + 1`` slots; the last is "chain done") appended, and ``info["description"]``
+gets ``" Current sub-goal: <text>."`` (``" All sub-goals reached."`` at the end), so
+description-keyed Q-tables see it too.
+
+Two forms:
+
+- ``form="potential"``: ``r' = r + gamma * Phi(s', k') - Phi(s, k)`` with ``Phi = bonus * k``
+  and ``Phi = 0`` at termination — potential-based shaping on the augmented state ``(s, k)``,
+  which the agent observes, so the optimal policy of the environment's own reward is unchanged
+  (Ng et al., 1999). It speeds up learning where the chain lies along good paths, but it
+  cannot make the agent follow an instruction the environment's reward does not pay for:
+  over an episode that terminates the bonuses sum to ``-Phi(s0)``, they only move reward
+  earlier. Use ``gamma`` = the agent's discount.
+- ``form="instruction"``: the instruction is the task. ``r' = bonus`` for each sub-goal
+  reached (plus ``step_reward``, default 0), the environment's reward is dropped, the episode
+  terminates when the chain is done (``info["is_success"]`` = chain done) or when the
+  environment terminates (then unsuccessfully unless the chain was done).
+
+``pay=False`` keeps the observation, description and bookkeeping but leaves the reward alone
+(an evaluation environment of the potential form). ``info`` gains ``subgoal_index``,
+``subgoals_reached_now``, ``instruction_done``, ``unshaped_reward`` and ``env_success``.
+``episode_log`` keeps one ``{"reached", "done", "steps"}`` per finished episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from .spec import check_instruction
+
+__all__ = ["FORMS", "InstructionFollowing", "SubGoal"]
+
+FORMS = ("potential", "instruction")
+
+
+@dataclass(frozen=True)
+class SubGoal:
+    """One sub-goal: its text and what reaches it — descriptions (from a match), and/or a
+    ``check`` of the unwrapped environment (ground truth, e.g. a maze cell set or a mission's
+    success test)."""
+
+    text: str
+    descriptions: frozenset[str] = field(default_factory=frozenset)
+    check: Callable[[Any], bool] | None = None
+
+    def reached(self, description: str | None, base: Any) -> bool:
+        if description is not None and description in self.descriptions:
+            return True
+        return self.check is not None and bool(self.check(base))
+
+    @classmethod
+    def of(cls, item: Any) -> SubGoal:
+        """A SubGoal from a SubGoal, a :class:`~.search.Match` or ``(text, descriptions)``."""
+        if isinstance(item, SubGoal):
+            return item
+        texts = getattr(item, "texts", None)
+        if texts is not None and hasattr(item, "instruction"):
+            return cls(item.instruction, frozenset(texts))
+        if isinstance(item, tuple) and len(item) == 2:
+            text, found = item
+            return cls(check_instruction(text, "sub-goal"), frozenset(found))
+        raise ValueError(f"sub-goal {item!r}: expected a SubGoal, a Match or (text, "
+                         "descriptions)")
+
+
+def cell_check(cells: Iterable[Sequence[int]]) -> Callable[[Any], bool]:
+    """A ``check`` that is true when a maze's agent stands in one of ``cells``."""
+    wanted = {(int(r), int(c)) for r, c in cells}
+    return lambda base: tuple(base.cell) in wanted
+
+
+class InstructionFollowing(gym.Wrapper):
+    """Reward a chain of sub-goals reached in order (see the module docstring)."""
+
+    def __init__(self, env: gym.Env, chain: Sequence[Any],
+                 form: Literal["potential", "instruction"] = "potential", bonus: float = 1.0,
+                 gamma: float = 0.99, step_reward: float = 0.0, observe_index: bool = True,
+                 describe_subgoal: bool = True, pay: bool = True) -> None:
+        super().__init__(env)
+        if form not in FORMS:
+            raise ValueError(f"instruction form {form!r}: expected one of {list(FORMS)}")
+        if isinstance(chain, (str, bytes)) or not isinstance(chain, Sequence) or not chain:
+            raise ValueError(f"chain {chain!r}: expected a non-empty list of sub-goals")
+        self.chain = [SubGoal.of(item) for item in chain]
+        for n, goal in enumerate(self.chain):
+            if not goal.descriptions and goal.check is None:
+                raise ValueError(f"sub-goal {n + 1} ({goal.text!r}) has no description and no "
+                                 "check that reaches it")
+        for name, value in (("bonus", bonus), ("gamma", gamma), ("step_reward", step_reward)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(
+                    value):
+                raise ValueError(f"{name}={value!r}: expected a finite number")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma={gamma!r}: expected a number in [0, 1]")
+        self.form, self.bonus, self.gamma = form, float(bonus), float(gamma)
+        self.step_reward, self.pay = float(step_reward), bool(pay)
+        self.observe_index, self.describe_subgoal = bool(observe_index), bool(describe_subgoal)
+        self.base = env.unwrapped
+        slots = len(self.chain) + 1
+        if self.observe_index:
+            space = env.observation_space
+            if not isinstance(space, spaces.Box) or len(space.shape) != 1:
+                raise ValueError(f"observe_index needs a 1-D Box observation space, got {space!r}"
+                                 "; set observe_index=False (and describe the sub-goal instead)")
+            self.observation_space = spaces.Box(
+                np.concatenate([space.low, np.zeros(slots, dtype=space.dtype)]),
+                np.concatenate([space.high, np.ones(slots, dtype=space.dtype)]),
+                dtype=space.dtype)
+        self._eye = np.eye(slots, dtype=getattr(self.observation_space, "dtype", np.float32))
+        self.index = 0
+        self._phi = 0.0
+        self._steps = 0
+        self._finished_at_reset = False
+        self.episode_log: list[dict[str, Any]] = []
+
+    # ----------------------------------------------------------------- helpers
+    @property
+    def done(self) -> bool:
+        """Whether the whole chain has been reached this episode."""
+        return self.index >= len(self.chain)
+
+    def _advance(self, info: dict[str, Any]) -> int:
+        description = info.get("description")
+        reached = 0
+        while self.index < len(self.chain) and self.chain[self.index].reached(description,
+                                                                              self.base):
+            self.index += 1
+            reached += 1
+        return reached
+
+    def _observe(self, obs: Any, info: dict[str, Any]) -> Any:
+        if self.describe_subgoal and isinstance(info.get("description"), str):
+            tail = (" All sub-goals reached." if self.done else
+                    f" Current sub-goal: {self.chain[self.index].text}.")
+            info["description"] = info["description"] + tail
+        info["subgoal_index"] = self.index
+        info["instruction_done"] = self.done
+        if not self.observe_index:
+            return obs
+        return np.concatenate([np.asarray(obs, dtype=self._eye.dtype).ravel(),
+                               self._eye[self.index]])
+
+    def potential(self) -> float:
+        """Phi of the current augmented state: ``bonus`` times the sub-goals reached."""
+        return self.bonus * self.index
+
+    @property
+    def first_success_episode(self) -> int | None:
+        """1-based index of the first episode that completed the chain (None: none yet)."""
+        for n, entry in enumerate(self.episode_log, 1):
+            if entry["done"]:
+                return n
+        return None
+
+    # ----------------------------------------------------------------- gymnasium
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self.index = 0
+        self._steps = 0
+        self._advance(info)
+        self._phi = self.potential()
+        self._finished_at_reset = self.done
+        return self._observe(obs, info), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        reached = 0 if self._finished_at_reset else self._advance(info)
+        info["unshaped_reward"] = reward
+        info["subgoals_reached_now"] = reached
+        info["env_success"] = bool(info.get("is_success", False))
+        if self.form == "potential":
+            phi = 0.0 if terminated else self.potential()
+            shaped = float(reward) + self.gamma * phi - self._phi
+            self._phi = phi
+        else:
+            shaped = self.bonus * reached + self.step_reward
+            terminated = bool(terminated or self.done)
+            info["is_success"] = self.done
+        if self.pay:
+            reward = shaped
+        if terminated or truncated:
+            self.episode_log.append({"reached": self.index, "done": self.done,
+                                     "steps": self._steps})
+        return self._observe(obs, info), reward, terminated, truncated, info

@@ -1,0 +1,165 @@
+"""Prompts for an LLM that acts: the state as a prompt shows it, and action parsers.
+
+The environment's language spec (:func:`langadapt.environments.language_for`) gives the
+task (the system prompt) and what a prompt shows of a state; :func:`format_state` builds
+the user message of one decision from it::
+
+    spec = language_for(env)
+    spec.task                                         # the task: goal, what each action does
+    format_state(spec, state, legal_moves, history)   # description + legal actions (+ history)
+
+A :class:`DiscreteActionParser` reads the action back from the reply: in text mode from a
+line ``Action: N`` (:meth:`~DiscreteActionParser.parse`, with
+:meth:`~DiscreteActionParser.action_format` the instruction appended to the prompt), in
+structured mode from the JSON object that :meth:`~DiscreteActionParser.schema` describes
+(the backend constrains the reply to it, so the action is always legal).
+
+Your own environment needs nothing here: register its language spec with
+:func:`langadapt.environments.register_language`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..environments import LanguageSpec
+from ..llm import LLMReplyError, parse_json_reply
+
+__all__ = [
+    "ActionParseError",
+    "DiscreteActionParser",
+    "check_legal",
+    "format_state",
+]
+
+
+# --------------------------------------------------------------------------- states
+def check_legal(spec: LanguageSpec, legal_moves: Sequence[int] | None) -> tuple[int, ...]:
+    """``legal_moves`` as a non-empty tuple of distinct actions (None = all actions)."""
+    n = spec.n_actions
+    if legal_moves is None:
+        return tuple(range(n))
+    moves = tuple(int(m) for m in np.asarray(legal_moves).ravel())
+    if not moves or len(set(moves)) != len(moves) or not all(0 <= m < n for m in moves):
+        raise ValueError(
+            f"legal_moves is {list(legal_moves)!r}, expected distinct actions in [0, {n}), "
+            "at least one"
+        )
+    return moves
+
+
+def format_state(
+    spec: LanguageSpec,
+    state: Any,
+    legal_moves: Sequence[int] | None = None,
+    history: Sequence[tuple[Any, int]] = (),
+    style: str = "verbose",
+) -> str:
+    """The user message for ``state``: what the spec shows of it, the legal actions and the
+    actions of ``history`` (``(previous_state, action)`` pairs, oldest first).
+
+    ``style="verbose"``: the describer's sentences, ``Legal actions: 1 (right), 3 (down).``;
+    ``style="compact"``: the spec's compact state and ``moves: 1 right, 3 down`` (a few
+    tokens: a CPU evaluates each new prompt token)."""
+    array = np.asarray(state, dtype=np.float64)
+    if array.shape != spec.state_shape or not np.isfinite(array).all():
+        raise ValueError(
+            f"state is {state!r}, expected finite numbers of shape {spec.state_shape}"
+        )
+    moves = check_legal(spec, legal_moves)
+    taken = [spec.action_names[int(action)] for _, action in history]
+    if style == "compact":
+        lines = [spec.show(array, moves, style),
+                 "moves: " + ", ".join(f"{m} {spec.action_names[m]}" for m in moves)]
+        if taken:
+            lines.append("previous: " + ", ".join(taken))
+        return "\n".join(lines)
+    lines = [spec.show(array, moves, style)]
+    lines.append("Legal actions: " + ", ".join(spec.action_label(m) for m in moves) + ".")
+    if taken:
+        lines.append("Your previous actions, oldest first: " + ", ".join(taken) + ".")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- parsers
+class ActionParseError(ValueError):
+    """A reply that holds no legal action; the message says what was wrong."""
+
+
+_ACTION_LINE = re.compile(
+    r"^[\s*_`>#-]*action[\s*_`]*[:=][\s*_`\"']*([+-]?\d+)(?!\d|\.\d)", re.IGNORECASE | re.MULTILINE
+)
+
+
+class DiscreteActionParser(BaseModel):
+    """``Action: N`` (text) or ``{"action": N}`` (structured) for a ``Discrete(n)`` space.
+
+    ``action_format`` is the instruction a text-mode prompt ends with; ``parse`` reads a text
+    reply, ``schema`` is the JSON schema of a structured reply holding only legal actions and
+    ``parse_json`` reads one (:class:`ActionParseError` saying why when a reply holds no
+    legal action). Text replies: the last line that starts with ``Action:`` (any case, spaces
+    and markdown emphasis around it allowed) gives ``N``; it must be one of the legal moves.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_actions: int = Field(gt=0, description="size of the Discrete action space")
+
+    def action_format(self, legal_moves: Sequence[int]) -> str:
+        moves = ", ".join(str(m) for m in legal_moves)
+        return (
+            "Answer with one line of the form 'Action: N' where N is the number of your "
+            f"action, one of {moves}."
+        )
+
+    def parse(self, text: str, legal_moves: Sequence[int]) -> int:
+        if not isinstance(text, str):
+            raise ActionParseError(f"the reply is {text!r}, expected text")
+        found = _ACTION_LINE.findall(text)
+        if not found:
+            raise ActionParseError(
+                f"the reply {_clip(text)!r} has no line 'Action: N'"
+            )
+        return self._legal(int(found[-1]), legal_moves, text)
+
+    def schema(self, legal_moves: Sequence[int]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {"action": {"type": "integer", "enum": [int(m) for m in legal_moves]}},
+            "required": ["action"],
+            "additionalProperties": False,
+        }
+
+    def parse_json(self, text: str, legal_moves: Sequence[int]) -> int:
+        try:
+            value = parse_json_reply(text)["action"]
+        except (TypeError, ValueError, KeyError, LLMReplyError):
+            raise ActionParseError(
+                f"the reply {_clip(text)!r} is not a JSON object with an integer 'action'"
+            ) from None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # {"action": 3.0} fits the schema's "integer"
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ActionParseError(f"the reply's action is {value!r}, expected an integer")
+        return self._legal(value, legal_moves, text)
+
+    def _legal(self, action: int, legal_moves: Sequence[int], text: str) -> int:
+        if not 0 <= action < self.n_actions:
+            raise ActionParseError(
+                f"the reply names action {action}, outside [0, {self.n_actions})"
+            )
+        if action not in [int(m) for m in legal_moves]:
+            raise ActionParseError(
+                f"the reply names action {action}, which is not legal here (legal: "
+                f"{', '.join(str(m) for m in legal_moves)})"
+            )
+        return action
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

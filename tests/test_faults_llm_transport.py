@@ -1,0 +1,392 @@
+"""Reliability of the LLM layer (issue 22, the LLM-layer rows) and its settings/state split
+(issue 23 item 6): each test failed on the code before.
+
+- Row 10: HTTP 429/503 with Retry-After, a server trickling its reply, a deadline per call;
+- Row 8: a cache file that cannot be written costs a warning, not the answer;
+- Row 5: 5,000 nested ``[`` and over-long replies are bounded errors;
+- Row 13: a truncated GGUF, a blank model, a host with a port out of range;
+- Row 7: one breaker and one warning throttle however many per-call seeds.
+
+Servers are `langadapt.llm.testing.FakeOllama` on 127.0.0.1 with small timeouts.
+"""
+
+from __future__ import annotations
+
+import copy
+import email.utils
+import json
+import logging
+import os
+import pickle
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from adapter_fixtures import CountingEncoder
+from pydantic import ValidationError
+
+from langadapt import adapters
+from langadapt.llm import (
+    MAX_JSON_DEPTH,
+    AnswerCache,
+    BackendRuntime,
+    LlamaCppBackend,
+    LLMError,
+    LLMReplyError,
+    LLMUnavailableError,
+    OllamaBackend,
+    StructuredOutputError,
+    default_gguf_path,
+    parse_json_reply,
+)
+from langadapt.llm.testing import FakeOllama
+
+MSGS = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+
+
+@pytest.fixture
+def fake():
+    server = FakeOllama(default_answer="served").start()
+    yield server
+    server.stop()
+
+
+def _backend(fake: FakeOllama, **settings) -> OllamaBackend:
+    settings.setdefault("cache_path", None)
+    settings.setdefault("backoff", 0.01)
+    return OllamaBackend(host=fake.host, **settings)
+
+
+# ---------------------------------------------------------------- row 10: Retry-After
+def test_429_with_retry_after_is_retried_after_the_wait(fake):
+    fake.queue_faults("429:1")
+    backend = _backend(fake)
+    start = time.monotonic()
+    assert backend.complete("s", "u") == "served"
+    assert 0.9 <= time.monotonic() - start < 5
+    assert fake.chat_requests == 2 and backend.stats()["llm_retries"] == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_503_retry_after_is_honoured_not_the_backoff(fake, stream):
+    fake.queue_faults("503:1")
+    backend = _backend(fake, stream=stream)  # backoff 0.01 s: the server asked for 1 s
+    start = time.monotonic()
+    assert backend.complete("s", "u") == "served"
+    assert 0.9 <= time.monotonic() - start < 5
+
+
+def test_a_long_retry_after_is_capped_at_max_retry_after(fake):
+    fake.queue_faults("503:3", "503:3")
+    backend = _backend(fake, max_retry_after=0.3)
+    start = time.monotonic()
+    assert backend.complete("s", "u") == "served"
+    assert 0.55 <= time.monotonic() - start < 2.5  # two waits of 0.3 s, not of 3 s
+    assert fake.chat_requests == 3
+
+
+def test_retry_after_as_an_http_date(fake):
+    from langadapt.llm.transport import retry_after_seconds
+
+    now = 1_700_000_000.0
+    assert retry_after_seconds(email.utils.formatdate(now + 30, usegmt=True), now) == 30
+    assert retry_after_seconds(email.utils.formatdate(now - 30, usegmt=True), now) == 0
+    assert retry_after_seconds(" 7 ") == 7 and retry_after_seconds("soon") is None
+    assert retry_after_seconds(None) is None and retry_after_seconds("nan") is None
+    fake.queue_faults("503:" + email.utils.formatdate(time.time() + 2, usegmt=True))
+    backend = _backend(fake)
+    start = time.monotonic()
+    assert backend.complete("s", "u") == "served"
+    assert 0.8 <= time.monotonic() - start < 5
+
+
+def test_429_retries_run_out_with_one_error_naming_the_status(fake):
+    fake.queue_faults("429:0", "429:0")
+    backend = _backend(fake, retries=1)
+    with pytest.raises(LLMError, match=r"HTTP 429.*2 attempt\(s\) in total; giving up"):
+        backend.complete("s", "u")
+
+
+# ---------------------------------------------------------------- row 10: time limits
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_trickling_server_is_cut_off_at_timeout(fake, stream):
+    fake.queue_faults("trickle:0.05")  # the reply, one byte every 0.05 s: > 15 s in all
+    backend = _backend(fake, timeout=1.0, retries=0, stream=stream)
+    start = time.monotonic()
+    with pytest.raises(LLMUnavailableError, match=r"did not answer within timeout=1.0 s"):
+        backend.complete("s", "u")
+    assert time.monotonic() - start < 3
+    assert backend.complete("s", "again") == "served"  # the next call is fine
+
+
+def test_the_deadline_bounds_the_call_with_its_retries(fake):
+    fake.queue_faults(*["500"] * 50)
+    backend = _backend(fake, retries=20, backoff=0.2, max_backoff=0.2, deadline=1.0)
+    start = time.monotonic()
+    with pytest.raises(LLMError, match=r"HTTP 500.*past deadline=1.0 s"):
+        backend.complete("s", "u")
+    assert time.monotonic() - start < 1.5
+    assert 2 <= fake.chat_requests <= 7
+
+
+def test_a_retry_after_past_the_deadline_fails_at_once(fake):
+    fake.queue_faults("503:30")
+    backend = _backend(fake, deadline=5.0)
+    start = time.monotonic()
+    with pytest.raises(LLMError, match=r"asked to wait 30 s, past deadline=5.0 s"):
+        backend.complete("s", "u")
+    assert time.monotonic() - start < 1 and fake.chat_requests == 1
+
+
+def test_a_slow_attempt_is_cut_at_the_deadline(fake):
+    fake.queue_faults("slow:5")
+    backend = _backend(fake, timeout=60, deadline=0.8, retries=3)
+    start = time.monotonic()
+    with pytest.raises(LLMUnavailableError, match=r"within the call's deadline=0.8 s"):
+        backend.complete("s", "u")
+    assert time.monotonic() - start < 2
+
+
+# ---------------------------------------------------------------- row 5: bounded replies
+def test_deeply_nested_json_is_one_structured_output_error(fake):
+    fake.reply = lambda body: "[" * 5000
+    backend = _backend(fake)
+    with pytest.raises(StructuredOutputError, match="nested more than") as caught:
+        backend.complete("s", "u", schema={"type": "array"})
+    assert len(str(caught.value)) < 600
+    assert backend.stats()["llm_failures"] == 1
+
+
+def test_parse_json_reply_bounds_size_depth_and_numbers():
+    assert parse_json_reply('{"a": [1, {"b": "[[[["}]}') == {"a": [1, {"b": "[[[["}]}
+    deep = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert parse_json_reply(deep) is not None
+    with pytest.raises(StructuredOutputError, match="nested more than"):
+        parse_json_reply("[" + deep + "]")
+    with pytest.raises(StructuredOutputError, match="more than the limit of 10"):
+        parse_json_reply('"' + "x" * 20 + '"', max_chars=10)
+    with pytest.raises(StructuredOutputError, match="cannot be read"):
+        parse_json_reply("1" * 5000)
+    with pytest.raises(StructuredOutputError, match="did not return JSON") as caught:
+        parse_json_reply("{" * 3 + "x" * 10_000)
+    assert isinstance(caught.value.__cause__, json.JSONDecodeError)
+    assert len(str(caught.value)) < 400
+    with pytest.raises(LLMReplyError):  # StructuredOutputError is an LLMReplyError
+        parse_json_reply(None)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_over_long_reply_is_refused_not_cached_and_quoted_short(fake, tmp_path, stream):
+    fake.reply = lambda body: "word " * 400_000  # 2 MB
+    backend = _backend(fake, cache_path=tmp_path / "c.sqlite", stream=stream)
+    with pytest.raises(LLMReplyError, match="more than max_reply_chars=1,000,000") as caught:
+        backend.complete("s", "u")
+    assert len(str(caught.value)) < 500
+    assert len(backend.cache) == 0
+    small = _backend(fake, max_reply_chars=100)
+    with pytest.raises(LLMReplyError, match="max_reply_chars=100"):
+        small.complete("s", "u")
+
+
+# ---------------------------------------------------------------- row 7 + issue 23: per-call seed
+def test_a_per_call_seed_is_sent_and_keyed(fake):
+    backend = _backend(fake, seed=3)
+    backend.complete("s", "u")
+    backend.complete("s", "u", seed=5)
+    backend.chat(MSGS, seed=5)  # the same request: a cache hit
+    assert [b["options"]["seed"] for b in fake.chat_bodies] == [3, 5]
+    assert backend.stats()["llm_cache_hits"] == 1 and backend.seed == 3
+    assert backend.request_key(MSGS, seed=5) != backend.request_key(MSGS)
+    assert backend.request_key(MSGS, seed=3) == backend.request_key(MSGS)
+    for bad in (-1, 2**31, 1.5, "1", True):
+        with pytest.raises(ValueError, match="seed="):
+            backend.chat(MSGS, seed=bad)
+    assert fake.chat_requests == 2
+
+
+def test_one_breaker_and_one_warning_timer_for_every_seed(fake, caplog):
+    fake.queue_faults(*["500"] * 100)
+    backend = _backend(fake, retries=0, breaker_failures=3, breaker_cooldown=3600)
+    with caplog.at_level(logging.WARNING, logger="langadapt.llm"):
+        for seed in range(20):
+            with pytest.raises(LLMError):
+                backend.complete("s", "u", seed=seed)
+    stats = backend.stats()
+    assert fake.chat_requests == 3
+    assert stats["llm_failures"] == 3 and stats["llm_breaker_skips"] == 17
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert 1 <= len(warnings) <= 2, [r.getMessage() for r in warnings]
+
+
+def test_settings_are_frozen_and_a_copy_has_its_own_state(fake):
+    backend = _backend(fake)
+    backend.complete("s", "u")
+    assert isinstance(backend.runtime, BackendRuntime)
+    with pytest.raises(ValidationError):
+        backend.seed = 4  # type: ignore[misc]
+    twin = backend.model_copy(update={"seed": 4})
+    assert twin.runtime is not backend.runtime and twin.stats()["llm_calls"] == 0
+    for clone in (copy.copy(backend), copy.deepcopy(backend), pickle.loads(pickle.dumps(backend))):
+        assert clone.model_dump() == backend.model_dump()
+        assert clone.runtime is not backend.runtime and clone != backend
+        assert clone.complete("s", "u") == "served"
+    assert backend.stats()["llm_calls"] == 1
+
+
+# ---------------------------------------------------------------- row 8: unwritable caches
+def _read_only_database(path: Path) -> None:
+    """Make ``path`` a database SQLite itself opens read-only, as root too: a file format
+    write version above 2 (https://www.sqlite.org/fileformat.html, header bytes 18-19)."""
+    with path.open("r+b") as fh:
+        fh.seek(18)
+        fh.write(bytes([3]))
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_a_read_only_answer_cache_costs_one_warning_not_the_answer(fake, tmp_path, caplog):
+    path = tmp_path / "answers.sqlite"
+    first = _backend(fake, cache_path=path)
+    assert first.complete("s", "old") == "served"
+    first.cache.close()
+    _read_only_database(path)
+    backend = _backend(fake, cache_path=path)
+    with caplog.at_level(logging.WARNING, logger="langadapt.llm"):
+        assert backend.complete("s", "old") == "served"  # read from the file
+        assert backend.complete("s", "new") == "served"
+        assert backend.complete("s", "newer") == "served"
+        assert backend.complete("s", "new") == "served"  # kept in memory
+    assert fake.chat_requests == 3
+    assert backend.stats()["llm_cache_hits"] == 2 and backend.stats()["llm_failures"] == 0
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and str(path) in warnings[0] and "read-only" in warnings[0]
+    assert backend.cache.store.read_only
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 1
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="file permissions do not stop root (the test above covers root)")
+def test_a_read_only_file_and_folder(fake, tmp_path, caplog):
+    folder = tmp_path / "cache"
+    path = folder / "answers.sqlite"
+    _backend(fake, cache_path=path).complete("s", "old")
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        backend = _backend(fake, cache_path=path)
+        with caplog.at_level(logging.WARNING, logger="langadapt.llm"):
+            assert backend.complete("s", "old") == "served"
+            assert backend.complete("s", "new") == "served"
+            assert backend.complete("s", "newer") == "served"
+        assert fake.chat_requests == 3
+        assert len(_warnings(caplog)) == 1 and str(path) in _warnings(caplog)[0]
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+
+
+def test_a_cache_folder_that_cannot_be_made_is_one_warning(fake, tmp_path, caplog):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    path = blocker / "answers.sqlite"
+    backend = _backend(fake, cache_path=path)
+    with caplog.at_level(logging.WARNING, logger="langadapt.llm"):
+        assert backend.complete("s", "u") == "served"
+        assert backend.complete("s", "u") == "served"
+        assert backend.complete("s", "v") == "served"
+    assert fake.chat_requests == 2
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and str(path) in warnings[0] and "memory only" in warnings[0]
+
+
+def test_a_read_only_embedding_cache_keeps_the_vectors(tmp_path, caplog):
+    path = tmp_path / "emb.sqlite"
+    writer = adapters.EmbeddingCache(CountingEncoder(), path=path)
+    writer.get_many(["a", "b"])
+    writer.close()
+    _read_only_database(path)
+    encoder = CountingEncoder()
+    cache = adapters.EmbeddingCache(encoder, path=path)
+    with caplog.at_level(logging.WARNING, logger="langadapt.llm"):
+        vectors = cache.get_many(["a", "b", "c", "d"])
+        again = cache.get_many(["c", "d", "e"])
+    assert vectors.shape == (4, 8) and again.shape == (3, 8)
+    assert encoder.calls == 3  # c, d once; e
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and str(path) in warnings[0]
+    assert cache.stored_count() == 2
+
+
+def test_an_answer_cache_store_keeps_reading_after_a_write_fails(tmp_path):
+    path = tmp_path / "a.sqlite"
+    cache = AnswerCache(path)
+    cache.put("k", "kept", {})
+    cache.close()
+    _read_only_database(path)
+    cache = AnswerCache(path)
+    cache.put("j", "in memory", {})
+    assert cache.get("k") == "kept" and cache.get("j") == "in memory"
+    assert len(AnswerCache(path)) == 1
+
+
+# ---------------------------------------------------------------- row 13: bad model / host
+@pytest.fixture(scope="module")
+def truncated_gguf(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("gguf") / "cut.gguf"
+    with default_gguf_path().open("rb") as src, path.open("wb") as out:
+        out.write(src.read(40_000_000))
+    return path
+
+
+def test_a_truncated_gguf_is_one_error_naming_the_file(truncated_gguf, tmp_path):
+    with pytest.raises(ValidationError, match=r"model[\s\S]*cut.gguf.*damaged or not a GGUF"
+                                              r".*truncated"):
+        LlamaCppBackend(model=truncated_gguf, cache_path=None)
+    text = tmp_path / "notes.gguf"
+    text.write_text("hello " * 100)
+    with pytest.raises(ValidationError, match=r"notes.gguf.*not a GGUF model file"):
+        LlamaCppBackend(model=text, cache_path=None)
+
+
+def test_a_truncated_gguf_at_load_time_is_llm_unavailable(truncated_gguf):
+    from langadapt.llm.llamacpp import load_llama
+
+    with pytest.raises(LLMUnavailableError, match=r"cut.gguf.*truncated"):
+        load_llama(truncated_gguf, 512, 1)
+
+
+def test_a_truncated_gguf_for_transformers_names_the_file(truncated_gguf):
+    from langadapt.llm.transformers_backend import resolve_model_source
+
+    with pytest.raises(ValueError, match=r"cut.gguf.*truncated"):
+        resolve_model_source(truncated_gguf)
+    with pytest.raises(ValueError, match="is blank"):
+        resolve_model_source("  ")
+
+
+@pytest.mark.parametrize("model", ["", " "])
+def test_a_blank_model_is_refused(model):
+    with pytest.raises(ValidationError, match=r"model[\s\S]*is blank"):
+        LlamaCppBackend(model=model, cache_path=None)
+
+
+@pytest.mark.parametrize(("host", "why"), [
+    ("http://127.0.0.1:99999", "from 1 to 65535"),
+    ("http://127.0.0.1:0", "from 1 to 65535"),
+    ("http://127.0.0.1:port", "from 1 to 65535"),
+    ("ftp://127.0.0.1:11434", "not http or https"),
+])
+def test_a_bad_host_is_refused_at_construction(host, why):
+    with pytest.raises(ValidationError, match=r"host") as caught:
+        OllamaBackend(host=host, cache_path=None)
+    assert why in str(caught.value) and host in str(caught.value)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:11434", "http://[::1]:11434", "localhost",
+                                  "https://example.com/ollama"])
+def test_good_hosts_pass(host):
+    assert OllamaBackend(host=host, cache_path=None).host == host

@@ -1,0 +1,439 @@
+"""Faults around results folders and the experiment runner (issue 22): symbolic links in a
+results folder, two writers at once, SIGTERM to a parent with workers, a full disk, a
+changed config on resume, coerced config values, an unreachable Ray address, LLM answers
+outside cache_dir and old done.json counter names. Each test reproduces a case that used to
+go wrong; budgets are tiny and every server is on 127.0.0.1."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from langadapt.experiments import cli, one_run, results
+from langadapt.experiments import report as report_module
+from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.executors_ray import RayUnavailableError, check_reachable
+from langadapt.experiments.report import write_report
+from langadapt.experiments.results import (
+    LOCK_FILE,
+    ResultsFolderError,
+    folder_lock,
+    read_run_record,
+)
+from langadapt.experiments.runner import check_results, finished_runs, run_experiment, runs_of
+from langadapt.experiments.search_report import run_curves
+from langadapt.llm.testing import FakeOllama, example_for
+
+LANGADAPT = Path(sys.executable).parent / "langadapt"
+QUIET = {"progress": False, "log": lambda _: None}
+
+
+def raw_config(tmp_path: Path, **changes) -> dict:
+    """Raw states only (no encoder to load): two agents x two seeds on the umaze."""
+    data = {
+        "name": "faults",
+        "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}},
+        "adapters": [{"type": "raw"}],
+        "agents": [{"type": "qlearning"}, {"type": "random"}],
+        "training": {"episodes": 4},
+        "seeds": 2,
+        "evaluation": {"every": 2, "episodes": 1, "final_episodes": 2},
+        "output": str(tmp_path / "out"),
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    data.update(changes)
+    return data
+
+
+@pytest.fixture()
+def finished(tmp_path):
+    config = experiment_from_dict(raw_config(tmp_path))
+    return config, run_experiment(config, **QUIET)
+
+
+def _one_line(message: str) -> None:
+    assert "\n" not in message.strip(), message
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
+def _wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# ----------------------------------------------------------------------------- row 2: links
+
+
+def test_report_never_writes_through_a_symlinked_summary(finished, tmp_path):
+    _, out = finished
+    outside = tmp_path / "precious.md"
+    outside.write_text("years of work")
+    (out / "summary.md").unlink()
+    (out / "summary.md").symlink_to(outside)
+    with pytest.raises(ResultsFolderError) as error:
+        write_report(out, log=None)
+    _one_line(str(error.value))
+    assert "summary.md" in str(error.value) and "symbolic link" in str(error.value)
+    assert outside.read_text() == "years of work"
+    assert cli.main(["report", str(out)]) == 2  # the CLI prints it as one line
+    assert outside.read_text() == "years of work"
+
+
+def test_force_removes_a_symlinked_runs_folder_not_what_it_points_to(finished, tmp_path):
+    config, out = finished
+    elsewhere = tmp_path / "elsewhere"
+    (out / "runs").rename(elsewhere)
+    (out / "runs").symlink_to(elsewhere)
+    before = {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+    with pytest.raises(ResultsFolderError, match="runs is a symbolic link"):
+        run_experiment(config, resume=True, **QUIET)  # without --force: refused
+    run_experiment(config, force=True, **QUIET)
+    assert {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+    assert (out / "runs").is_dir() and not (out / "runs").is_symlink()
+    assert check_results(out) == {}
+
+
+def test_a_file_that_fails_half_written_leaves_the_previous_one(finished, monkeypatch):
+    _, out = finished
+    good = (out / "learning_curves.png").read_bytes()
+
+    def half_a_plot(episodes, path, title=""):
+        Path(path).write_bytes(b"\x89PNG half")
+        raise RuntimeError("plotting broke")
+
+    monkeypatch.setattr(report_module, "plot_learning_curves", half_a_plot)
+    with pytest.raises(RuntimeError):
+        write_report(out, log=None)
+    assert (out / "learning_curves.png").read_bytes() == good
+    assert not [p.name for p in out.iterdir() if ".tmp" in p.name]
+
+
+# ----------------------------------------------------------------------------- row 9: lock
+
+
+def _endless(tmp_path: Path, **changes) -> Path:
+    """An experiment file whose runs go on for minutes (the tests stop them)."""
+    data = raw_config(tmp_path, agents=[{"type": "qlearning"}], seeds=1,
+                      training={"episodes": 10_000_000}, evaluation={"final_episodes": 1})
+    data.update(changes)
+    path = tmp_path / "endless.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_second_writer_is_refused_naming_the_first(tmp_path):
+    path = _endless(tmp_path)
+    out = tmp_path / "out"
+    first = subprocess.Popen([str(LANGADAPT), "run", str(path), "--no-progress"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock = out / LOCK_FILE
+        _wait_for(lambda: lock.is_file() and str(first.pid) in lock.read_text()
+                  and (out / "runs").is_dir(), 120, "the first run to start")
+        config = experiment_from_dict(yaml.safe_load(path.read_text()))
+        for attempt in (lambda: write_report(out, log=None),
+                        lambda: run_experiment(config, resume=True, **QUIET)):
+            with pytest.raises(ResultsFolderError) as error:
+                attempt()
+            _one_line(str(error.value))
+            assert f"process {first.pid}" in str(error.value)
+        assert first.poll() is None  # the first run goes on undisturbed
+        first.send_signal(signal.SIGTERM)
+        _, stderr = first.communicate(timeout=30)
+        assert first.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr
+    finally:
+        _kill([first.pid])
+        first.wait(timeout=30)
+    assert str(first.pid) in lock.read_text()  # a stale lock file: its holder is gone ...
+    with folder_lock(out):  # ... and the next writer takes it
+        assert lock.read_text().split()[0] == str(os.getpid())
+
+
+def test_without_flock_a_lock_whose_pid_is_gone_is_taken_over(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (out / LOCK_FILE).write_text(f"{gone.pid} {socket.gethostname()}\n")
+
+    def no_flock(*args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(results.fcntl, "flock", no_flock)
+    with folder_lock(out):
+        assert (out / LOCK_FILE).read_text().split()[0] == str(os.getpid())
+    (out / LOCK_FILE).write_text(f"{os.getppid()} {socket.gethostname()}\n")  # alive
+    with pytest.raises(ResultsFolderError, match=f"process {os.getppid()} on"):
+        with folder_lock(out):
+            pass
+
+
+# ----------------------------------------------------------------------------- row 3: SIGTERM
+
+
+def test_sigterm_to_the_parent_stops_its_workers_and_resume_finishes(tmp_path, monkeypatch):
+    """`run --jobs 2`, both workers waiting for the LLM; SIGTERM to the parent alone: no
+    process of it is left within 10 s, and --resume finishes the experiment."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc")
+    gate = threading.Event()
+
+    def held_reply(body):
+        gate.wait(120)
+        return json.dumps(example_for(body.get("format")))
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    with FakeOllama(models=("tiny",), reply=held_reply) as server:
+        spec = {"backend": "ollama", "model": "tiny", "host": server.host, "timeout": 300}
+        data = raw_config(tmp_path, agents=[{"type": "llm_policy", "params": {"backend": spec}}],
+                          evaluation={"final_episodes": 1}, training={"episodes": 1})
+        path = tmp_path / "llm.yaml"
+        path.write_text(yaml.safe_dump(data))
+        parent = subprocess.Popen(
+            [str(LANGADAPT), "run", str(path), "--jobs", "2", "--no-progress"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        family: list[int] = []
+        try:
+            _wait_for(lambda: server.chat_requests >= 2, 180, "both workers to ask the LLM")
+            family = _descendants(parent.pid)
+            assert len(family) >= 2
+            parent.send_signal(signal.SIGTERM)  # the parent only
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(map(_alive, family)):
+                time.sleep(0.1)
+            left = [pid for pid in family if _alive(pid)]
+            assert not left, f"processes left after SIGTERM to the parent: {left}"
+            _, stderr = parent.communicate(timeout=30)
+            assert parent.returncode == 130 and "Traceback" not in stderr, stderr
+        finally:
+            gate.set()
+            _kill([*family, parent.pid])
+            parent.wait(timeout=30)
+        out = tmp_path / "out"
+        assert len(finished_runs(out)) < len(runs_of(experiment_from_dict(data)))
+        run_experiment(experiment_from_dict(data), resume=True, **QUIET)
+    assert check_results(out) == {}
+
+
+# ----------------------------------------------------------------------------- row 12: disk
+
+
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", "summary.md")
+
+
+@pytest.mark.parametrize(("module", "writer"), [(report_module, "write_text"),
+                                                (one_run, "write_json")])
+def test_a_full_disk_is_one_line_and_resume_keeps_what_was_written(
+        tmp_path, monkeypatch, capsys, module, writer):
+    config = experiment_from_dict(raw_config(tmp_path))
+    out = config.output_dir
+    monkeypatch.setattr(module, writer, _no_space)
+    with pytest.raises(ResultsFolderError) as error:
+        run_experiment(config, **QUIET)
+    message = str(error.value)
+    _one_line(message)
+    assert str(out) in message and "No space left on device" in message
+    assert "ENOSPC" in message and "--resume" in message
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw_config(tmp_path)))
+    assert cli.main(["run", str(path), "--resume", "--no-progress"]) == 2
+    stderr = capsys.readouterr().err.strip()
+    assert len(stderr.splitlines()) == 1 and "No space left on device" in stderr
+    kept = finished_runs(out)
+    monkeypatch.undo()
+    redone: list[str] = []
+    real = one_run.execute_run
+
+    def record(data, key, out_dir):
+        redone.append(key)
+        return real(data, key, out_dir)
+
+    monkeypatch.setattr(one_run, "execute_run", record)
+    run_experiment(config, resume=True, **QUIET)
+    assert not set(redone) & set(kept)  # nothing already written was lost
+    assert check_results(out) == {}
+
+
+# ----------------------------------------------------------------------------- changed config
+
+
+def test_resume_with_a_changed_config_names_the_changed_keys(finished, tmp_path):
+    config, _ = finished
+    data = raw_config(tmp_path, training={"episodes": 5})
+    data["agents"][0]["params"] = {"alpha": 0.3}
+    with pytest.raises(ConfigError) as error:
+        run_experiment(experiment_from_dict(data), resume=True, **QUIET)
+    message = str(error.value)
+    _one_line(message)
+    assert "training.episodes: 4 -> 5" in message
+    assert "agents.0.params.alpha added (0.3)" in message
+
+
+# ----------------------------------------------------------------------------- strict values
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"training": {"episodes": True}}, "training.episodes: expected an integer, got true"),
+        ({"seeds": [True, False]}, "seeds: expected a list of integer seeds or a count, got true"),
+        ({"seeds": True}, "seeds: expected a list of integer seeds or a count, got true"),
+        ({"evaluation": {"every": 2, "keep_best": "yes"}},
+         'evaluation.keep_best: expected true or false, got "yes"'),
+        ({"evaluation": {"threshold": True}}, "evaluation.threshold: expected a number, got true"),
+        ({"executor": {"jobs": "2"}}, 'executor.jobs: expected an integer, got "2"'),
+        ({"torch_threads": 1.5}, "torch_threads: expected an integer, got 1.5"),
+    ],
+)
+def test_booleans_and_strings_are_not_coerced_into_numbers(tmp_path, changes, expected):
+    with pytest.raises(ConfigError) as error:
+        experiment_from_dict(raw_config(tmp_path, **changes), "x.yaml")
+    assert expected in str(error.value)
+
+
+# ----------------------------------------------------------------------------- Ray address
+
+
+def test_an_address_where_no_ray_cluster_answers_fails_fast_in_one_line():
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(RayUnavailableError) as error:
+            check_reachable(address, timeout=0.5)
+        assert time.monotonic() - started < 5
+    _one_line(str(error.value))
+    assert address in str(error.value)
+
+
+def test_ray_address_in_the_environment_is_checked_before_ray_starts(tmp_path):
+    pytest.importorskip("ray")
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"
+    env = dict(os.environ, RAY_ADDRESS=address, HF_HUB_OFFLINE="1")
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw_config(tmp_path)))
+    result = subprocess.run([str(LANGADAPT), "run", str(path), "--executor", "ray",
+                             "--address", "auto"], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert address in result.stderr and "gcs_client" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- LLM caches
+
+
+def test_every_llm_role_answers_into_cache_dir_not_the_user_cache(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("LANGADAPT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    with FakeOllama(models=("tiny",)) as server:
+        spec = {"backend": "ollama", "model": "tiny", "host": server.host}
+        agents = [
+            {"type": "llm_policy", "params": {"backend": spec}},
+            {"type": "qlearning", "label": "advised", "advisor": {"source": "llm",
+                                                                  "backend": spec},
+             "reward_shaping": {"potential": "llm", "backend": spec}},
+        ]
+        data = raw_config(tmp_path, agents=agents, seeds=1)
+        run_experiment(experiment_from_dict(data), **QUIET)
+        asked = server.chat_requests
+        assert asked > 0
+        again = raw_config(tmp_path, agents=agents, seeds=1, output=str(tmp_path / "again"))
+        run_experiment(experiment_from_dict(again), **QUIET)
+        assert server.chat_requests == asked  # every answer came from cache_dir's store
+    assert (tmp_path / "cache" / one_run.ANSWERS_FILE).is_file()
+    assert not (home / ".cache" / "langadapt").exists()  # the user cache was never written
+
+
+@pytest.mark.parametrize("kind", ["llm_policy", "llm_policy_search"])
+def test_agent_backend_specs_get_the_cache_unless_they_name_one(tmp_path, kind):
+    key = one_run.ROLE_BACKEND_PARAMS[kind]
+    store = str(tmp_path / "c" / one_run.ANSWERS_FILE)
+    config = experiment_from_dict(raw_config(tmp_path, adapters=[{"type": "raw"}],
+                                             agents=[{"type": kind}]))
+    (agent,) = config.agents
+    assert one_run.agent_params(agent, "raw", str(tmp_path / "c"))[key] == {
+        "backend": "llamacpp", "cache_path": store}
+    own = {"backend": "ollama", "cache_path": None}
+    assert one_run.backend_with_cache(own, str(tmp_path / "c")) == own
+    assert one_run.backend_with_cache("ollama", "") == "ollama"
+
+
+# ----------------------------------------------------------------------------- old counters
+
+
+def test_a_folder_with_old_counter_names_in_done_json_still_loads(finished, monkeypatch):
+    config, out = finished
+    for done in (out / "runs").glob("*/done.json"):
+        record = json.loads(done.read_text())
+        record["llm_roles"] = {"agent": {"decisions": 7, "llm_calls": 2, "cache_hits": 5,
+                                         "fallbacks": 1, "seconds": 0.25}}
+        done.write_text(json.dumps(record))
+    record = read_run_record(next((out / "runs").glob("*/done.json")))
+    assert record["llm_roles"]["agent"] == {"decisions": 7, "llm_calls": 2, "llm_cache_hits": 5,
+                                            "llm_fallbacks": 1, "llm_seconds": 0.25}
+    assert set(finished_runs(out)) == {run.key for run in runs_of(config)}
+    redone: list[str] = []
+    monkeypatch.setattr(one_run, "execute_run", lambda data, key, out_dir: redone.append(key))
+    run_experiment(config, resume=True, **QUIET)
+    assert redone == []
+    write_report(out, log=None)
+    curves, _ = run_curves(out)
+    assert len(curves) == len(runs_of(config))

@@ -1,0 +1,76 @@
+"""Faults in the LLM roles: one bad reply never ends a run (issue rows 5, 6, 7).
+
+Each test failed on the code before: a reply of 5,000 nested ``[`` ended in a
+``RecursionError`` traceback; a structured reply outside the legal moves (``{"action": 5}``)
+ended the experiment; ``{"action": 3.0}`` was a parse failure; policy search with five bad
+replies opened the circuit breaker and aborted, and with ``vary_seed`` every seed copy had
+its own breaker and warning timer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import gymnasium as gym
+import pytest
+
+import langadapt.environments  # noqa: F401  (registers the ids)
+from langadapt.agents import make_agent, train
+from langadapt.llm.testing import FakeOllama
+from langadapt.roles import LLMPolicy
+
+NESTED = "[" * 5000
+
+
+def _ollama(fake: FakeOllama, **extra) -> dict:
+    return {"backend": "ollama", "model": "llama3.2", "host": fake.host, "cache_path": None,
+            "retries": 0, **extra}
+
+
+def _policy(env: gym.Env, fake: FakeOllama) -> LLMPolicy:
+    policy = LLMPolicy(env.observation_space, env.action_space, {"backend": _ollama(fake)})
+    policy.bind(env)
+    return policy
+
+
+@pytest.mark.parametrize("reply", [NESTED, '{"action": 5}', "x" * 2_000_000],
+                         ids=["nested", "illegal", "huge"])
+def test_llm_policy_counts_an_unusable_structured_reply_and_goes_on(reply):
+    env = gym.make("langadapt/Maze-v0", maze="medium")
+    obs, info = env.reset(seed=0)  # the start (1, 1): legal moves right, down, down-right
+    assert 5 not in info["legal_moves"]
+    with FakeOllama(reply=lambda body: reply) as fake:
+        policy = _policy(env, fake)
+        action = policy.act(obs, info["legal_moves"], explore=False)
+    assert action in info["legal_moves"]
+    stats = policy.stats()
+    assert stats["parse_failures"] == 1 and stats["llm_fallbacks"] == 1
+
+
+def test_an_integral_float_action_is_the_action():
+    env = gym.make("langadapt/Maze-v0", maze="medium")
+    obs, info = env.reset(seed=0)
+    legal = info["legal_moves"]
+    with FakeOllama(reply=lambda body: json.dumps({"action": float(legal[-1])})) as fake:
+        policy = _policy(env, fake)
+        assert policy.act(obs, legal, explore=False) == legal[-1]
+    assert policy.stats()["parse_failures"] == 0
+
+
+@pytest.mark.parametrize("vary_seed", [False, True])
+def test_policy_search_skips_rounds_of_bad_replies_without_opening_the_breaker(
+        vary_seed, caplog):
+    lake = gym.make("langadapt/FrozenLake-v0", is_slippery=False)
+    with FakeOllama(reply=lambda body: NESTED) as fake:
+        agent = make_agent(
+            "llm_policy_search", lake.observation_space, lake.action_space, seed=0,
+            proposer="llm", rounds=5, evaluation_episodes=1, initial="zeros",
+            vary_seed=vary_seed, llm=_ollama(fake, breaker_failures=3))
+        with caplog.at_level(logging.WARNING, logger="langadapt"):
+            train(agent, lake, seed=0, progress=False)
+    assert agent.training_done
+    assert agent.counters["skipped_rounds"] == 5 and agent.counters["requests"] == 10
+    assert agent.stats()["llm_breaker_skips"] == 0  # reply problems are not outages
+    failures = [r for r in caplog.records if "LLM call failed" in r.getMessage()]
+    assert len(failures) <= 1  # one warning throttle per backend, not one per seed

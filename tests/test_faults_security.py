@@ -1,0 +1,200 @@
+"""Files langadapt reads back are data, never code (issue 22, rows 1 and 13).
+
+A finetune results folder with a crafted ``seed_0/checkpoint/trainer.pt`` whose pickle calls
+a function used to run it on resume (``torch.load(weights_only=False)``); a truncated
+checkpoint was a ``PytorchStreamReader`` traceback. Now both are one ValueError naming the
+file, and nothing in the file runs. A scan of the package source keeps every reader safe.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+
+from langadapt.environments.maze import MazeEnv  # noqa: E402
+from langadapt.finetune.grpo import GRPOTrainer, MazeTask, read_checkpoint  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("adapters", "agents", "environments", "experiments", "finetune", "llm", "roles")
+
+
+class _Payload:
+    """Unpickling this calls ``open(marker, "w")``: creates the marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+class _FakePolicy:
+    """What GRPOTrainer needs to checkpoint and resume, without a language model."""
+
+    def __init__(self, n_actions: int) -> None:
+        self.spec = SimpleNamespace(n_actions=n_actions)
+        self.weight = torch.nn.Parameter(torch.zeros(3))
+
+    def trainable_parameters(self):
+        return [self.weight]
+
+    def adapter_state(self):
+        return {"weight": self.weight.detach().clone()}
+
+    def load_adapter_state(self, state):
+        with torch.no_grad():
+            self.weight.copy_(state["weight"])
+
+
+def _trainer(out: Path | None, seed: int = 0) -> GRPOTrainer:
+    env = MazeEnv(maze="umaze")
+    return GRPOTrainer(_FakePolicy(env.action_space.n), MazeTask(env), {"steps": 3},
+                       out=out, seed=seed)
+
+
+def _crafted(folder: Path, marker: Path) -> Path:
+    path = folder / "seed_0" / "checkpoint" / "trainer.pt"
+    path.parent.mkdir(parents=True)
+    torch.save({"step": 1, "settings": {}, "payload": _Payload(marker)}, path)
+    return path
+
+
+def _one_line(error: pytest.ExceptionInfo) -> str:
+    text = str(error.value)
+    assert "\n" not in text, text
+    return text
+
+
+# ------------------------------------------------------------- row 1: a crafted checkpoint
+def test_a_crafted_checkpoint_is_refused_on_resume_and_never_runs(tmp_path):
+    marker = tmp_path / "MARKER"
+    path = _crafted(tmp_path, marker)
+    with pytest.raises(ValueError) as error:
+        _trainer(path.parent.parent)  # resumes from <out>/checkpoint/trainer.pt
+    text = _one_line(error)
+    assert str(path) in text and "refused" in text and "delete it or the folder" in text
+    assert not marker.exists()
+
+
+def test_finetune_command_refuses_a_crafted_checkpoint_before_loading_a_model(
+        tmp_path, capsys):
+    from langadapt.experiments.cli import main
+
+    marker = tmp_path / "MARKER"
+    out = tmp_path / "results"
+    path = _crafted(out, marker)
+    config = tmp_path / "tiny.yaml"
+    # a model that does not exist: the checkpoint is judged before any model is loaded
+    config.write_text(yaml.safe_dump({"name": "tiny", "model": str(tmp_path / "no-model"),
+                                      "seeds": [0], "reference": None}))
+    capsys.readouterr()
+    assert main(["finetune", str(config), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert str(path) in err and "refused" in err
+    assert not marker.exists()
+
+
+# ------------------------------------------------------------- row 13: a damaged checkpoint
+def test_a_checkpoint_round_trips_as_data_only(tmp_path):
+    first = _trainer(tmp_path, seed=4)
+    first.policy.weight.grad = torch.ones(3)
+    first.optimizer.step()  # AdamW state: tensors and plain numbers
+    first.step_index, first.met = 2, {(1, 1), (3, 1)}
+    first.checkpoint()
+    state = read_checkpoint(tmp_path / "checkpoint" / "trainer.pt")  # weights_only=True
+    assert state["step"] == 2 and state["optimizer"]["state"]
+    resumed = _trainer(tmp_path, seed=4)
+    assert resumed.step_index == 2 and resumed.met == {(1, 1), (3, 1)}
+    assert torch.equal(resumed.policy.weight, first.policy.weight)
+    assert resumed.rng.bit_generator.state == first.rng.bit_generator.state
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "garbage", "not a checkpoint"])
+def test_a_damaged_checkpoint_is_one_error_naming_the_file(tmp_path, damage):
+    _trainer(tmp_path).checkpoint()
+    path = tmp_path / "checkpoint" / "trainer.pt"
+    data = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "garbage":
+        path.write_bytes(b"hello, not a checkpoint" * 10)
+    else:
+        torch.save({"step": 1}, path)
+    with pytest.raises(ValueError) as error:
+        _trainer(tmp_path)
+    text = _one_line(error)
+    assert str(path) in text and "delete it or the folder to start afresh" in text
+    if damage in ("truncated", "empty"):
+        assert "damaged or truncated" in text
+
+
+# ------------------------------------------------------------- the package source
+def _sources() -> list[Path]:
+    files = [ROOT / "__init__.py"]
+    for package in PACKAGES:
+        files += sorted((ROOT / package).rglob("*.py"))
+    assert len(files) > 20
+    return files
+
+
+def _unsafe_calls(tree: ast.AST) -> list[tuple[int, str]]:
+    """Calls that could run code from a file: torch.load without weights_only=True,
+    numpy.load(allow_pickle=True), yaml.load / unsafe_load / full_load, trust_remote_code."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        is_true = {k for k, v in keywords.items()
+                   if isinstance(v, ast.Constant) and v.value is True}.__contains__
+
+        if owner == "torch" and name == "load" and not is_true("weights_only"):
+            found.append((node.lineno, "torch.load without weights_only=True"))
+        if owner in ("np", "numpy") and name == "load" and "allow_pickle" in keywords \
+                and not (isinstance(keywords["allow_pickle"], ast.Constant)
+                         and keywords["allow_pickle"].value is False):
+            found.append((node.lineno, "numpy.load(allow_pickle=...)"))
+        if owner == "yaml" and name in ("load", "unsafe_load", "full_load", "load_all"):
+            found.append((node.lineno, f"yaml.{name} (use yaml.safe_load)"))
+        if is_true("trust_remote_code"):
+            found.append((node.lineno, "trust_remote_code=True"))
+    return found
+
+
+def test_the_package_never_reads_a_file_as_code():
+    text_rules = [
+        (re.compile(r"weights_only\s*=\s*False"), "weights_only=False"),
+        (re.compile(r"\b(c?pickle|cloudpickle|dill|joblib)\.loads?\s*\("), "pickle load"),
+        (re.compile(r"from\s+(c?pickle|cloudpickle|dill)\s+import\s+[^\n]*\bloads?\b"),
+         "pickle load import"),
+    ]
+    hits = []
+    for path in _sources():
+        source = path.read_text(encoding="utf-8")
+        for pattern, what in text_rules:
+            for match in pattern.finditer(source):
+                line = source.count("\n", 0, match.start()) + 1
+                hits.append(f"{path.relative_to(ROOT)}:{line}: {what}")
+        for line, what in _unsafe_calls(ast.parse(source, filename=str(path))):
+            hits.append(f"{path.relative_to(ROOT)}:{line}: {what}")
+    assert not hits, "\n".join(hits)
+
+
+def test_the_source_scan_catches_what_it_looks_for():
+    bad = ("torch.load(p, weights_only=False)\ntorch.load(p)\nnp.load(p, allow_pickle=True)\n"
+           "yaml.load(s)\nAutoModel.from_pretrained(p, trust_remote_code=True)\n"
+           "torch.load(p, weights_only=True)\nyaml.safe_load(s)\n")
+    assert [line for line, _ in _unsafe_calls(ast.parse(bad))] == [1, 2, 3, 4, 5]
