@@ -30,6 +30,7 @@ from .describers import (
 from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv
 from .language import LanguageSpec, language_for, register_language, unwrap_env
 from .maze import ACTION_DELTAS, ACTION_NAMES, MAZE_LAYOUTS, MAZE_NAMES, MazeEnv, bfs_distances
+from .minigrid import MiniGridBridge, MiniGridNotInstalled, make_minigrid
 from .sailing import SailingEnv
 
 #: gymnasium id -> entry point of every environment of this package.
@@ -67,6 +68,8 @@ __all__ = [
     "LanguageSpec",
     "MazeDescriber",
     "MazeEnv",
+    "MiniGridBridge",
+    "MiniGridNotInstalled",
     "SailingBins",
     "SailingDescriber",
     "SailingEnv",
@@ -74,6 +77,7 @@ __all__ = [
     "check_action",
     "check_legal_moves",
     "language_for",
+    "make_minigrid",
     "register_language",
     "register_environments",
     "unwrap_env",

@@ -37,6 +37,7 @@ from .. import environments  # noqa: F401  (registers the langadapt gymnasium id
 from ..adapters import LanguageAdapter
 from ..adapters.llm import llm_setting_models
 from ..agents import AGENTS
+from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
 from ..roles.reward_shaping import RewardShapingConfig
 
@@ -65,7 +66,8 @@ RESULT_NEUTRAL_KEYS = frozenset(
         "host", "timeout", "keep_alive", "retries", "backoff", "max_backoff", "stream",
         "concurrency", "n_threads", "cache_path", "embedding_cache_path", "cache_capacity",
         "embedding_cache_capacity",
-        "memo_capacity", "memo_size", "progress", "verbose",
+        "memo_capacity", "memo_size", "progress", "verbose", "api_key_env", "deadline",
+        "max_retry_after",
     }
 )
 """Settings that change where answers come from or how fast, never what they are: left
@@ -109,6 +111,8 @@ class EnvironmentSpec(_Strict):
     @field_validator("id")
     @classmethod
     def _known_id(cls, value: str) -> str:
+        if environments.minigrid.is_minigrid_id(value):
+            value = "langadapt/" + value.removeprefix("langadapt/")  # the bridged level
         if value not in gymnasium.registry:
             ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
             raise ValueError(
@@ -547,7 +551,7 @@ def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], di
     if spec.type == "language":
         return [(LanguageAdapter, spec.settings)]
     backend = spec.settings.get("backend", "auto")
-    if backend not in ("ollama", "llamacpp", "auto"):
+    if backend not in (*BACKENDS, "auto"):
         return [(_BackendSetting, {"backend": backend})]
     # auto: the settings must suit whichever backend is picked
     return llm_setting_models(spec.settings)
@@ -566,7 +570,7 @@ def _settings_model(model: type[BaseModel]) -> type[BaseModel]:
 
 
 class _BackendSetting(_Strict):
-    backend: Literal["ollama", "llamacpp", "auto"]
+    backend: Literal["ollama", "llamacpp", "openai", "transformers", "auto"]
 
 
 def _validate(

@@ -32,8 +32,15 @@ from .llamacpp import LlamaCppBackend, default_gguf_path
 from .ollama import OllamaBackend, default_host
 from .openai_backend import OpenAIBackend
 from .runtime import BackendRuntime
-from .schema import MAX_JSON_DEPTH, MAX_REPLY_CHARS, parse_json_reply, quote_reply, schema_errors
-from .schema import enumerate_replies, reply_text
+from .schema import (
+    MAX_JSON_DEPTH,
+    MAX_REPLY_CHARS,
+    enumerate_replies,
+    parse_json_reply,
+    quote_reply,
+    reply_text,
+    schema_errors,
+)
 from .scoring import Decision, decide
 from .store import CacheError, SQLiteStore
 from .transformers_backend import TransformersBackend

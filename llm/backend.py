@@ -10,12 +10,28 @@ pickling) is another backend with a fresh runtime; to vary an option per call, p
 the call instead.
 
 **The calls.** ``chat(messages, schema=None, max_tokens=None, *, seed=None) -> str`` is the
-one call; ``complete(system, user, schema=None, max_tokens=None, *, seed=None)`` is its
-two-message form. ``max_tokens`` and ``seed`` override the settings for that call only
-and are part of the cache key; every call, whatever its seed, goes through the backend's
-one circuit breaker, warning throttle and counters.
+one call that generates; ``complete(system, user, schema=None, max_tokens=None, *,
+seed=None)`` is its two-message form. ``max_tokens`` and ``seed`` override the settings for
+that call only and are part of the cache key; every call, whatever its seed, goes through
+the backend's one circuit breaker, warning throttle and counters.
 
-A subclass supplies three things:
+**Scoring known replies.** ``score(messages, replies, *, seed=None) -> list[float]``: the
+natural-log probability of each whole candidate reply (its tokens, then the chat
+template's end-of-turn token) as the assistant's answer to ``messages``, exactly, with one
+evaluation of the shared prompt per call. Only backends with ``supports_scoring`` (class
+attribute: llama.cpp and transformers) can; the others raise an `LLMError` saying so,
+before any request. Cached like answers (key: backend, identity, `score_options` — the
+call's seed and ``context_length`` —, the replies in order, the messages; the value: the
+list as JSON text), so a rerun makes no call; counted in ``llm_calls`` /
+``llm_cache_hits``, retried, bounded and guarded by the breaker like ``chat``; a failed
+call is never cached. A result with NaN or +inf, of the wrong length, or with every reply
+at -inf is an `LLMReplyError` naming the backend — never a silent uniform choice. The
+roles do not call it directly but `langadapt.llm.scoring.decide(backend, messages,
+schema, *, max_tokens=None, seed=None, rng=None, temperature=None) -> Decision`, which
+scores the values of a schema that `langadapt.llm.schema.enumerate_replies` can list and
+generates otherwise.
+
+A subclass supplies (the last only to score):
 
 - ``generate(messages, schema, max_tokens, *, seed, deadline) -> str``: one attempt;
   ``seed`` is the call's seed, ``deadline`` the ``time.monotonic()`` instant by which
@@ -24,7 +40,9 @@ A subclass supplies three things:
   when it sent one), an `LLMError` for the others. A ``generate`` without the ``seed`` /
   ``deadline`` parameters is called without them;
 - ``resolve_identity() -> str``: the model's identity in cache keys;
-- ``where() -> str``: "Ollama at <host> (model <name>)", for messages.
+- ``where() -> str``: "Ollama at <host> (model <name>)", for messages;
+- to score (``supports_scoring = True``): ``compute_scores(messages, replies, *, seed,
+  deadline) -> list[float]``, one attempt, the same rules as ``generate``.
 
 Around it the base class
 
@@ -54,7 +72,11 @@ Around it the base class
   count of the failures in between, and one when the breaker opens);
 - counts: ``llm_calls`` (requests made), ``llm_cache_hits``, ``llm_failures``,
   ``llm_fallbacks`` (answers its users replaced, see `record_fallback`), ``llm_seconds``,
-  ``llm_breaker_skips``, ``llm_retries``.
+  ``llm_breaker_skips``, ``llm_retries``; ``llm_scored`` / ``llm_generated`` (decisions
+  `decide` took by scoring / by generating); ``llm_prompt_tokens`` (prompt tokens of the
+  requests made) and ``llm_prompt_tokens_reused`` (the part of them served from an
+  in-process prefix cache: llama.cpp; the tokens evaluated are the difference; 0 where a
+  backend cannot tell).
 """
 
 from __future__ import annotations
@@ -218,7 +240,10 @@ class LLMBackend(BaseModel):
         """One attempt at scoring: the natural-log probability of each whole reply (its
         tokens, then the chat template's end of turn) after the chat prompt of ``messages``
         (backends with ``supports_scoring``; raise `Transient` for faults worth retrying)."""
-        raise LLMError(
+        raise self._cannot_score()
+
+    def _cannot_score(self) -> LLMError:
+        return LLMError(
             f"{self.where()} cannot score replies: it gives no log-probabilities "
             "(check backend.supports_scoring first, or use langadapt.llm.decide, which "
             "generates with the schema instead)")
@@ -326,10 +351,7 @@ class LLMBackend(BaseModel):
         messages = check_messages(messages)
         replies = check_replies(replies)
         if not self.supports_scoring:
-            raise LLMError(
-                f"{self.where()} cannot score replies: it gives no log-probabilities "
-                "(check backend.supports_scoring first, or use langadapt.llm.decide, which "
-                "generates with the schema instead)")
+            raise self._cannot_score()
         seed = self._call_seed(seed)
         options = self.score_options(seed)
         key = score_key(self.name, self.identity, options, replies, messages)
@@ -368,7 +390,7 @@ class LLMBackend(BaseModel):
         if scores is None or len(scores) != len(replies):
             raise LLMReplyError(f"{self.where()} returned {quote_reply(result)} as the scores "
                                 f"of {len(replies)} replies; expected {len(replies)} numbers")
-        bad = [r for r, v in zip(replies, scores) if math.isnan(v) or v == math.inf]
+        bad = [r for r, v in zip(replies, scores, strict=True) if math.isnan(v) or v == math.inf]
         if bad:
             raise LLMReplyError(f"{self.where()} returned NaN or +inf log-probabilities for "
                                 f"{quote_reply(bad)}: the model's output is broken")

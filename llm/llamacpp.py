@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-
 from pydantic import Field, field_validator
 
 from .backend import LLMBackend
@@ -81,6 +80,22 @@ def _default_threads() -> int:
 
 _MODELS: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _MODELS_LOCK = threading.Lock()
+#: The process that last ran a model: llama.cpp's own threads do not survive ``fork``, so a
+#: child forked after its parent ran a model would hang in it for ever.
+_RAN_IN: list[int] = []
+
+
+def _check_not_forked() -> None:
+    """One line instead of a hang in a child forked after its parent ran a model."""
+    if _RAN_IN and _RAN_IN[0] != os.getpid():
+        raise LLMUnavailableError(
+            "llama.cpp cannot run in a process forked after its parent ran a model (it would "
+            "hang); start workers with the spawn or forkserver method "
+            "(AsyncVectorEnv(context='spawn'), SubprocVecEnv(start_method='spawn'))")
+
+
+def _ran() -> None:
+    _RAN_IN[:] = [os.getpid()]
 
 
 def load_llama(path: Path, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lock]:
@@ -245,7 +260,7 @@ def prefix_reuse(llama: Any, tokens: Sequence[int]) -> int:
     when that is the whole prompt, as the last token is evaluated again for fresh logits)."""
     cached = llama.input_ids[:llama.n_tokens]
     common = 0
-    for a, b in zip(cached, tokens):
+    for a, b in zip(cached, tokens, strict=False):
         if a != b:
             break
         common += 1
@@ -387,8 +402,10 @@ class LlamaCppBackend(LLMBackend):
         """One chat completion with the model's own chat template (``seed``: the call's,
         default the setting)."""
         grammar = None if schema is None else grammar_for(schema)
+        _check_not_forked()
         llama, lock = load_llama(self.model_path, self.context_length, self.n_threads)
         with lock:
+            _ran()
             prompt = chat_prompt_tokens(llama, messages)
             self.runtime.count("llm_prompt_tokens", len(prompt))
             self.runtime.count("llm_prompt_tokens_reused", prefix_reuse(llama, prompt))
@@ -409,8 +426,10 @@ class LlamaCppBackend(LLMBackend):
                        seed: int = 0, deadline: float | None = None) -> list[float]:
         """The log-probability of each whole reply (its tokens, then the template's end of
         turn) after the chat prompt, the prompt evaluated once (`score_continuations`)."""
+        _check_not_forked()
         llama, lock = load_llama(self.model_path, self.context_length, self.n_threads)
         with lock:
+            _ran()
             prompt = chat_prompt_tokens(llama, messages)
             end = self.runtime.once("end_of_turn", lambda: end_of_turn_tokens(llama))
             conts = [list(llama.tokenize(r.encode("utf-8"), add_bos=False, special=False)) + end

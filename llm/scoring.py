@@ -109,7 +109,7 @@ def decide(backend: Any, messages: Sequence[Mapping[str, str]], schema: dict[str
         _count(backend, "llm_scored")
         return Decision(
             value=candidates[index][0],
-            probabilities={_key(value): p for (value, _), p in zip(candidates, probs)},
+            probabilities={_key(value): p for (value, _), p in zip(candidates, probs, strict=True)},
             method="scored", reply=texts[index])
     extra: dict[str, Any] = {"schema": schema, "max_tokens": max_tokens}
     if seed is not None:

@@ -39,6 +39,7 @@ from .cache import file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
 from .gguf_check import check_gguf
 from .llamacpp import default_gguf_path
+from .schema import reply_text
 
 __all__ = [
     "FINETUNE_PACKAGES",
@@ -233,11 +234,13 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
 def reply_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
                     values: Sequence[Any]) -> Any:
     """Log-probability (a torch vector, with grad when grad is on) that the assistant's whole
-    reply to ``messages`` is ``json.dumps(value)`` followed by end of turn, for each value.
+    reply to ``messages`` is the canonical text of each value (`reply_text`, what
+    `langadapt.llm.decide` scores) followed by end of turn.
 
-    The structured replies of `TransformersBackend` and the GRPO policy both use it.
+    The structured replies of `TransformersBackend` and the GRPO policy both use it, so a
+    trained adapter acts through ``llm_policy`` exactly as it was trained.
     """
-    return text_log_probs(lm, tokenizer, messages, [json.dumps(v) for v in values])
+    return text_log_probs(lm, tokenizer, messages, [reply_text(v) for v in values])
 
 
 def text_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],

@@ -16,6 +16,7 @@ package registers ``llm_policy`` and ``llm_policy_search`` with :func:`agents.ma
 """
 
 from ..agents import register_agent
+from . import minigrid_oracle  # noqa: F401  (registers the MiniGrid/BabyAI oracles)
 from .advisor import Advice, AdvisedActions, AdvisorConfig, LLMAdvisor, sb3_advice_callback
 from .counting import LLM_COUNTERS, RoleCounters, make_llm_backend
 from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt

@@ -69,6 +69,16 @@ class AdvisorConfig(BaseModel):
                                      description="options of the language spec")
     prompt_style: Literal["verbose", "compact"] = Field(
         "verbose", description="source llm: the prompt style of its decisions")
+    min_confidence: float | None = Field(
+        None, description="source llm on a backend that scores replies: no advice when the "
+        "advised action's probability is below this (the agent's own choice stands)")
+
+    @field_validator("min_confidence")
+    @classmethod
+    def _confidence(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ValueError(f"advisor min_confidence is {value!r}, expected a number in [0, 1]")
+        return value
 
     @field_validator("probability")
     @classmethod
@@ -103,7 +113,7 @@ class Advice:
         self.spec: LanguageSpec | None = None
         self.policy: LLMPolicy | None = None
         self.oracle: Oracle | None = None
-        self.counters = {"advised": 0}
+        self.counters = {"advised": 0, "withheld": 0}
 
     def probability(self, progress: float) -> float:
         """``p`` after ``progress`` (0..1) of training: linear from ``probability`` to 0."""
@@ -131,19 +141,27 @@ class Advice:
         )
         self.policy.check_backend()
 
-    def suggest(self, obs: Any, legal_moves: Sequence[int] | None) -> int:
-        """The advised action in the current state."""
-        self.counters["advised"] += 1
+    def suggest(self, obs: Any, legal_moves: Sequence[int] | None) -> int | None:
+        """The advised action in the current state; None when the LLM's advice is less
+        probable than ``min_confidence`` (counted in ``withheld``)."""
         moves = list(range(self.n_actions)) if legal_moves is None else [int(m) for m in
                                                                           legal_moves]
         if self.config.source == "random":
+            self.counters["advised"] += 1
             return int(self.rng.choice(moves))
         if self.env is None:
             raise ValueError(f"advisor source {self.config.source!r} needs bind(env) first")
-        state = self.spec.state_of(self.env)
         if self.config.source == "oracle":
+            self.counters["advised"] += 1
             return self.oracle.best_move(self.env, moves)
-        return self.policy.decide(state, moves)
+        action, probability = self.policy.decide_with_probability(
+            self.spec.state_of(self.env), moves)
+        floor = self.config.min_confidence
+        if floor is not None and probability is not None and probability < floor:
+            self.counters["withheld"] += 1
+            return None
+        self.counters["advised"] += 1
+        return action
 
     def stats(self) -> dict[str, float]:
         """``advised`` plus the counters of the ``llm`` source's policy (zeros otherwise)."""
@@ -218,7 +236,8 @@ class LLMAdvisor(Agent):
             obs, legal_moves, False
         ):
             return action  # the agent's greedy choice: tried as it is
-        return self.advice.suggest(obs, legal_moves)
+        advice = self.advice.suggest(obs, legal_moves)
+        return action if advice is None else advice
 
     def learn(
         self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,

@@ -2,9 +2,12 @@
 
 Every role (policy, advisor, reward shaping, policy search) has one ``stats()`` whose LLM
 keys are those of :data:`langadapt.llm.STATS_KEYS` — ``llm_calls``, ``llm_cache_hits``,
-``llm_fallbacks``, ``llm_seconds`` — beside the role's own counters (``decisions``,
-``potentials``, ...). A role counts the share of its backend's counters that its own
-requests caused, so an adapter and a role sharing one backend are not counted twice.
+``llm_fallbacks``, ``llm_seconds``, ``llm_scored`` / ``llm_generated`` (which path each
+decision took: scoring the known replies, or generating one), ``llm_prompt_tokens`` /
+``llm_prompt_tokens_reused`` (prompt tokens of its requests, and the part a backend's
+prefix cache served) — beside the role's own counters (``decisions``, ``potentials``, ...).
+A role counts the share of its backend's counters that its own requests caused, so an
+adapter and a role sharing one backend are not counted twice.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from ..llm import make_backend
 
 __all__ = ["LLM_COUNTERS", "RoleCounters", "make_llm_backend"]
 
+#: The backend counters a role takes its share of (the change across its own requests).
+SHARED_COUNTERS = ("llm_calls", "llm_cache_hits", "llm_scored", "llm_generated",
+                   "llm_prompt_tokens", "llm_prompt_tokens_reused")
 #: The LLM counters every role reports.
-LLM_COUNTERS = ("llm_calls", "llm_cache_hits", "llm_fallbacks", "llm_seconds")
+LLM_COUNTERS = (*SHARED_COUNTERS, "llm_fallbacks", "llm_seconds")
 
 BackendSpec = str | dict[str, Any]
 
@@ -37,13 +43,13 @@ def make_llm_backend(spec: BackendSpec | Any) -> Any:
     return make_backend(spec)
 
 
-def _backend_counts(backend: Any) -> tuple[float, float] | None:
-    """(calls, cache hits) the backend reports so far; None when it keeps no counters."""
+def _backend_counts(backend: Any) -> dict[str, float] | None:
+    """The backend's :data:`SHARED_COUNTERS` so far; None when it keeps no counters."""
     stats = getattr(backend, "stats", None)
     if not callable(stats):
         return None
     values = stats()
-    return float(values.get("llm_calls", 0)), float(values.get("llm_cache_hits", 0))
+    return {key: float(values.get(key, 0)) for key in SHARED_COUNTERS}
 
 
 class RoleCounters(dict):
@@ -55,7 +61,8 @@ class RoleCounters(dict):
 
     @contextmanager
     def llm_call(self, backend: Any) -> Iterator[None]:
-        """Count one request to ``backend``: its calls, cache hits and seconds."""
+        """Count one request (or decision) to ``backend``: its share of the backend's
+        counters, and the seconds."""
         before = _backend_counts(backend)
         started = time.perf_counter()
         try:
@@ -66,8 +73,8 @@ class RoleCounters(dict):
             if before is None or after is None:
                 self["llm_calls"] += 1  # a backend without counters: every request is a call
             else:
-                self["llm_calls"] += after[0] - before[0]
-                self["llm_cache_hits"] += after[1] - before[1]
+                for key in SHARED_COUNTERS:
+                    self[key] += after[key] - before[key]
 
     def as_stats(self) -> dict[str, float]:
         """The counters as numbers (ints, seconds as float)."""

@@ -5,9 +5,15 @@ Each decision shows the raw state as the environment's language spec says
 and asks the backend (``langadapt.llm``, or any object with ``chat(messages, schema=None,
 max_tokens=None) -> str``) for an action:
 
-- ``decoding: structured`` (default): the request carries a JSON schema whose ``action``
-  is an enum of the legal moves; llama.cpp (grammar) and Ollama (``format``) constrain the
-  reply to it, so every reply is a legal action.
+- ``decoding: structured`` (default): a choice among the legal moves through
+  :func:`langadapt.llm.decide`. On a backend that scores known replies (llama.cpp,
+  transformers) the model's probability of every reply ``{"action": N}`` is computed in one
+  evaluation of the prompt: greedy is the most probable legal action, exploring samples
+  from the distribution. Elsewhere (Ollama, OpenAI-compatible servers) the request carries
+  a JSON schema whose ``action`` is an enum of the legal moves, which the backend enforces
+  (grammar, ``format``, ``response_format``); a reply outside it is counted as a parse
+  failure and a fallback. Which path each decision took is counted (``llm_scored``,
+  ``llm_generated``), and so are the prompt tokens (``llm_prompt_tokens``, ``_reused``).
 - ``decoding: text``: the reply is read for a line ``Action: N``. When none is found (or
   ``N`` is not legal) the policy re-prompts once, saying what was wrong; when that fails
   too it takes a random legal action, counted as a fallback. Never an exception mid-run.
@@ -33,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents.base import Agent
 from ..environments import LanguageSpec, language_for
-from ..llm import LLMReplyError
+from ..llm import LLMReplyError, decide
 from .counting import BackendSpec, RoleCounters, make_llm_backend
 from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
 from .reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
@@ -217,12 +223,25 @@ class LLMPolicy(Agent):
         history = ()
         if self._history is not None and self.config.history_length:
             history = list(self._history)[-self.config.history_length :]
-        return self.decide(state, legal_moves, history)
+        return self.decide(state, legal_moves, history, explore)
 
     def decide(
-        self, state: Any, legal_moves: Sequence[int] | None, history: Sequence[Any] = ()
+        self, state: Any, legal_moves: Sequence[int] | None, history: Sequence[Any] = (),
+        explore: bool = False,
     ) -> int:
-        """One decision for ``state`` (the raw state) among ``legal_moves``."""
+        """One decision for ``state`` (the raw state) among ``legal_moves``: the most
+        probable action, or with ``explore`` one sampled from the model's distribution
+        (structured decisions on a backend that scores; generation samples at the backend's
+        own temperature)."""
+        return self.decide_with_probability(state, legal_moves, history, explore)[0]
+
+    def decide_with_probability(
+        self, state: Any, legal_moves: Sequence[int] | None, history: Sequence[Any] = (),
+        explore: bool = False,
+    ) -> tuple[int, float | None]:
+        """:meth:`decide` with the action's probability under the model (structured
+        decisions the backend scores; None when the reply was generated). ``explore``
+        samples from the distribution instead of taking its most probable action."""
         if self.spec is None:
             raise ValueError(
                 "llm_policy has no language spec; pass spec=language_for(env) "
@@ -232,11 +251,11 @@ class LLMPolicy(Agent):
         self._last_moves = list(moves)
         self.counters["decisions"] += 1
         if len(moves) == 1:
-            return moves[0]
+            return moves[0], 1.0
         messages = self.messages(state, moves, history)
         if self.config.decoding == "structured":
-            return self._structured(messages, moves)
-        return self._text(messages, moves)
+            return self._structured(messages, moves, explore)
+        return self._text(messages, moves), None
 
     def messages(
         self, state: Any, moves: Sequence[int], history: Sequence[Any] = ()
@@ -252,14 +271,21 @@ class LLMPolicy(Agent):
                 messages, schema=schema, max_tokens=self.config.max_tokens or default
             )
 
-    def _structured(self, messages: list[dict[str, str]], moves: tuple[int, ...]) -> int:
+    def _structured(self, messages: list[dict[str, str]], moves: tuple[int, ...],
+                    explore: bool = False) -> tuple[int, float | None]:
+        """The action and its probability (None when generated, see `decide`)."""
+        schema = self.parser.schema(moves)
         try:
-            reply = self._chat(messages, self.parser.schema(moves))
-            return self.parser.parse_json(reply, moves)
+            with self.counters.llm_call(self.backend):
+                decision = decide(self.backend, messages, schema,
+                                  max_tokens=self.config.max_tokens or 16,
+                                  rng=self.rng if explore else None)
+            action = self.parser.parse_json(json.dumps(decision.value), moves)
         except (ActionParseError, LLMReplyError):
             # a reply outside the schema (the backend promised it): counted, the run goes on
             self.counters["parse_failures"] += 1
-            return self._fallback(moves)
+            return self._fallback(moves), None
+        return action, decision.probability({"action": action})
 
     def _fallback(self, moves: tuple[int, ...]) -> int:
         self.counters["llm_fallbacks"] += 1

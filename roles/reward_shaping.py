@@ -8,8 +8,11 @@ potential-based shaping (Ng, Harada & Russell, 1999)::
 which provably leaves the optimal policy unchanged when ``gamma`` is the agent's discount.
 ``potential: llm`` asks the LLM, once per distinct state (answers cached), "how close is the
 agent to completing the task?" with structured output: an integer 0-10, and uses
-``Phi = scale * score / 10``. ``potential: oracle`` (mazes) uses
-``Phi = -scale * d(s) / d_max`` with ``d`` the shortest-path (BFS) distance to the goal.
+``Phi = scale * score / 10`` — where the backend scores known replies (llama.cpp,
+transformers), ``score`` is the expectation over the whole scale under the model (one
+evaluation of the prompt), not one sample; elsewhere the generated value.
+``potential: oracle`` (:mod:`roles.oracles`; mazes) uses ``Phi = -scale * d(s) / d_max`` with
+``d`` the shortest-path (BFS) distance to the goal.
 
 ``form: judge`` is the direct form: the LLM judges each transition (s, a, s') as worse (-1),
 neutral (0) or better (1) and ``r' = r + scale * judgement``. It is **not** policy-invariant:
@@ -29,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from scipy.stats import spearmanr
 
 from ..environments import language_for
-from ..llm import LLMReplyError, parse_json_reply
+from ..llm import LLMReplyError, decide
 from .counting import RoleCounters, make_llm_backend
 from .oracles import MazeOracle, Oracle, oracle_for
 from .prompts import format_state
@@ -107,7 +110,7 @@ class RewardShaping(gym.Wrapper):
         self.base = env.unwrapped
         self._backend = backend
         self.potentials: dict[str, float] = {}
-        self.judgements: dict[str, int] = {}
+        self.judgements: dict[str, float] = {}
         self.counters = RoleCounters("potentials", "judgements")
         self.oracle: Oracle | None = None
         if self.config.potential == "oracle":
@@ -140,17 +143,22 @@ class RewardShaping(gym.Wrapper):
                     f"honour ({error})"
                 ) from error
 
-    def _ask(self, user: str, schema: dict[str, Any], field: str, allowed: list[int]) -> int:
-        with self.counters.llm_call(self.backend):
-            reply = self.backend.chat(
-                [{"role": "system", "content": self.language.task_for(self.config.prompt_style)},
-                 {"role": "user", "content": user}],
-                schema=schema, max_tokens=16,
-            )
+    def _ask(self, user: str, schema: dict[str, Any], field: str, allowed: list[int]) -> float:
+        """The LLM's answer on the scale ``allowed``: on a backend that scores known replies,
+        the expectation over the scale (the probability of every value, from one evaluation
+        of the prompt); otherwise the one generated value."""
+        messages = [{"role": "system", "content": self.language.task_for(self.config.prompt_style)},
+                    {"role": "user", "content": user}]
+        reply = ""
         try:
-            value = parse_json_reply(reply)[field]
-        except (TypeError, ValueError, KeyError, LLMReplyError):
-            value = reply
+            with self.counters.llm_call(self.backend):
+                decision = decide(self.backend, messages, schema, max_tokens=16)
+            reply = decision.reply
+            if decision.probabilities is not None:
+                return float(sum(decision.probability({field: v}) * v for v in allowed))
+            value = decision.value[field]
+        except (TypeError, KeyError, LLMReplyError):
+            value = None
         if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
             raise ValueError(
                 f"the LLM's {field} reply {reply!r} is out of range; expected JSON "
@@ -174,8 +182,10 @@ class RewardShaping(gym.Wrapper):
             self.potentials[user] = self.config.scale * score / 10.0
         return self.potentials[user]
 
-    def judge(self, state: Any, legal: Any, action: int, next_state: Any, next_legal: Any) -> int:
-        """The LLM's judgement of one transition: -1, 0 or 1 (memoised per prompt)."""
+    def judge(self, state: Any, legal: Any, action: int, next_state: Any, next_legal: Any
+              ) -> float:
+        """The LLM's judgement of one transition in [-1, 1]: the expectation over -1, 0, 1
+        where the backend scores replies, else the generated value (memoised per prompt)."""
         user = (
             "Before:\n" + format_state(self.language, state, legal)
             + f"\nThe agent chose {self.language.action_label(action)}.\nAfter:\n"

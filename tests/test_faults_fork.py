@@ -175,3 +175,33 @@ def test_a_cache_file_opened_before_a_fork_works_in_the_child(tmp_path):
     assert queue.get(timeout=5) == "from the parent"
     assert SQLiteStore(path, capacity=10).get("child") == "from the child"
     assert store.get("parent") == "from the parent"  # the parent's connection still works
+
+
+def _child_asks_llamacpp(queue) -> None:
+    from langadapt.llm import LLMError
+
+    try:
+        _INHERITED["llamacpp"].complete("You are terse.", "Say yes.", max_tokens=2)
+        queue.put("answered")
+    except LLMError as error:
+        queue.put(str(error))
+
+
+def test_llamacpp_in_a_child_forked_after_the_parent_ran_it_is_one_line_not_a_hang(tmp_path):
+    import multiprocessing
+
+    from langadapt.llm import LlamaCppBackend
+
+    backend = LlamaCppBackend(cache_path=None)
+    backend.complete("You are terse.", "Say no.", max_tokens=2)  # the parent runs the model
+    _INHERITED["llamacpp"] = backend
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_child_asks_llamacpp, args=(queue,))
+    child.start()
+    child.join(60)
+    if child.exitcode is None:  # hung inside llama.cpp
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
+    assert "spawn or forkserver" in queue.get(timeout=5)

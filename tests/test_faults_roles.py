@@ -1,4 +1,5 @@
-"""Faults in the LLM roles: one bad reply never ends a run (issue rows 5, 6, 7).
+"""The LLM roles: one bad reply never ends a run (issue rows 5, 6, 7), and decisions as
+distributions over the known replies (greedy, sampled, withheld advice, expected potential).
 
 Each test failed on the code before: a reply of 5,000 nested ``[`` ended in a
 ``RecursionError`` traceback; a structured reply outside the legal moves (``{"action": 5}``)
@@ -74,3 +75,74 @@ def test_policy_search_skips_rounds_of_bad_replies_without_opening_the_breaker(
     assert agent.stats()["llm_breaker_skips"] == 0  # reply problems are not outages
     failures = [r for r in caplog.records if "LLM call failed" in r.getMessage()]
     assert len(failures) <= 1  # one warning throttle per backend, not one per seed
+
+
+# ------------------------------------------------------------ decisions as distributions
+def _scoring_backend(weights):
+    """A backend (real cache and counters of the LLM layer) whose model gives each candidate
+    reply the log-probability ``weights(reply)``."""
+    import math
+    from typing import ClassVar
+
+    from langadapt.llm import LLMBackend
+
+    class Scored(LLMBackend):
+        name: ClassVar[str] = "scored-test"
+        supports_scoring: ClassVar[bool] = True
+
+        def generate(self, messages, schema, max_tokens, **_):
+            raise AssertionError("a scoring backend is never asked to generate here")
+
+        def compute_scores(self, messages, replies, **_):
+            return [math.log(weights(r)) for r in replies]
+
+        def resolve_identity(self):
+            return "scored-test-model"
+
+    return Scored(cache_path=None)
+
+
+def test_llm_policy_takes_the_most_probable_action_and_samples_when_exploring():
+    env = gym.make("langadapt/Maze-v0", maze="medium")
+    obs, info = env.reset(seed=0)
+    legal = info["legal_moves"]  # three moves at the start
+    favourite = legal[1]
+    backend = _scoring_backend(lambda r: 0.7 if json.loads(r)["action"] == favourite else 0.15)
+    policy = LLMPolicy(env.observation_space, env.action_space, backend=backend)
+    policy.bind(env)
+    action, probability = policy.decide_with_probability(obs, legal)
+    assert action == favourite and probability == pytest.approx(0.7)
+    sampled = [policy.act(obs, legal, explore=True) for _ in range(200)]
+    assert set(sampled) == set(legal) and 110 < sampled.count(favourite) < 170
+    stats = policy.stats()
+    assert stats["llm_scored"] == 201 and stats["llm_generated"] == 0
+    assert stats["llm_calls"] == 1 and stats["llm_cache_hits"] == 200  # one prompt, scored once
+
+
+def test_advice_below_min_confidence_is_withheld():
+    from langadapt.agents import QLearningAgent
+    from langadapt.roles import LLMAdvisor
+
+    env = gym.make("langadapt/Maze-v0", maze="medium")
+    obs, info = env.reset(seed=0)
+    unsure = _scoring_backend(lambda r: 1.0)  # uniform over the legal moves: p = 1/3
+    agent = QLearningAgent(env.observation_space, env.action_space, {"epsilon_start": 1.0})
+    for floor, advised in ((0.5, 0), (0.2, 1)):
+        advisor = LLMAdvisor(agent, {"source": "llm", "probability": 1.0, "replace": "any",
+                                     "min_confidence": floor}, backend=unsure)
+        advisor.bind(env)
+        advisor.set_training_horizon(episodes=10)
+        advisor.act(obs, info["legal_moves"], explore=True)
+        stats = advisor.stats()
+        assert (stats["advised"], stats["withheld"]) == (advised, 1 - advised)
+
+
+def test_the_llm_potential_is_the_expectation_over_the_scale():
+    from langadapt.roles import RewardShaping
+
+    # the model puts 0.5 on score 2 and 0.5 on score 8: expectation 5, no single sample is 5
+    backend = _scoring_backend(lambda r: {2: 0.5, 8: 0.5}.get(json.loads(r)["score"], 1e-12))
+    shaper = RewardShaping(gym.make("langadapt/Maze-v0", maze="umaze"),
+                           {"potential": "llm", "scale": 1.0}, backend=backend)
+    assert shaper.potential([1, 1], [1, 3]) == pytest.approx(0.5, abs=1e-6)
+    assert shaper.stats()["llm_scored"] == 1

@@ -1,9 +1,9 @@
 """LLM adapter benchmark: LLM calls per run, warm-cache step rate, prerender concurrency.
 
-Everything runs through `LLMAdapter` with a stand-in backend (a `langadapt.llm.LLMBackend`
+Parts 1-3 run through `LLMAdapter` with a stand-in backend (a `langadapt.llm.LLMBackend`
 whose answer is derived from the prompt, after an optional latency), so the figures
-measure this library's caching and concurrency, not a model or a server. Three
-measurements, each side by side in one run:
+measure this library's caching and concurrency, not a model or a server; parts 4-5 run
+the embedded SmolLM2. Each measurement is side by side in one run:
 
 1. ``llm_calls_first_run`` vs ``distinct_prompts``: a random-policy Maze run through
    `LanguageObservation` makes one LLM call per distinct prompt, and an identical rerun
@@ -15,6 +15,11 @@ measurements, each side by side in one run:
 3. ``prerender_speedup``: prerender of every reachable Maze cell through the server with an
    artificial per-request latency, ``concurrency=4`` vs ``concurrency=1`` (encodings are
    warmed first so that both runs time only the LLM part).
+4. ``scoring_*``: :mod:`scoring_bench` — per decision on SmolLM2, scoring the known
+   replies vs structured generation vs the floor, and their greedy agreement (1000
+   distinct maze prompts; 20 with ``--quick``).
+5. ``styles_*``: :mod:`prompt_styles_bench` — verbose vs compact prompts: time, new
+   prompt tokens and optimal-move rate per decision, the potential's Spearman correlation.
 
 ``python -m experiments.benchmarks.llm_bench [--quick]`` runs it on its own.
 """
@@ -32,7 +37,7 @@ import gymnasium as gym
 from ... import environments
 from ...adapters import LanguageObservation, LLMAdapter, reachable_inputs
 from ...llm import LLMBackend
-from . import legal_action_sequence, replay
+from . import legal_action_sequence, prompt_styles_bench, replay, scoring_bench
 
 _IN_FLIGHT = {"now": 0, "max": 0}
 _LOCK = threading.Lock()
@@ -147,6 +152,13 @@ def run(quick: bool = False) -> dict[str, float | str]:
         print(f"prerender of {summary['distinct_prompts']} prompts at {latency * 1000:.0f} ms "
               f"per request: concurrency 1 {timings[1]:.2f} s, concurrency 4 {timings[4]:.2f} s "
               f"(speed-up {timings[1] / timings[4]:.2f}x)", flush=True)
+    # 4. and 5.: LLM decisions on the embedded SmolLM2 (scoring vs generation vs the floor;
+    # prompt styles, decision quality, the potential by expectation)
+    print("\nscoring known replies vs generation (llama.cpp, SmolLM2):", flush=True)
+    results.update({f"scoring_{k}": v for k, v in scoring_bench.run(quick).items()
+                    if not isinstance(v, list)})
+    print("\nprompt styles (llama.cpp, SmolLM2):", flush=True)
+    results.update({f"styles_{k}": v for k, v in prompt_styles_bench.run(quick).items()})
     return results
 
 

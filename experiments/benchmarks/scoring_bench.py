@@ -95,14 +95,14 @@ def run(quick: bool = False, n: int | None = None, seed: int = 0,
     prompts = [chat_prompt_tokens(llama, d["messages"]) for d in decisions]
     shared = len(prompts[0])
     for tokens in prompts[1:]:
-        shared = next((i for i, (a, b) in enumerate(zip(prompts[0][:shared], tokens))
+        shared = next((i for i, (a, b) in enumerate(zip(prompts[0][:shared], tokens, strict=False))
                        if a != b), min(shared, len(tokens)))
     # warm up: load, the shared prefix evaluated once
     backend.score(decisions[0]["messages"], ["x"])
     times: dict[str, list[float]] = {"floor": [], "scored": [], "generated": []}
     new_tokens: list[int] = []
     disagreements: list[dict[str, Any]] = []
-    for d, tokens in zip(decisions, prompts):
+    for d, tokens in zip(decisions, prompts, strict=True):
         with lock:
             _keep(llama, shared)
             start = time.perf_counter()

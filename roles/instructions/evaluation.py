@@ -12,6 +12,11 @@ docs/instructions.md can be re-made::
     evaluate_matching(feedback="simulated")["summary"]            # rule "probe"
     evaluate_matching(feedback="simulated", rule="vector")["summary"]  # elsciRL's rule
     evaluate_matching(feedback="llm", backend="llamacpp")["summary"]   # SmolLM2, slow
+
+:func:`evaluate_following` trains tabular Q-learning (description-keyed) on the chains of the
+set through the whole pipeline and reports how often the greedy policy visits the true cells
+of every sub-goal in order; :func:`evaluate_decomposition` compares the chains an LLM (or the
+rule splitter) reads in the set's task sentences with the set's own chains.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from ... import adapters, agents
+from ...adapters import LanguageObservation
+from ...environments import MazeEnv
 from .data import InstructionItem, load_instruction_set
 from .feedback import (
     DEFAULT_PER_ROUND,
@@ -31,30 +39,21 @@ from .feedback import (
     SimulatedFeedback,
     refine,
 )
+from .plan import prepare_instructions
+from .results import follow_rate, match_scores
 from .search import DEFAULT_MARGIN, DEFAULT_THRESHOLD, DEFAULT_TOP_K, Exploration, explore
+from .spec import make_chain
 
-__all__ = ["evaluate_matching", "match_scores", "maze_exploration"]
+__all__ = ["evaluate_decomposition", "evaluate_following", "evaluate_matching",
+           "maze_exploration"]
 
 
 def maze_exploration(maze: str, episodes: int = 100, seed: int = 0,
                      language: dict[str, Any] | None = None, **env_params: Any) -> Exploration:
     """Random exploration of a maze layout through the rule-language adapter."""
-    from ... import adapters  # function-local: adapters sit above roles in the layers
-    from ...adapters import LanguageObservation
-    from ...environments import MazeEnv
-
     env = MazeEnv(maze, **env_params)
     adapter = adapters.make("language", env, describer_options=dict(language or {}))
     return explore(LanguageObservation(env, adapter), episodes=episodes, seed=seed)
-
-
-def match_scores(matched_cells: set[tuple[int, int]], truth: set[tuple[int, int]]
-                 ) -> dict[str, float]:
-    """Precision and recall of matched cells against true cells, and ``hit`` (any overlap)."""
-    overlap = len(matched_cells & truth)
-    return {"precision": overlap / len(matched_cells) if matched_cells else 0.0,
-            "recall": overlap / len(truth) if truth else 0.0,
-            "hit": float(overlap > 0)}
 
 
 def evaluate_matching(items: Sequence[InstructionItem] | None = None, feedback: str = "none",
@@ -128,3 +127,75 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["flagged_when_right"] = mean([float(r["fallback"]) for r in right])
     out["labels_per_subgoal"] = mean([r["labels"] for r in rows])
     return out
+
+
+def evaluate_following(items: Sequence[InstructionItem] | None = None,
+                       feedback: str = "simulated", form: str = "instruction",
+                       reward_from: str = "match", episodes: int = 300,
+                       seeds: Sequence[int] = (0,), observe: bool = True,
+                       eval_episodes: int = 3, chains_only: bool = True,
+                       max_steps: int = 100, **instructions: Any) -> dict[str, Any]:
+    """Instructed Q-learning on the set's chains (see the module docstring). ``observe``:
+    the wrapper shows the agent the current sub-goal (False: elsciRL's setting, the chain
+    index hidden). ``instructions``: more fields of the ``instructions:`` block."""
+    items = [i for i in (items if items is not None else load_instruction_set())
+             if len(i.steps) > 1 or not chains_only]
+    shared: dict[str, Any] = {}
+    rows = []
+    started = time.perf_counter()
+    for item in items:
+        if item.maze not in shared:
+            shared[item.maze] = adapters.make("language", MazeEnv(item.maze))
+        for seed in seeds:
+            def env(maze: str = item.maze, adapter: Any = shared[item.maze]) -> Any:
+                return LanguageObservation(MazeEnv(maze, max_steps=max_steps), adapter)
+
+            plan = prepare_instructions(
+                {"chain": list(item.chain), "truth": [list(map(list, s.cells))
+                                                      for s in item.steps],
+                 "feedback": feedback, "form": form, "reward_from": reward_from,
+                 "gamma": 0.95, **instructions}, env(), seed=seed)
+            options = {} if observe else {"observe_index": False, "describe_subgoal": False}
+            train_env = plan.wrap(env(), **options)
+            agent = agents.make_agent(
+                "qlearning", train_env.observation_space, train_env.action_space, seed=seed,
+                alpha=0.5, gamma=0.95, epsilon_decay=float(0.05 ** (2.0 / episodes)))
+            agents.train(agent, train_env, episodes=episodes, seed=seed, progress=False)
+            rate = follow_rate(agent, plan.wrap(env(), pay=False, **options),
+                               episodes=eval_episodes, seed=seed + 1000,
+                               truth=[s.cells for s in item.steps])
+            report = plan.report()
+            rows.append({"id": item.id, "seed": seed,
+                         "first_success_episode": train_env.first_success_episode,
+                         "match_precision": [m["precision"] for m in report["matches"]],
+                         **rate})
+    return {"rows": rows,
+            "summary": {"chains": len(rows),
+                        "truth_rate": round(float(np.mean([r["truth_rate"] for r in rows])), 3),
+                        "rate": round(float(np.mean([r["rate"] for r in rows])), 3),
+                        "seconds": round(time.perf_counter() - started, 1)},
+            "settings": {"feedback": feedback, "form": form, "reward_from": reward_from,
+                         "episodes": episodes, "seeds": list(seeds), "observe": observe}}
+
+
+def evaluate_decomposition(items: Sequence[InstructionItem] | None = None,
+                           decompose: str = "llm", backend: Any = "llamacpp") -> dict[str, Any]:
+    """For every entry with a task sentence: the chain read from it (or the error), whether
+    it equals the entry's chain (case and final period ignored), and the LLM calls."""
+    from ..counting import RoleCounters
+
+    items = [i for i in (items if items is not None else load_instruction_set()) if i.task]
+    counters = RoleCounters("decompositions")
+    rows = []
+    for item in items:
+        try:
+            got: Any = list(make_chain(task=item.task, decompose=decompose, backend=backend,
+                                       counters=counters))
+        except ValueError as error:
+            got = f"error: {error}"
+        norm = [t.lower().strip(" .") for t in got] if isinstance(got, list) else None
+        rows.append({"id": item.id, "task": item.task, "expected": list(item.chain),
+                     "got": got, "exact": norm == [t.lower() for t in item.chain]})
+    return {"rows": rows, "summary": {"tasks": len(rows),
+                                      "exact": sum(r["exact"] for r in rows),
+                                      **counters.as_stats()}}

@@ -20,8 +20,8 @@ ranking, then the rule updates it. Rules:
   logistic-regression probe on the MiniLM vectors of the judged states (the instruction's
   vector counts as one satisfying example) ranks the states not yet judged. The final match is
   the states judged satisfying plus unjudged states the probe puts above 0.5 (at most
-  ``top_k`` of them, and only beside a confirmed one); when no state was judged satisfying, the best states by cosine not
-  judged unsatisfying, flagged ``fallback``;
+  ``top_k`` of them, and only beside a confirmed one); when no state was judged satisfying,
+  the best states by cosine not judged unsatisfying, flagged ``fallback``;
 - ``sets``: inclusion/exclusion — the ranking of the states not yet judged stays the
   instruction's cosine, and the final match is the states judged satisfying (else the same
   flagged fallback);
@@ -75,7 +75,7 @@ REFINE_RULES = ("probe", "sets", "vector")
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"satisfied": {"type": "boolean"},
-                   "reason": {"type": "string", "maxLength": 160}},
+                   "reason": {"type": "string", "maxLength": 80}},
     "required": ["satisfied", "reason"],
     "additionalProperties": False,
 }
@@ -140,7 +140,7 @@ class LLMFeedback:
 
     kind = "llm"
 
-    def __init__(self, backend: Any = "llamacpp", max_tokens: int = 64) -> None:
+    def __init__(self, backend: Any = "llamacpp", max_tokens: int = 96) -> None:
         self._spec = backend
         self._backend: Any = None
         self.max_tokens = max_tokens
@@ -256,9 +256,8 @@ def refine(instruction: str, exploration: Exploration, feedback: Any,
         kept = chosen + extra
         if kept:
             result = Match(instruction, [texts[i] for i in kept],
-                           [float(scores[i]) if rule == "probe" else float(cosine[i])
-                            for i in kept], False, float(cosine.max()), threshold, top_k,
-                           rule=rule)
+                           [float(cosine[i]) for i in kept], False, float(cosine.max()),
+                           threshold, top_k, rule=rule)
         else:  # nothing confirmed: the best unjudged-negative states, flagged
             masked = np.where([labels.get(i) is False for i in range(len(texts))], -np.inf,
                               cosine)

@@ -29,6 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ...adapters import LanguageObservation
 from ...environments import language_for
 
 __all__ = [
@@ -146,8 +147,6 @@ def _state_reader(env: gym.Env) -> Callable[[Any], tuple[float, ...] | None]:
 
 def _language_observation(env: gym.Env) -> Any:
     """The LanguageObservation among ``env``'s wrappers (None when there is none)."""
-    from ...adapters import LanguageObservation  # adapters sit above roles' imports here
-
     current = env
     while isinstance(current, gym.Wrapper):
         if isinstance(current, LanguageObservation):
@@ -258,7 +257,7 @@ def _batched_episodes(wrapper: Any) -> Callable[..., Any]:
     def run(seed: int | None, rng: np.random.Generator, max_steps: int | None) -> Any:
         obs, info = inner.reset(seed=seed)
         history: list[tuple[Any, int]] = []
-        n = 0
+        n, done = 0, False
         while True:
             legal = info.get("legal_moves")
             legal = list(all_moves if legal is None else legal)
@@ -267,7 +266,7 @@ def _batched_episodes(wrapper: Any) -> Callable[..., Any]:
             hkey = adapter.history_key(shown) if adapter.uses_history else None
             yield ((np.asarray(obs).tobytes(), tuple(legal), hkey),
                    (np.array(obs, copy=True), legal, shown), None, obs)
-            if n > 0 and (done or (max_steps is not None and n >= max_steps)):
+            if done or (max_steps is not None and n >= max_steps):
                 return
             action = _random_move(info, inner, rng)
             previous = obs
@@ -295,11 +294,11 @@ def _stepped_episodes(env: gym.Env, agent: Any) -> Callable[..., Any]:
 
     def run(seed: int | None, rng: np.random.Generator, max_steps: int | None) -> Any:
         obs, info = env.reset(seed=seed)
-        n = 0
+        n, done = 0, False
         while True:
             text = text_of(info)
             yield text, None, text, obs
-            if n > 0 and (done or (max_steps is not None and n >= max_steps)):
+            if done or (max_steps is not None and n >= max_steps):
                 return
             if agent is None:
                 action = _random_move(info, env, rng)

@@ -9,8 +9,8 @@ naming it.
 
 The LLM decomposition (:func:`decompose_task`) asks for structured output,
 ``{"subgoals": ["...", ...]}`` (:data:`SUBGOALS_SCHEMA`), keeps the sub-goals that are usable
-(:func:`usable_subgoals`: text of two or more words with letters, not a copy of the task or of
-the prompt's placeholder, no repeats) and, when none is, sends one correction prompt quoting
+(:func:`usable_subgoals`: leading verbs such as "go to" removed, text of two or more words
+with letters, not a copy of the task or of a placeholder, no repeats) and, when none is, sends one correction prompt quoting
 the reply; a second reply without usable sub-goals is a ``ValueError`` naming the task
 sentence. :func:`split_task` is the rule-based alternative (no LLM): it splits on "then",
 "and then", "before", ";" and ", and finally"-style joins.
@@ -46,18 +46,19 @@ SUBGOALS_SCHEMA: dict[str, Any] = {
     "required": ["subgoals"],
     "additionalProperties": False,
 }
+# No example place in the prompts: SmolLM2 copies an example instead of reading the task
+# (measured: 0 of the 5 shipped task sentences with an example, docs/instructions.md).
 DECOMPOSE_SYSTEM = (
-    "You break a task for an agent into the places it must reach, in order. Each sub-goal is "
-    "one short phrase naming one place, e.g. \"the top left corner\"."
+    "You split a task into the places an agent must reach, in the order the task gives them. "
+    "Copy each place's words from the task."
 )
 DECOMPOSE_USER = (
     "Task: {task}\n"
-    'Reply with JSON {{"subgoals": ["<first place>", "<second place>", ...]}}: the places '
-    "to reach, in the order the task gives them."
+    'Reply with JSON {{"subgoals": [...]}}: one entry per place, in order.'
 )
 CORRECTION_USER = (
     "Your reply {reply} has no usable sub-goal. Each sub-goal must be a short phrase of two "
-    "or more words naming one place from the task, e.g. \"the top left corner\". Task: {task}\n"
+    "or more words, copied from the task, naming one place to reach. Task: {task}\n"
     'Reply with JSON {{"subgoals": [...]}}.'
 )
 _PLACEHOLDERS = {"<first place>", "<second place>", "first place", "second place", "..."}
@@ -93,7 +94,7 @@ def usable_subgoals(items: Any, task: str = "") -> list[str]:
     for item in items:
         if not isinstance(item, str):
             continue
-        text = " ".join(item.split()).strip(" .")
+        text = _LEAD.sub("", " ".join(item.split()).strip(" .")).strip(" .")
         words = [w for w in text.split() if re.search(r"[A-Za-z]{2,}", w)]
         if (len(words) < 2 or text.lower() in _PLACEHOLDERS or "<" in text
                 or text.lower() == task.strip(" .").lower() or text.lower() in

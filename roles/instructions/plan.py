@@ -1,0 +1,244 @@
+"""The whole pipeline from an ``instructions:`` block: :class:`InstructionsConfig` and
+:func:`prepare_instructions`.
+
+    plan = prepare_instructions({"chain": ["the top left corner", "the goal"],
+                                 "feedback": "simulated",
+                                 "truth": [[[1, 1]], [[3, 3]]]}, env, seed=0)
+    train_env = plan.wrap(env)                 # InstructionFollowing (form, bonus, gamma)
+    eval_env = plan.wrap(other_env, pay=False) # same observation, the env's own reward
+    plan.report()                              # JSON-ready: chain, matches, costs, metrics
+    plan.picture("matches.png")                # mazes: matched vs true cells
+
+``env`` must supply ``info["description"]`` (a
+:class:`~langadapt.adapters.LanguageObservation` with a text adapter).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..counting import RoleCounters
+from .data import load_instruction_set
+from .feedback import (
+    DEFAULT_PER_ROUND,
+    DEFAULT_RULE,
+    MAX_ROUNDS,
+    LLMFeedback,
+    SimulatedFeedback,
+    refine,
+)
+from .results import match_picture, match_scores
+from .search import (
+    DEFAULT_MARGIN,
+    DEFAULT_THRESHOLD,
+    DEFAULT_TOP_K,
+    Exploration,
+    Match,
+    explore,
+)
+from .spec import make_chain
+from .wrapper import InstructionFollowing, SubGoal, cell_check
+
+__all__ = ["InstructionPlan", "InstructionsConfig", "prepare_instructions"]
+
+
+class InstructionsConfig(BaseModel):
+    """Settings of instruction following (the ``instructions:`` block of an experiment).
+    Exactly one of ``instruction``, ``chain``, ``task`` and ``set_id``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instruction: str | None = Field(None, description="one instruction")
+    chain: list[str] | None = Field(None, description="sub-goal sentences, done in order")
+    task: str | None = Field(None, description="a task sentence the LLM breaks into a chain")
+    set_id: str | None = Field(None, description="an entry of the shipped maze set (its chain "
+                                                 "and ground truth)")
+    decompose: Literal["llm", "rules"] = Field("llm", description="how a task sentence is split")
+    truth: list[list[list[int]]] | None = Field(
+        None, description="per sub-goal, the cells [[row, col], ...] that satisfy it (ground "
+                          "truth: simulated feedback and precision/recall)")
+    exploration_episodes: int = Field(100, ge=1, description="exploration episodes")
+    exploration_max_steps: int | None = Field(None, ge=1,
+                                              description="cut exploration episodes here")
+    threshold: float = Field(DEFAULT_THRESHOLD, ge=-1.0, le=1.0, description="cosine to match")
+    top_k: int = Field(DEFAULT_TOP_K, ge=1, description="most states one sub-goal matches")
+    margin: float | None = Field(DEFAULT_MARGIN, ge=0.0,
+                                 description="keep states within this of the best score")
+    strict: bool = Field(False, description="error (not a flagged best match) below threshold")
+    feedback: Literal["none", "simulated", "llm"] = Field("none", description="who refines")
+    rule: Literal["probe", "sets", "vector"] = Field(DEFAULT_RULE, description="how it refines")
+    rounds: int = Field(MAX_ROUNDS, ge=0, le=MAX_ROUNDS, description="feedback rounds")
+    per_round: int = Field(DEFAULT_PER_ROUND, ge=1, description="states judged per round")
+    form: Literal["potential", "instruction"] = Field(
+        "potential", description="potential: shaping, policy-invariant; instruction: the task")
+    reward_from: Literal["match", "truth"] = Field(
+        "match", description="what pays a sub-goal: the matched descriptions, or the truth "
+                             "cells (an oracle upper bound)")
+    bonus: float = Field(1.0, gt=0.0, description="reward per sub-goal (Phi step)")
+    gamma: float = Field(0.99, ge=0.0, le=1.0, description="the agent's discount (potential)")
+    step_reward: float = Field(0.0, description="reward per step in the instruction form")
+    backend: str | dict[str, Any] = Field("llamacpp", description="LLM backend spec")
+
+    @field_validator("instruction", "task", "set_id")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty; expected a non-empty sentence")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InstructionsConfig:
+        given = [n for n in ("instruction", "chain", "task", "set_id") if getattr(self, n)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of instruction, chain, task and set_id; got "
+                             f"{given or 'none'}")
+        if self.chain is not None and not self.chain:
+            raise ValueError("chain is empty; expected one or more sub-goal sentences")
+        needs_truth = self.feedback == "simulated" or self.reward_from == "truth"
+        if needs_truth and self.truth is None and self.set_id is None:
+            raise ValueError(f"feedback {self.feedback!r} / reward_from {self.reward_from!r} "
+                             "needs ground truth: give truth (cells per sub-goal) or set_id")
+        return self
+
+
+class InstructionPlan:
+    """The result of :func:`prepare_instructions`: the chain, its matches, the exploration
+    and the costs; :meth:`wrap` builds the training wrapper."""
+
+    def __init__(self, config: InstructionsConfig, chain: tuple[str, ...],
+                 matches: list[Match], exploration: Exploration,
+                 truth: list[set[tuple[int, int]]] | None, counters: RoleCounters,
+                 judges: list[Any], maze: Any = None) -> None:
+        self.config, self.chain, self.matches = config, chain, matches
+        self.exploration, self.truth, self.counters = exploration, truth, counters
+        self.judges, self.maze = judges, maze
+
+    def subgoals(self) -> list[SubGoal]:
+        """The chain as :class:`SubGoal`s (matched descriptions, or true cells when
+        ``reward_from: truth``)."""
+        if self.config.reward_from == "truth":
+            return [SubGoal(text, check=cell_check(cells))
+                    for text, cells in zip(self.chain, self.truth or [], strict=True)]
+        return [SubGoal.of(found) for found in self.matches]
+
+    def wrap(self, env: gym.Env, pay: bool = True, **options: Any) -> InstructionFollowing:
+        """``env`` (a LanguageObservation environment) wrapped in
+        :class:`InstructionFollowing` with the plan's chain and settings; ``options`` go to
+        the wrapper (``observe_index``, ``describe_subgoal``)."""
+        c = self.config
+        return InstructionFollowing(env, self.subgoals(), form=c.form, bonus=c.bonus,
+                                    gamma=c.gamma, step_reward=c.step_reward, pay=pay,
+                                    **options)
+
+    def in_order(self) -> list[bool]:
+        """Per sub-goal: whether some exploration episode reached the matched states of every
+        sub-goal up to it, in order (False: not seen reachable in this order)."""
+        index = self.exploration.index()
+        targets = [{index[t] for t in found.texts} for found in self.matches]
+        best = 0
+        for trace in self.exploration.traces:
+            k = 0
+            for i in trace:
+                while k < len(targets) and i in targets[k]:
+                    k += 1
+            best = max(best, k)
+        return [n < best for n in range(len(targets))]
+
+    def stats(self) -> dict[str, float]:
+        """Counters: ``decompositions``, ``judgements`` (feedback verdicts) and the LLM
+        counters of the decomposition and the feedback (``llm_calls``, ...)."""
+        out = self.counters.as_stats()
+        out["judgements"] = 0
+        for judge in self.judges:
+            for key, value in judge.stats().items():
+                out[key] = out.get(key, 0) + value
+        return out
+
+    def report(self) -> dict[str, Any]:
+        """JSON-ready record of the preparation (the runner writes it to the results)."""
+        in_order = self.in_order()
+        rows = []
+        index = self.exploration.index()
+        for n, found in enumerate(self.matches):
+            row: dict[str, Any] = {"subgoal": n + 1, **found.as_dict(),
+                                   "reached_in_exploration_in_order": in_order[n]}
+            if self.maze is not None:
+                row["matched_cells"] = sorted(self.exploration.cells(
+                    [index[t] for t in found.texts]))
+            if self.truth is not None:
+                cells = self.exploration.cells([index[t] for t in found.texts])
+                row["truth_cells"] = sorted(self.truth[n])
+                row.update(match_scores(cells, self.truth[n]))
+            rows.append(row)
+        return {"chain": list(self.chain), "settings": self.config.model_dump(),
+                "exploration": dict(self.exploration.cost), "matches": rows,
+                "unreachable": [n + 1 for n, ok in enumerate(in_order) if not ok],
+                "llm": self.stats()}
+
+    def picture(self, path: str | Path | None = None) -> Any:
+        """A picture of matched vs true cells (mazes only; see :func:`match_picture`); written
+        as PNG when ``path`` is given."""
+        if self.maze is None:
+            raise ValueError("picture() draws mazes only; this environment is not a MazeEnv")
+        index = self.exploration.index()
+        matched = [self.exploration.cells([index[t] for t in found.texts])
+                   for found in self.matches]
+        return match_picture(self.maze, matched, self.truth, path)
+
+
+def _truth_of(config: InstructionsConfig) -> tuple[list[str] | None, Any]:
+    if config.set_id is None:
+        return None, config.truth
+    for item in load_instruction_set():
+        if item.id == config.set_id:
+            return list(item.chain), [list(map(list, step.cells)) for step in item.steps]
+    raise ValueError(f"set_id {config.set_id!r} is not an entry of the shipped instruction set")
+
+
+def prepare_instructions(config: InstructionsConfig | dict[str, Any], env: gym.Env,
+                         seed: int = 0, agent: Any = None, backend: Any = None
+                         ) -> InstructionPlan:
+    """Read the instructions, explore ``env``, match every sub-goal and refine the matches
+    with the configured feedback. ``agent``: explores instead of random moves; ``backend``:
+    an LLM backend object to use instead of ``config.backend``."""
+    config = config if isinstance(config, InstructionsConfig) else InstructionsConfig(
+        **(config or {}))
+    counters = RoleCounters("decompositions")
+    set_chain, truth_cells = _truth_of(config)
+    llm = backend if backend is not None else config.backend
+    if set_chain is not None:
+        chain = make_chain(set_chain)
+    elif config.task is not None:
+        chain = make_chain(task=config.task, backend=llm, decompose=config.decompose,
+                           counters=counters)
+    else:
+        chain = make_chain(config.instruction if config.instruction is not None
+                           else config.chain)
+    truth = None
+    if truth_cells is not None:
+        if len(truth_cells) != len(chain):
+            raise ValueError(f"truth has {len(truth_cells)} cell lists for a chain of "
+                             f"{len(chain)} sub-goals {list(chain)}; give one per sub-goal")
+        truth = [{(int(r), int(c)) for r, c in cells} for cells in truth_cells]
+    exploration = explore(env, config.exploration_episodes, agent=agent, seed=seed,
+                          max_steps=config.exploration_max_steps)
+    vectors = exploration.encode_texts(list(chain))
+    shared: Any = LLMFeedback(llm) if config.feedback == "llm" else None
+    judges = []
+    matches = []
+    for n, text in enumerate(chain):
+        judge = SimulatedFeedback(truth[n]) if config.feedback == "simulated" else shared
+        if judge is not None and judge not in judges:
+            judges.append(judge)
+        matches.append(refine(text, exploration, judge, rule=config.rule,
+                              rounds=config.rounds if judge is not None else 0,
+                              per_round=config.per_round, threshold=config.threshold,
+                              top_k=config.top_k, vector=vectors[n], strict=config.strict,
+                              margin=config.margin))
+    base = env.unwrapped
+    maze = base if hasattr(base, "grid") and hasattr(base, "goal") else None
+    return InstructionPlan(config, chain, matches, exploration, truth, counters, judges, maze)
