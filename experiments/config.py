@@ -39,6 +39,7 @@ from ..adapters.llm import llm_setting_models
 from ..agents import AGENTS
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
+from ..roles.instructions import InstructionsConfig
 from ..roles.reward_shaping import RewardShapingConfig
 
 
@@ -106,6 +107,9 @@ class EnvironmentSpec(_Strict):
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the env")
     reward_shaping: dict[str, Any] | None = Field(
         default=None, description="shape the training reward (adapters.reward_shaping)"
+    )
+    instructions: dict[str, Any] | None = Field(
+        default=None, description="instruction following (roles.instructions.InstructionsConfig)"
     )
 
     @field_validator("id")
@@ -535,6 +539,9 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
     if index == 0 and config.environment.reward_shaping is not None:
         _validate(RewardShapingConfig, config.environment.reward_shaping, source,
                   "environment.reward_shaping.")
+    if index == 0 and config.environment.instructions is not None:
+        _validate(InstructionsConfig, config.environment.instructions, source,
+                  "environment.instructions.")
     others = [a.name for a in config.adapters if a.type != "raw"]
     if spec.type == "llm_policy" and others:
         raise ConfigError(

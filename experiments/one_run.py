@@ -31,6 +31,7 @@ from .. import (
 )
 from ..adapters import LanguageObservation
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
+from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
 from ..roles.reward_shaping import RewardShaping, RewardShapingConfig
 from .config import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, experiment_from_dict
 from .results import Run, find_run, fresh_run_dir, run_rows, write_json
@@ -131,30 +132,34 @@ def train_run(
     run: Run,
     on_row: Callable[[dict[str, Any]], None],
     adapter: Any = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Train and evaluate one combination, handing each episode's row to ``on_row``;
     returns what ``done.json`` records. ``adapter``: one to use instead of building the
-    run's adapter (the Ray executor's shipped descriptions)."""
+    run's adapter (the Ray executor's shipped descriptions). ``run_dir``: where the run's
+    pictures go (the matched cells of instructions on a maze)."""
     torch.set_num_threads(config.torch_threads)
     raw_env = make_env(config)
     if adapter is None:
         adapter = make_adapter(run.adapter, raw_env, config.cache_dir)
+    plan = _instruction_plan(config, run, adapter)  # its cost is in done.json, not the rows
     env = wrap(raw_env, adapter)
+    spaces_of = plan.wrap(wrap(make_env(config), adapter)) if plan is not None else env
     agent = agents.make_agent(
         run.agent.type,
-        env.observation_space,
-        env.action_space,
+        spaces_of.observation_space,
+        spaces_of.action_space,
         seed=run.seed,
         **agent_params(run.agent, run.adapter.name, config.cache_dir),
     )
-    last_stats = _run_stats(adapter, agent)  # before the roles: shaping's scoring counts
-    agent, env, eval_env, shaper = _llm_roles(config, run, agent, env, raw_env, adapter)
+    last_stats = _run_stats(adapter, agent, plan)  # before the roles: shaping's scoring counts
+    agent, env, eval_env, shaper = _llm_roles(config, run, agent, env, raw_env, adapter, plan)
     started = time.perf_counter()
     rows = 0
 
     def record(episode_record) -> None:
         nonlocal last_stats, rows
-        stats = _run_stats(adapter, agent, shaper)
+        stats = _run_stats(adapter, agent, shaper, plan)
         on_row(
             {
                 "adapter": run.adapter.name,
@@ -214,15 +219,53 @@ def train_run(
         "adapter_stats": {k: float(v) for k, v in adapter.stats().items()},
         **_agent_log(agent),
         "llm_roles": {name: role.stats() for name, role in
-                      (("agent", agent), ("reward_shaping", shaper)) if hasattr(role, "stats")},
+                      (("agent", agent), ("reward_shaping", shaper), ("instructions", plan))
+                      if hasattr(role, "stats")},
+        **_instructions_record(config, run, plan, agent, env, eval_env, run_dir),
     }
 
 
+def _instruction_plan(config: ExperimentConfig, run: Run, adapter: Any) -> Any:
+    """The run's instructions matched on its exploration (None without an ``instructions``
+    block): on the adapter's own descriptions, or — for raw states — on rule-language
+    descriptions of the same environment, matched by state."""
+    block = config.environment.instructions
+    if block is None:
+        return None
+    block = _block_with_cache(block, InstructionsConfig, config.cache_dir)
+    if getattr(adapter, "describes_states", False):
+        explorer = wrap(make_env(config), adapter)
+    else:
+        language = adapters.make("language", make_env(config), **adapter_settings(
+            AdapterSpec(type="language"), config.cache_dir))
+        explorer = wrap(make_env(config), language)
+        block = {**block, "match_on": "state"}
+    return prepare_instructions(block, explorer, seed=run.seed)
+
+
+def _instructions_record(config: ExperimentConfig, run: Run, plan: Any, agent: Any,
+                         env: Any, eval_env: Any, run_dir: Path | None) -> dict[str, Any]:
+    """What ``done.json`` keeps of the instructions: the matches, their precision and recall
+    against the ground truth, the exploration's cost, the first training episode that
+    followed the chain and the greedy follow rate; the picture of the matched cells."""
+    if plan is None:
+        return {}
+    if run_dir is not None and plan.maze is not None:
+        plan.picture(Path(run_dir) / "instructions.png")
+    follow = follow_rate(agent, eval_env, config.evaluation.final_episodes,
+                         run.seed + FINAL_EVAL_SEED,
+                         truth=None if plan.truth is None else [sorted(c) for c in plan.truth])
+    return {"instructions": {**plan.report(), "follow": follow,
+                             "first_success_episode": env.get_wrapper_attr(
+                                 "first_success_episode")}}
+
+
 def _llm_roles(config: ExperimentConfig, run: Run, agent: Any, env: Any, raw_env: Any,
-               adapter: Any) -> tuple[Any, Any, Any, Any]:
+               adapter: Any, plan: Any = None) -> tuple[Any, Any, Any, Any]:
     """(agent, training env, evaluation env, shaper): the run's advisor wrapped around the
     agent, reward shaping on the training env only (evaluation keeps the env's own reward),
-    and the agent bound to the training env when it reads raw states (LLM roles)."""
+    instruction following outside it (an evaluation copy that pays the chain only when the
+    instruction is the task), and the agent bound to the training env."""
     eval_env, shaper = env, None
     shaping = run.agent.reward_shaping or config.environment.reward_shaping
     if shaping is not None:
@@ -230,6 +273,10 @@ def _llm_roles(config: ExperimentConfig, run: Run, agent: Any, env: Any, raw_env
                                _block_with_cache(shaping, RewardShapingConfig, config.cache_dir))
         shaper.prepare()
         env, eval_env = wrap(shaper, adapter), wrap(make_env(config), adapter)
+    if plan is not None:
+        env = plan.wrap(env)
+        eval_env = plan.wrap(wrap(make_env(config), adapter),
+                             pay=plan.config.form == "instruction")
     if run.agent.advisor is not None:
         agent = LLMAdvisor(agent,
                            _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir))
@@ -270,6 +317,6 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
     folder = Path(out_dir)
     run_dir = fresh_run_dir(folder, run.key)
     with run_rows(run_dir) as writer:
-        summary = train_run(config, run, writer.writerow)
+        summary = train_run(config, run, writer.writerow, run_dir=run_dir)
     write_json(folder, Path("runs") / run.key / "done.json", summary)
     return summary

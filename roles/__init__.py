@@ -8,7 +8,11 @@
 - a reward signal: :class:`RewardShaping` (potential-based, or the LLM as judge);
 - an optimiser that writes whole policies: :class:`LLMPolicySearch` (agent type
   ``llm_policy_search``; tables or linear policies, proposer ``llm`` or ``random``);
-- oracles (:class:`MazeOracle`), the upper bound of advice and potentials.
+- the reader of instructions: :class:`InstructionFollowing` and
+  :func:`prepare_instructions` (:mod:`roles.instructions`: match instructions to the
+  descriptions of explored states, refine with feedback, reward the sub-goals in order);
+- oracles (:class:`MazeOracle`, :func:`oracle_for`), the upper bound of advice and
+  potentials.
 
 Every role has one ``stats()`` whose LLM counters use the LLM layer's names
 (``llm_calls``, ``llm_cache_hits``, ``llm_fallbacks``, ``llm_seconds``). Importing this
@@ -19,6 +23,14 @@ from ..agents import register_agent
 from . import minigrid_oracle  # noqa: F401  (registers the MiniGrid/BabyAI oracles)
 from .advisor import Advice, AdvisedActions, AdvisorConfig, LLMAdvisor, sb3_advice_callback
 from .counting import LLM_COUNTERS, RoleCounters, make_llm_backend
+from .instructions import (
+    InstructionFollowing,
+    InstructionPlan,
+    InstructionsConfig,
+    SubGoal,
+    evaluate_matching,
+    prepare_instructions,
+)
 from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt
 from .oracles import MazeOracle, Oracle, oracle_for, register_oracle
 from .policy_families import LinearPolicy, TabularPolicy, parse_proposal, proposal_schema
@@ -36,6 +48,9 @@ __all__ = [
     "AdvisedActions",
     "AdvisorConfig",
     "DiscreteActionParser",
+    "InstructionFollowing",
+    "InstructionPlan",
+    "InstructionsConfig",
     "LLMAdvisor",
     "LLMPolicy",
     "LLMPolicyConfig",
@@ -47,14 +62,17 @@ __all__ = [
     "RewardShaping",
     "RewardShapingConfig",
     "RoleCounters",
+    "SubGoal",
     "TabularPolicy",
     "check_legal",
     "decision_messages",
+    "evaluate_matching",
     "format_state",
     "load_templates",
     "make_llm_backend",
     "oracle_for",
     "parse_proposal",
+    "prepare_instructions",
     "proposal_schema",
     "register_oracle",
     "sb3_advice_callback",

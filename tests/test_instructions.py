@@ -340,3 +340,44 @@ def test_shipped_set_has_ground_truth_that_rules_and_hands_agree_on() -> None:
     for item in items:
         for step in item.steps:
             assert step.derived(item.maze) == sorted(step.cells), (item.id, step.text)
+
+
+def test_a_plan_made_with_language_pays_a_raw_adapter_run_by_state(umaze_adapter: Any) -> None:
+    plan = prepare_instructions({"instruction": "the top right corner", "feedback": "simulated",
+                                 "truth": [[TR]], "match_on": "state", "form": "instruction",
+                                 "exploration_episodes": 20}, language_umaze(umaze_adapter))
+    raw = MazeEnv("umaze")
+    env = plan.wrap(LanguageObservation(raw, adapters.make("raw", raw)))
+    env.reset(seed=0)
+    rewards = [env.step(a)[1] for a in (2, 2, 1, 1)]
+    assert rewards == [0, 0, 0, 1] and env.observation_space.shape == (2 + 2,)
+
+
+def test_an_experiment_file_with_an_instructions_block(tmp_path):
+    """The runner explores, matches (simulated feedback), wraps training in the
+    instruction-following reward and records the matches, the follow rate and a picture."""
+    import json
+
+    from langadapt.experiments import runner
+    from langadapt.experiments.config import ConfigError, experiment_from_dict
+
+    data = {"name": "instructed", "environment": {
+                "id": "langadapt/Maze-v0", "params": {"maze": "umaze"},
+                "instructions": {"set_id": "umaze-corners-then-goal", "feedback": "simulated",
+                                 "form": "instruction", "exploration_episodes": 30}},
+            "adapters": [{"type": "language"}],
+            "agents": [{"type": "qlearning", "params": {"alpha": 0.5}}],
+            "training": {"episodes": 30}, "seeds": 1,
+            "evaluation": {"every": 10, "episodes": 1, "final_episodes": 2},
+            "cache_dir": str(tmp_path / "cache")}
+    out = runner.run_experiment(experiment_from_dict(data, "x.yaml"), tmp_path / "out",
+                                progress=False, log=lambda s: None)
+    done = json.loads((out / "runs" / "language__qlearning__seed0" / "done.json").read_text())
+    record = done["instructions"]
+    assert [m["subgoal"] for m in record["matches"]] == list(range(1, len(record["chain"]) + 1))
+    assert all("precision" in m and "recall" in m for m in record["matches"])
+    assert set(record["follow"]) >= {"rate", "truth_rate", "env_success"}
+    assert (out / "runs" / "language__qlearning__seed0" / "instructions.png").stat().st_size
+    data["environment"]["instructions"] = {"instruction": "  "}
+    with pytest.raises(ConfigError, match="environment.instructions"):
+        experiment_from_dict(data, "x.yaml")

@@ -1,8 +1,9 @@
 """LLM decisions on llama.cpp / SmolLM2: scoring the known replies vs generating one.
 
-``n`` distinct maze decision prompts (`langadapt.roles.decision_messages`): cells of all
-four named mazes, each with a random subset (two or more where the cell allows) of its
-legal moves, drawn without repeats. For every prompt, side by side in one run, each
+``n`` distinct maze decision prompts (`langadapt.roles.decision_messages`): non-goal cells
+of the four named mazes and of random 9x9 mazes (``n // 60`` of them, seeds 0, 1, ...),
+each with a random subset (two or more where the cell allows) of its legal moves, drawn
+without repeats. For every prompt, side by side in one run, each
 starting from the same state — llama.cpp's KV cache holding just the prefix every prompt
 shares (system prompt and template), as in a run where consecutive decisions differ:
 
@@ -40,24 +41,29 @@ __all__ = ["decision_prompts", "run"]
 
 def decision_prompts(n: int, seed: int = 0) -> list[dict[str, Any]]:
     """``n`` distinct maze decisions: ``{"maze", "cell", "moves", "messages", "schema"}``,
-    the cells of all four mazes, each with a random subset of its legal moves (two or more
-    where it has them). ValueError when the mazes hold fewer than ``n`` distinct ones."""
+    the cells of the four named mazes and of random 9x9 mazes, each with a random subset of
+    its legal moves (two or more where it has them). ValueError when the mazes hold fewer
+    than ``n`` distinct ones."""
     from ...roles import DiscreteActionParser, decision_messages
 
     rng = np.random.default_rng(seed)
     cells = []
-    for name in MAZE_LAYOUTS:
-        env = MazeEnv(maze=name)
+    mazes = [(name, MazeEnv(maze=name)) for name in MAZE_LAYOUTS]
+    # random 9x9 mazes after the named ones, as many as n distinct decisions need
+    mazes += [(f"random9x9-{k}", MazeEnv(maze="random", width=9, height=9, seed=k))
+              for k in range(max(0, n // 60))]
+    for name, env in mazes:
         spec = language_for(env)
         parser = DiscreteActionParser(n_actions=spec.n_actions)
-        cells += [(name, env, spec, parser, cell) for cell in env.free_cells()]
+        cells += [(name, env, spec, parser, cell) for cell in env.free_cells()
+                  if cell != env.goal]
     seen: set[tuple[str, tuple[int, int], tuple[int, ...]]] = set()
     out: list[dict[str, Any]] = []
     attempts = 0
     while len(out) < n:
         attempts += 1
         if attempts > 100 * n + 10_000:
-            raise ValueError(f"the four mazes hold fewer than n={n} distinct decisions")
+            raise ValueError(f"the mazes hold fewer than n={n} distinct decisions")
         name, env, spec, parser, cell = cells[int(rng.integers(len(cells)))]
         legal = env.legal_moves_at(cell)
         size = int(rng.integers(min(2, len(legal)), len(legal) + 1))

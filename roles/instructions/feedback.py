@@ -12,6 +12,9 @@
   and answers ``{"satisfied": bool, "reason": str}`` (structured output, one call per
   (instruction, description), cached by the LLM layer).
 
+Both count ``judgements`` and ``satisfied`` verdicts in ``stats()``: a judge that says yes to
+nearly everything (SmolLM2 does) is visible in the report.
+
 **Refinement** (:func:`refine`): up to ``rounds`` (at most :data:`MAX_ROUNDS` = 3) rounds;
 each shows the judge the ``per_round`` best states not yet judged, by the rule's current
 ranking, then the rule updates it. Rules:
@@ -111,12 +114,18 @@ class SimulatedFeedback:
             if not self.truth:
                 raise ValueError("simulated feedback truth is empty; expected at least one "
                                  "state")
-        self.counters = RoleCounters("judgements")
+        self.counters = RoleCounters("judgements", "satisfied")
 
     def judge(self, instruction: str, description: str, states: Sequence[tuple[float, ...]],
               exploration: Exploration | None = None, index: int | None = None
               ) -> tuple[bool, str]:
+        verdict, reason = self._verdict(states, exploration, index)
         self.counters["judgements"] += 1
+        self.counters["satisfied"] += verdict
+        return verdict, reason
+
+    def _verdict(self, states: Sequence[tuple[float, ...]], exploration: Exploration | None,
+                 index: int | None) -> tuple[bool, str]:
         if self.on_env:
             hits = (exploration.checks.get(id(self.truth)) if exploration is not None
                     else None)
@@ -144,7 +153,7 @@ class LLMFeedback:
         self._spec = backend
         self._backend: Any = None
         self.max_tokens = max_tokens
-        self.counters = RoleCounters("judgements")
+        self.counters = RoleCounters("judgements", "satisfied")
 
     @property
     def backend(self) -> Any:
@@ -160,7 +169,6 @@ class LLMFeedback:
                                                                   description=description)}]
         with self.counters.llm_call(self.backend):
             reply = self.backend.chat(messages, schema=JUDGE_SCHEMA, max_tokens=self.max_tokens)
-        self.counters["judgements"] += 1
         try:
             data = parse_json_reply(reply)
             verdict, reason = data["satisfied"], data.get("reason", "")
@@ -169,6 +177,8 @@ class LLMFeedback:
         if not isinstance(verdict, bool):
             raise ValueError(f"the LLM's judgement {reply!r} of {description!r} is not JSON "
                              '{"satisfied": true/false, "reason": ...}')
+        self.counters["judgements"] += 1
+        self.counters["satisfied"] += verdict
         return verdict, str(reason)[:200]
 
     def stats(self) -> dict[str, float]:

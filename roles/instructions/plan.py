@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...environments import language_for
 from ..counting import RoleCounters
 from .data import load_instruction_set
 from .feedback import (
@@ -78,6 +80,9 @@ class InstructionsConfig(BaseModel):
     reward_from: Literal["match", "truth"] = Field(
         "match", description="what pays a sub-goal: the matched descriptions, or the truth "
                              "cells (an oracle upper bound)")
+    match_on: Literal["description", "state"] = Field(
+        "description", description="a matched sub-goal is reached by its description, or by "
+                                   "the raw states explored with it (any adapter, e.g. raw)")
     bonus: float = Field(1.0, gt=0.0, description="reward per sub-goal (Phi step)")
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="the agent's discount (potential)")
     step_reward: float = Field(0.0, description="reward per step in the instruction form")
@@ -117,20 +122,32 @@ class InstructionPlan:
         self.exploration, self.truth, self.counters = exploration, truth, counters
         self.judges, self.maze = judges, maze
 
-    def subgoals(self) -> list[SubGoal]:
-        """The chain as :class:`SubGoal`s (matched descriptions, or true cells when
-        ``reward_from: truth``)."""
+    def subgoals(self, env: gym.Env | None = None) -> list[SubGoal]:
+        """The chain as :class:`SubGoal`s: matched descriptions; with ``match_on: state`` a
+        check that the raw state (``state_of`` of ``env``'s language spec) is one explored with
+        them; with ``reward_from: truth`` a check of the true cells."""
         if self.config.reward_from == "truth":
             return [SubGoal(text, check=cell_check(cells))
                     for text, cells in zip(self.chain, self.truth or [], strict=True)]
-        return [SubGoal.of(found) for found in self.matches]
+        if self.config.match_on == "description":
+            return [SubGoal.of(found) for found in self.matches]
+        if env is None:
+            raise ValueError("match_on 'state' needs the environment (plan.subgoals(env))")
+        state_of = language_for(env).state_of
+        index = self.exploration.index()
+        goals = []
+        for found in self.matches:
+            states = {_state_key(s) for t in found.texts for s in self.exploration.states[index[t]]}
+            goals.append(SubGoal(found.instruction, check=lambda base, states=states: _state_key(
+                state_of(base)) in states))
+        return goals
 
     def wrap(self, env: gym.Env, pay: bool = True, **options: Any) -> InstructionFollowing:
         """``env`` (a LanguageObservation environment) wrapped in
         :class:`InstructionFollowing` with the plan's chain and settings; ``options`` go to
         the wrapper (``observe_index``, ``describe_subgoal``)."""
         c = self.config
-        return InstructionFollowing(env, self.subgoals(), form=c.form, bonus=c.bonus,
+        return InstructionFollowing(env, self.subgoals(env), form=c.form, bonus=c.bonus,
                                     gamma=c.gamma, step_reward=c.step_reward, pay=pay,
                                     **options)
 
@@ -149,10 +166,11 @@ class InstructionPlan:
         return [n < best for n in range(len(targets))]
 
     def stats(self) -> dict[str, float]:
-        """Counters: ``decompositions``, ``judgements`` (feedback verdicts) and the LLM
+        """Counters: ``decompositions``, ``judgements`` (feedback verdicts), ``satisfied``
+        (verdicts that said yes) and the LLM
         counters of the decomposition and the feedback (``llm_calls``, ...)."""
         out = self.counters.as_stats()
-        out["judgements"] = 0
+        out["judgements"] = out["satisfied"] = 0
         for judge in self.judges:
             for key, value in judge.stats().items():
                 out[key] = out.get(key, 0) + value
@@ -188,6 +206,10 @@ class InstructionPlan:
         matched = [self.exploration.cells([index[t] for t in found.texts])
                    for found in self.matches]
         return match_picture(self.maze, matched, self.truth, path)
+
+
+def _state_key(state: Any) -> tuple[float, ...]:
+    return tuple(round(float(v), 6) for v in np.asarray(state, dtype=np.float64).ravel())
 
 
 def _truth_of(config: InstructionsConfig) -> tuple[list[str] | None, Any]:

@@ -10,10 +10,10 @@ naming it.
 The LLM decomposition (:func:`decompose_task`) asks for structured output,
 ``{"subgoals": ["...", ...]}`` (:data:`SUBGOALS_SCHEMA`), keeps the sub-goals that are usable
 (:func:`usable_subgoals`: leading verbs such as "go to" removed, text of two or more words
-with letters, not a copy of the task or of a placeholder, no repeats) and, when none is, sends one correction prompt quoting
-the reply; a second reply without usable sub-goals is a ``ValueError`` naming the task
-sentence. :func:`split_task` is the rule-based alternative (no LLM): it splits on "then",
-"and then", "before", ";" and ", and finally"-style joins.
+with letters, not a copy of the task or of a placeholder, no repeats) and, when none is,
+sends one correction prompt quoting the reply; a second reply without usable sub-goals is a
+``ValueError`` naming the task sentence. :func:`split_task` is the rule-based alternative (no
+LLM): it splits on "then", "and then", "before", ";" and ", and finally"-style joins.
 """
 
 from __future__ import annotations
