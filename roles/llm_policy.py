@@ -78,10 +78,11 @@ class LLMPolicyConfig(BaseModel):
     )
 
 
-#: The reply instruction ending a structured decision prompt, per prompt style.
+#: The reply instruction ending a structured decision prompt, per prompt style. The compact
+#: style leaves it out: the backend scores the known replies, or enforces their schema.
 STRUCTURED_INSTRUCTION = {
     "verbose": '\nReply with JSON {"action": N}, N one of the legal actions.',
-    "compact": '\nJSON {"action": N}',
+    "compact": "",
 }
 
 

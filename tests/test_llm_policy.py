@@ -315,7 +315,7 @@ def test_compact_prompt_style_says_the_same_in_fewer_words() -> None:
     verbose = decision_messages(spec, list(cell), legal)
     compact = decision_messages(spec, list(cell), legal, style="compact")
     assert compact[-1]["content"] == (
-        'goal: 5 down, 5 right\nmoves: 1 right, 3 down, 7 down-right\nJSON {"action": N}')
+        "goal: 5 down, 5 right\nmoves: 1 right, 3 down, 7 down-right")
     assert compact[0]["content"] == spec.compact_task != verbose[0]["content"]
     assert len(compact[-1]["content"]) < 0.5 * len(verbose[-1]["content"])
     for env_id, state, moves, part in (

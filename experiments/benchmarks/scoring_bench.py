@@ -35,6 +35,7 @@ from ...environments import MazeEnv, language_for
 from ...environments.maze import MAZE_LAYOUTS
 from ...llm import LlamaCppBackend, decide
 from ...llm.llamacpp import _evaluate, chat_prompt_tokens, load_llama
+from ...roles import DiscreteActionParser, decision_messages
 
 __all__ = ["decision_prompts", "run"]
 
@@ -44,8 +45,6 @@ def decision_prompts(n: int, seed: int = 0) -> list[dict[str, Any]]:
     the cells of the four named mazes and of random 9x9 mazes, each with a random subset of
     its legal moves (two or more where it has them). ValueError when the mazes hold fewer
     than ``n`` distinct ones."""
-    from ...roles import DiscreteActionParser, decision_messages
-
     rng = np.random.default_rng(seed)
     cells = []
     mazes = [(name, MazeEnv(maze=name)) for name in MAZE_LAYOUTS]

@@ -30,6 +30,7 @@ import numpy as np
 from ... import adapters, agents
 from ...adapters import LanguageObservation
 from ...environments import MazeEnv
+from ..counting import RoleCounters
 from .data import InstructionItem, load_instruction_set
 from .feedback import (
     DEFAULT_PER_ROUND,
@@ -182,8 +183,6 @@ def evaluate_decomposition(items: Sequence[InstructionItem] | None = None,
                            decompose: str = "llm", backend: Any = "llamacpp") -> dict[str, Any]:
     """For every entry with a task sentence: the chain read from it (or the error), whether
     it equals the entry's chain (case and final period ignored), and the LLM calls."""
-    from ..counting import RoleCounters
-
     items = [i for i in (items if items is not None else load_instruction_set()) if i.task]
     counters = RoleCounters("decompositions")
     rows = []
