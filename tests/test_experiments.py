@@ -66,15 +66,6 @@ def test_every_shipped_config_is_valid():
         assert config.seed_list, path
 
 
-def test_quickstart_compares_raw_language_and_embedded_llm_with_qlearning_and_dqn():
-    config = load_config(ROOT / "configs" / "quickstart.yaml")
-    assert {a.type for a in config.adapters} == {"raw", "language", "llm"}
-    llm = next(a for a in config.adapters if a.type == "llm")
-    assert llm.settings["backend"] == "llamacpp"
-    assert {a.type for a in config.agents} == {"qlearning", "dqn"}
-    assert config.environment.id == "langadapt/Maze-v0"
-
-
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="no-such.yaml: no such experiment file"):
         load_config(tmp_path / "no-such.yaml")
