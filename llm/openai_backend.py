@@ -53,11 +53,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -128,64 +125,6 @@ def _retry_after(response: Any) -> float | None:
     if millis is not None:
         return millis / 1000.0
     return retry_after_seconds(headers.get("retry-after"))
-
-
-def _deadline_transport(httpx: Any) -> Any:
-    """A transport for ``httpx`` (the HTTP module the installed openai client uses: httpx,
-    or httpx2 for openai 3) whose requests end by an instant set per thread with
-    ``until`` — as `langadapt.llm.transport.DeadlineTransport` does for the Ollama client."""
-
-    class _Stream(httpx.SyncByteStream):
-        def __init__(self, inner: Any, instant: float, request: Any) -> None:
-            self.inner, self.instant, self.request = inner, instant, request
-
-        def __iter__(self) -> Iterator[bytes]:
-            for chunk in self.inner:
-                if time.monotonic() > self.instant:
-                    raise httpx.ReadTimeout("the time for this request ran out while the "
-                                            "reply was arriving", request=self.request)
-                yield chunk
-
-        def close(self) -> None:
-            close = getattr(self.inner, "close", None)
-            if close is not None:
-                close()
-
-    class DeadlineTransport(httpx.BaseTransport):
-        def __init__(self) -> None:
-            self.inner = httpx.HTTPTransport()
-            self._local = threading.local()
-
-        @contextmanager
-        def until(self, instant: float | None) -> Iterator[None]:
-            previous = getattr(self._local, "instant", None)
-            self._local.instant = instant
-            try:
-                yield
-            finally:
-                self._local.instant = previous
-
-        def handle_request(self, request: Any) -> Any:
-            instant = getattr(self._local, "instant", None)
-            if instant is None:
-                return self.inner.handle_request(request)
-            left = instant - time.monotonic()
-            if left <= 0:
-                raise httpx.ReadTimeout("the time for this request ran out before it was "
-                                        "sent", request=request)
-            given = request.extensions.get("timeout") or {}
-            request.extensions["timeout"] = {
-                name: left if given.get(name) is None else min(float(given[name]), left)
-                for name in ("connect", "read", "write", "pool")
-            }
-            response = self.inner.handle_request(request)
-            response.stream = _Stream(response.stream, instant, request)
-            return response
-
-        def close(self) -> None:
-            self.inner.close()
-
-    return DeadlineTransport()
 
 
 class _Client:
@@ -271,7 +210,9 @@ class OpenAIBackend(LLMBackend):
         base = next(c for c in openai.DefaultHttpxClient.__mro__
                     if c.__name__ == "Client" and c.__module__.split(".")[0].startswith("httpx"))
         httpx = importlib.import_module(base.__module__.split(".")[0])
-        transport = _deadline_transport(httpx)
+        from .transport import deadline_transport_class  # imports httpx: on first use only
+
+        transport = deadline_transport_class(httpx)()
         client = openai.OpenAI(
             base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0,
             http_client=openai.DefaultHttpxClient(transport=transport, timeout=self.timeout))

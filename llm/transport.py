@@ -16,6 +16,7 @@ backend imports it on first use, not with the package.
 from __future__ import annotations
 
 import email.utils
+import functools
 import math
 import threading
 import time
@@ -26,7 +27,8 @@ from typing import Any
 
 import httpx
 
-__all__ = ["DeadlineTransport", "retry_after_from", "retry_after_seconds"]
+__all__ = ["DeadlineTransport", "deadline_transport_class", "retry_after_from",
+           "retry_after_seconds"]
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -66,60 +68,68 @@ def retry_after_from(error: BaseException) -> float | None:
     return None
 
 
-class _DeadlineStream(httpx.SyncByteStream):
-    def __init__(self, inner: Any, instant: float, request: httpx.Request) -> None:
-        self.inner = inner
-        self.instant = instant
-        self.request = request
+@functools.cache
+def deadline_transport_class(http: Any = httpx) -> type:
+    """`DeadlineTransport` for the HTTP module ``http`` (httpx, or another module with
+    httpx's transport API, such as the one a newer openai client ships with)."""
 
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.inner:
-            if time.monotonic() > self.instant:
-                raise httpx.ReadTimeout("the time for this request ran out while the reply "
-                                        "was arriving", request=self.request)
-            yield chunk
+    class DeadlineStream(http.SyncByteStream):
+        def __init__(self, inner: Any, instant: float, request: Any) -> None:
+            self.inner, self.instant, self.request = inner, instant, request
 
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self.inner:
+                if time.monotonic() > self.instant:
+                    raise http.ReadTimeout("the time for this request ran out while the "
+                                           "reply was arriving", request=self.request)
+                yield chunk
+
+        def close(self) -> None:
+            close = getattr(self.inner, "close", None)
+            if close is not None:
+                close()
+
+    class DeadlineTransport(http.BaseTransport):
+        """An HTTP transport whose requests end by the instant set with `until` (see the
+        module docstring); without one set, requests pass through unchanged."""
+
+        def __init__(self, inner: Any = None) -> None:
+            self.inner = inner if inner is not None else http.HTTPTransport()
+            self._local = threading.local()
+
+        @contextmanager
+        def until(self, instant: float | None) -> Iterator[None]:
+            """Requests this thread makes inside the block end by ``instant``
+            (``time.monotonic()``; None: no limit)."""
+            previous = getattr(self._local, "instant", None)
+            self._local.instant = instant
+            try:
+                yield
+            finally:
+                self._local.instant = previous
+
+        def handle_request(self, request: Any) -> Any:
+            instant = getattr(self._local, "instant", None)
+            if instant is None:
+                return self.inner.handle_request(request)
+            left = instant - time.monotonic()
+            if left <= 0:
+                raise http.ReadTimeout("the time for this request ran out before it was "
+                                       "sent", request=request)
+            given = request.extensions.get("timeout") or {}
+            request.extensions["timeout"] = {
+                name: left if given.get(name) is None else min(float(given[name]), left)
+                for name in ("connect", "read", "write", "pool")
+            }
+            response = self.inner.handle_request(request)
+            response.stream = DeadlineStream(response.stream, instant, request)
+            return response
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return DeadlineTransport
 
 
-class DeadlineTransport(httpx.BaseTransport):
-    """An httpx transport whose requests end by the instant set with `until` (see the
-    module docstring); without one set, requests pass through unchanged."""
-
-    def __init__(self, inner: httpx.BaseTransport | None = None) -> None:
-        self.inner = inner if inner is not None else httpx.HTTPTransport()
-        self._local = threading.local()
-
-    @contextmanager
-    def until(self, instant: float | None) -> Iterator[None]:
-        """Requests this thread makes inside the block end by ``instant``
-        (``time.monotonic()``; None: no limit)."""
-        previous = getattr(self._local, "instant", None)
-        self._local.instant = instant
-        try:
-            yield
-        finally:
-            self._local.instant = previous
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        instant = getattr(self._local, "instant", None)
-        if instant is None:
-            return self.inner.handle_request(request)
-        left = instant - time.monotonic()
-        if left <= 0:
-            raise httpx.ReadTimeout("the time for this request ran out before it was sent",
-                                    request=request)
-        given = request.extensions.get("timeout") or {}
-        request.extensions["timeout"] = {
-            name: left if given.get(name) is None else min(float(given[name]), left)
-            for name in ("connect", "read", "write", "pool")
-        }
-        response = self.inner.handle_request(request)
-        response.stream = _DeadlineStream(response.stream, instant, request)
-        return response
-
-    def close(self) -> None:
-        self.inner.close()
+#: The httpx transport the Ollama backend uses.
+DeadlineTransport = deadline_transport_class(httpx)

@@ -8,11 +8,11 @@ import csv
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from experiment_fixtures import LANGADAPT, QUIET, raw_config
 
 from langadapt.experiments import cli
 from langadapt.experiments import one_run as one_run_module
@@ -31,26 +31,6 @@ from langadapt.experiments.runner import (
     run_experiment,
     runs_of,
 )
-
-LANGADAPT = Path(sys.executable).parent / "langadapt"
-QUIET = {"progress": False, "log": lambda _: None}
-
-
-def raw_config(tmp_path: Path, **changes) -> dict:
-    """Raw states only (no encoder to load): two agents x two seeds on the umaze."""
-    data = {
-        "name": "faults",
-        "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}},
-        "adapters": [{"type": "raw"}],
-        "agents": [{"type": "qlearning"}, {"type": "random"}],
-        "training": {"episodes": 4},
-        "seeds": 2,
-        "evaluation": {"every": 2, "episodes": 1, "final_episodes": 2},
-        "output": str(tmp_path / "out"),
-        "cache_dir": str(tmp_path / "cache"),
-    }
-    data.update(changes)
-    return data
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from experiment_fixtures import LANGADAPT, QUIET, raw_config
 
 from langadapt.experiments import cli, one_run, results
 from langadapt.experiments import report as report_module
@@ -34,26 +35,6 @@ from langadapt.experiments.results import (
 from langadapt.experiments.runner import check_results, finished_runs, run_experiment, runs_of
 from langadapt.experiments.search_report import run_curves
 from langadapt.llm.testing import FakeOllama, example_for
-
-LANGADAPT = Path(sys.executable).parent / "langadapt"
-QUIET = {"progress": False, "log": lambda _: None}
-
-
-def raw_config(tmp_path: Path, **changes) -> dict:
-    """Raw states only (no encoder to load): two agents x two seeds on the umaze."""
-    data = {
-        "name": "faults",
-        "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}},
-        "adapters": [{"type": "raw"}],
-        "agents": [{"type": "qlearning"}, {"type": "random"}],
-        "training": {"episodes": 4},
-        "seeds": 2,
-        "evaluation": {"every": 2, "episodes": 1, "final_episodes": 2},
-        "output": str(tmp_path / "out"),
-        "cache_dir": str(tmp_path / "cache"),
-    }
-    data.update(changes)
-    return data
 
 
 @pytest.fixture()
