@@ -31,7 +31,7 @@ ENV_ALIASES = {
     "maze": "langadapt/Maze-v0",
     "cartpole": "langadapt/CartPole-v0",
 }
-BENCHMARKS = ("adapters", "llm", "agents", "executors", "llm_roles")
+BENCHMARKS = ("adapters", "llm", "agents", "executors", "llm_roles", "minigrid")
 
 
 class UsageError(ValueError):
