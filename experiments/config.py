@@ -39,7 +39,7 @@ from ..adapters.llm import llm_setting_models
 from ..agents import AGENTS
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
-from ..roles.instructions import InstructionsConfig
+from ..roles.instructions import InstructionsConfig, load_instruction_set
 from ..roles.reward_shaping import RewardShapingConfig
 
 
@@ -542,6 +542,7 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
     if index == 0 and config.environment.instructions is not None:
         _validate(InstructionsConfig, config.environment.instructions, source,
                   "environment.instructions.")
+        _check_instruction_maze(config, source)
     others = [a.name for a in config.adapters if a.type != "raw"]
     if spec.type == "llm_policy" and others:
         raise ConfigError(
@@ -549,6 +550,21 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
             f"with adapters of type raw; got {', '.join(others)} (list it in an experiment "
             "with only a raw adapter)"
         )
+
+
+def _check_instruction_maze(config: ExperimentConfig, source: Any) -> None:
+    """An entry of the shipped instruction set only on the maze its ground truth is for."""
+    set_id = config.environment.instructions.get("set_id")
+    if set_id is None:
+        return
+    item = next(i for i in load_instruction_set() if i.id == set_id)
+    maze = config.environment.params.get("maze", "umaze")
+    if config.environment.id != "langadapt/Maze-v0" or maze != item.maze:
+        raise ConfigError(
+            f"{source}: invalid experiment file\n  environment.instructions.set_id: "
+            f"{set_id!r} is an instruction for the {item.maze} maze (its ground-truth cells), "
+            f"but the environment is {config.environment.id} {config.environment.params}; "
+            f"expected langadapt/Maze-v0 with maze: {item.maze}")
 
 
 def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], dict[str, Any]]]:

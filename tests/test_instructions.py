@@ -381,3 +381,18 @@ def test_an_experiment_file_with_an_instructions_block(tmp_path):
     data["environment"]["instructions"] = {"instruction": "  "}
     with pytest.raises(ConfigError, match="environment.instructions"):
         experiment_from_dict(data, "x.yaml")
+
+
+def test_a_shipped_instruction_is_checked_when_the_file_is_read():
+    from langadapt.experiments.config import ConfigError, experiment_from_dict
+
+    data = {"name": "x", "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "medium"},
+                                         "instructions": {"set_id": "nope"}},
+            "adapters": [{"type": "language"}], "agents": [{"type": "qlearning"}],
+            "training": {"episodes": 2}, "seeds": 1}
+    with pytest.raises(ConfigError, match="'nope' is not an entry of the shipped maze set"):
+        experiment_from_dict(data, "x.yaml")
+    data["environment"]["instructions"] = {"set_id": "umaze-top-left"}
+    with pytest.raises(ConfigError, match="for the umaze maze .* expected langadapt/Maze-v0 "
+                                          "with maze: umaze"):
+        experiment_from_dict(data, "x.yaml")

@@ -95,6 +95,15 @@ class InstructionsConfig(BaseModel):
             raise ValueError("is empty; expected a non-empty sentence")
         return value
 
+    @field_validator("set_id")
+    @classmethod
+    def _shipped(cls, value: str | None) -> str | None:
+        known = [item.id for item in load_instruction_set()]
+        if value is not None and value not in known:
+            raise ValueError(f"set_id {value!r} is not an entry of the shipped maze set; "
+                             f"expected one of {', '.join(known)}")
+        return value
+
     @model_validator(mode="after")
     def _one_source(self) -> InstructionsConfig:
         given = [n for n in ("instruction", "chain", "task", "set_id") if getattr(self, n)]
