@@ -8,6 +8,7 @@ the optional task sentence. Your own set: the same YAML shape, passed as ``path`
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -75,9 +76,15 @@ def _cells(value: Any, where: str) -> tuple[Cell, ...]:
 
 def load_instruction_set(path: str | Path | None = None,
                          mazes: tuple[str, ...] | None = None) -> list[InstructionItem]:
-    """The entries of an instruction-set YAML file (default: the shipped one), optionally only
-    those on the named ``mazes``. ValueError naming the entry for a malformed one."""
-    source = Path(path) if path is not None else shipped_set_path()
+    """The entries of an instruction-set YAML file (default: the shipped one, read once per
+    process), optionally only those on the named ``mazes``. ValueError naming the entry for a
+    malformed one."""
+    items = _read_set(Path(path) if path is not None else shipped_set_path())
+    return [item for item in items if mazes is None or item.maze in mazes]
+
+
+@functools.lru_cache(maxsize=8)
+def _read_set(source: Path) -> tuple[InstructionItem, ...]:
     data = yaml.safe_load(source.read_text(encoding="utf-8"))
     if not isinstance(data, list):
         raise ValueError(f"{source}: expected a list of instruction entries")
@@ -102,8 +109,7 @@ def load_instruction_set(path: str | Path | None = None,
                                       _cells(step.get("cells"), f"{where} step {k}")))
         if not steps:
             raise ValueError(f"{where}: steps is empty")
-        item = InstructionItem(str(entry["id"]), entry["maze"], str(entry.get("style", "place")),
-                               tuple(steps), entry.get("task"))
-        if mazes is None or item.maze in mazes:
-            items.append(item)
-    return items
+        items.append(InstructionItem(str(entry["id"]), entry["maze"],
+                                     str(entry.get("style", "place")), tuple(steps),
+                                     entry.get("task")))
+    return tuple(items)
