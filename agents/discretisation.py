@@ -85,6 +85,10 @@ class Discretisation:
                 np.linspace(lo, hi, int(n) + 1)[1:-1]
                 for lo, hi, n in zip(low, high, self.sizes, strict=True)
             ]
+        width = max((len(e) for e in self.inner_edges), default=0)
+        self._edge_rows = np.full((dims, width), np.inf)
+        for d, edges in enumerate(self.inner_edges):
+            self._edge_rows[d, :len(edges)] = edges
         self.dims = dims
         self.n_states = int(np.prod(self.sizes))
         self._radix = np.array(
@@ -111,9 +115,8 @@ class Discretisation:
         """The bin indices of a checked, flat float observation (``bins`` given): equal-width
         bins (compared with the inner edges themselves, so a value is never put on the wrong
         side of an edge by rounding), the values outside in the first and last."""
-        return np.fromiter((np.searchsorted(edges, value, side="right")
-                            for edges, value in zip(self.inner_edges, x, strict=True)),
-                           dtype=np.int64, count=self.dims)
+        # the number of a dimension's inner edges at or below its value (rows padded with inf)
+        return (self._edge_rows <= x[:, None]).sum(axis=1)
 
     def index(self, obs: Any) -> int:
         """The state index of ``obs`` in ``[0, n_states)``."""
