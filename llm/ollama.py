@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.parse
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pydantic
@@ -38,6 +37,7 @@ from .errors import (
     ModelNotFoundError,
     StructuredOutputError,
 )
+from .urls import check_http_url
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_OLLAMA_MODEL", "OllamaBackend", "check_host", "default_host"]
 
@@ -65,19 +65,7 @@ def _tagged(name: str) -> str:
 def check_host(host: str) -> str:
     """``host`` when the ollama client can use it (``[http[s]://]name[:port][/path]``, port
     1 to 65535), else ValueError naming it."""
-    scheme, sep, rest = host.partition("://")
-    if sep and scheme.lower() not in ("http", "https"):
-        raise ValueError(f"host={host!r}: scheme {scheme!r} is not http or https; expected a "
-                         "URL like http://127.0.0.1:11434")
-    split = urllib.parse.urlsplit(f"{scheme}://{rest}" if sep else f"http://{host}")
-    try:
-        port = split.port
-        detail = ""
-    except ValueError as error:
-        port, detail = -1, f" ({error})"
-    if port is not None and not 1 <= port <= 65535:
-        raise ValueError(f"host={host!r}: the port must be a number from 1 to 65535{detail}; "
-                         "expected a URL like http://127.0.0.1:11434")
+    check_http_url(host, "host", "http://127.0.0.1:11434", default_scheme="http")
     return host
 
 

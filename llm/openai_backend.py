@@ -54,7 +54,6 @@ import importlib.util
 import os
 import re
 import time
-import urllib.parse
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -67,6 +66,7 @@ from .errors import (
     ModelNotFoundError,
     StructuredOutputError,
 )
+from .urls import check_http_url
 
 __all__ = ["DUMMY_API_KEY", "INSTALL_HINT", "OpenAIBackend", "check_base_url"]
 
@@ -79,21 +79,8 @@ _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 def check_base_url(url: str) -> str:
     """``url`` without a trailing ``/`` when it is ``http[s]://host[:port][/path]`` with a
     port from 1 to 65535, else ValueError naming it."""
-    scheme, sep, _ = url.partition("://")
     example = "expected a URL like http://127.0.0.1:8000/v1"
-    if not sep:
-        raise ValueError(f"base_url={url!r} has no scheme; {example}")
-    if scheme.lower() not in ("http", "https"):
-        raise ValueError(f"base_url={url!r}: scheme {scheme!r} is not http or https; {example}")
-    split = urllib.parse.urlsplit(url)
-    try:
-        port = split.port
-        detail = ""
-    except ValueError as error:
-        port, detail = -1, f" ({error})"
-    if port is not None and not 1 <= port <= 65535:
-        raise ValueError(f"base_url={url!r}: the port must be a number from 1 to 65535{detail}; "
-                         f"{example}")
+    split = check_http_url(url, "base_url", "http://127.0.0.1:8000/v1")
     if not split.hostname:
         raise ValueError(f"base_url={url!r} names no host; {example}")
     if split.query or split.fragment:
