@@ -143,17 +143,19 @@ def train_run(
     if adapter is None:
         adapter = make_adapter(run.adapter, raw_env, config.cache_dir)
     plan = _instruction_plan(config, run, adapter)  # its cost is in done.json, not the rows
-    env = wrap(raw_env, adapter)
-    spaces_of = plan.wrap(wrap(make_env(config), adapter)) if plan is not None else env
+    last_stats = _run_stats(adapter, plan)  # before shaping: its scoring counts in the rows
+    env, eval_env, shaper = _environments(config, run, raw_env, adapter, plan)
     agent = agents.make_agent(
         run.agent.type,
-        spaces_of.observation_space,
-        spaces_of.action_space,
+        env.observation_space,
+        env.action_space,
         seed=run.seed,
         **agent_params(run.agent, run.adapter.name, config.cache_dir),
     )
-    last_stats = _run_stats(adapter, agent, plan)  # before the roles: shaping's scoring counts
-    agent, env, eval_env, shaper = _llm_roles(config, run, agent, env, raw_env, adapter, plan)
+    if run.agent.advisor is not None:
+        agent = LLMAdvisor(agent,
+                           _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir))
+    agent.bind(env)  # a misconfigured role fails before the first episode
     started = time.perf_counter()
     rows = 0
 
@@ -260,13 +262,14 @@ def _instructions_record(config: ExperimentConfig, run: Run, plan: Any, agent: A
                                  "first_success_episode")}}
 
 
-def _llm_roles(config: ExperimentConfig, run: Run, agent: Any, env: Any, raw_env: Any,
-               adapter: Any, plan: Any = None) -> tuple[Any, Any, Any, Any]:
-    """(agent, training env, evaluation env, shaper): the run's advisor wrapped around the
-    agent, reward shaping on the training env only (evaluation keeps the env's own reward),
-    instruction following outside it (an evaluation copy that pays the chain only when the
-    instruction is the task), and the agent bound to the training env."""
-    eval_env, shaper = env, None
+def _environments(config: ExperimentConfig, run: Run, raw_env: Any, adapter: Any,
+                  plan: Any = None) -> tuple[Any, Any, Any]:
+    """(training env, evaluation env, shaper): the adapter's observations, reward shaping on
+    the training env only (evaluation keeps the env's own reward), instruction following
+    outside it (an evaluation copy that pays the chain only when the instruction is the
+    task)."""
+    env = eval_env = wrap(raw_env, adapter)
+    shaper = None
     shaping = run.agent.reward_shaping or config.environment.reward_shaping
     if shaping is not None:
         shaper = RewardShaping(raw_env,
@@ -277,11 +280,7 @@ def _llm_roles(config: ExperimentConfig, run: Run, agent: Any, env: Any, raw_env
         env = plan.wrap(env)
         eval_env = plan.wrap(wrap(make_env(config), adapter),
                              pay=plan.config.form == "instruction")
-    if run.agent.advisor is not None:
-        agent = LLMAdvisor(agent,
-                           _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir))
-    agent.bind(env)  # a misconfigured role fails before the first episode
-    return agent, env, eval_env, shaper
+    return env, eval_env, shaper
 
 
 def _run_stats(adapter: Any, agent: Any, *others: Any) -> dict[str, float]:
