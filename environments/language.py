@@ -106,13 +106,12 @@ class LanguageSpec:
 
     def show(self, state: Any, legal_moves: Sequence[int] = (), style: str = "verbose") -> str:
         """What a decision prompt of ``style`` (``verbose`` or ``compact``) shows of ``state``."""
-        render = self.compact_state if style == "compact" else None
         if style not in PROMPT_STYLES:
             raise ValueError(f"prompt style {style!r}: expected one of {PROMPT_STYLES}")
-        render = render or self.prompt_state
+        render = (self.compact_state if style == "compact" else None) or self.prompt_state
+        sentence = self.describer(state, legal_moves)  # also every check of state and moves
         if render is None:
-            return self.describer(state, legal_moves)
-        self.describer(state, legal_moves)  # the same checks of state and moves
+            return sentence
         return render(np.asarray(state, dtype=np.float64), tuple(legal_moves))
 
     def task_for(self, style: str = "verbose") -> str:
