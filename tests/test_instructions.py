@@ -8,6 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from agent_fixtures import q_learning_from_random_starts
 from gymnasium.utils.env_checker import check_env
 
 from langadapt import adapters, agents
@@ -226,21 +227,7 @@ def test_potential_form_telescopes() -> None:
 
 def greedy_after_q_learning(env: gym.Env, episodes: int = 2000, seed: int = 0) -> Any:
     """Q-learning on (cell, sub-goal index) from random starts; returns the agent."""
-    base = env.unwrapped
-    cells = [c for c in base.free_cells() if c != base.goal]
-    agent = agents.make_agent("qlearning", env.observation_space, env.action_space, seed=seed,
-                              alpha=0.5, gamma=0.9, epsilon_start=0.3, epsilon_min=0.3,
-                              epsilon_decay=1.0)
-    rng = np.random.default_rng(seed)
-    for _ in range(episodes):
-        obs, info = env.reset(options={"start": cells[int(rng.integers(len(cells)))]})
-        done = False
-        while not done:
-            action = agent.act(obs, info["legal_moves"], True)
-            nxt, reward, terminated, truncated, info = env.step(action)
-            agent.learn(obs, action, reward, nxt, terminated, truncated, info["legal_moves"])
-            obs, done = nxt, terminated or truncated
-    return agent
+    return q_learning_from_random_starts(env, episodes, seed)
 
 
 def rollout(agent: Any, env: gym.Env) -> list[tuple[int, int]]:

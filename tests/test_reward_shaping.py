@@ -9,10 +9,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from agent_fixtures import q_learning_from_random_starts
 from test_llm_policy import ScriptedBackend
 
 import langadapt.environments  # noqa: F401
-from langadapt.agents import make_agent
 from langadapt.environments.maze import ACTION_DELTAS, bfs_distances
 from langadapt.roles.reward_shaping import RewardShaping, spearman_with_distance
 
@@ -25,18 +25,7 @@ def greedy_after_q_learning(env: gym.Env, episodes: int = 1500, seed: int = 0) -
     """Tabular Q-learning (gamma 0.9) from random start cells; the greedy move per cell."""
     base = env.unwrapped
     cells = [c for c in base.free_cells() if c != base.goal]
-    agent = make_agent("qlearning", base.observation_space, base.action_space, seed=seed,
-                       alpha=0.5, gamma=0.9, epsilon_start=0.3, epsilon_min=0.3,
-                       epsilon_decay=1.0)
-    rng = np.random.default_rng(seed)
-    for _ in range(episodes):
-        obs, info = env.reset(options={"start": cells[int(rng.integers(len(cells)))]})
-        done = False
-        while not done:
-            action = agent.act(obs, info["legal_moves"], True)
-            nxt, reward, terminated, truncated, info = env.step(action)
-            agent.learn(obs, action, reward, nxt, terminated, truncated, info["legal_moves"])
-            obs, done = nxt, terminated or truncated
+    agent = q_learning_from_random_starts(env, episodes, seed)
     return {c: agent.act(base.observation_of(c), base.legal_moves_at(c), False) for c in cells}
 
 
