@@ -8,13 +8,16 @@ sub-packages are the folders beside this file (see the README, "Layout")::
 Importing it registers the ``langadapt/...`` gymnasium ids.
 """
 
-from . import (
+# Absolute imports in this one file (every other module imports relatively): pytest imports
+# the checkout's root ``__init__.py`` as a test package named after the folder the checkout
+# sits in (any name, e.g. ``tmp.x1y2``), where relative imports have no parent package.
+from langadapt import (
     environments,  # noqa: F401  (registers the langadapt/... ids)
     roles,  # noqa: F401  (registers the llm_policy and llm_policy_search agents)
 )
-from .adapters import LanguageObservation
-from .adapters import make as make_adapter
-from .agents import evaluate, make_agent, train
+from langadapt.adapters import LanguageObservation
+from langadapt.adapters import make as make_adapter
+from langadapt.agents import evaluate, make_agent, train
 
 __version__ = "0.2.0"
 
