@@ -11,6 +11,7 @@ from .grpo import (
     GRPOSettings,
     GRPOTrainer,
     MazeTask,
+    MiniGridTask,
     group_advantages,
 )
 from .policy import LoRAPolicy, LoRASettings
@@ -22,5 +23,6 @@ __all__ = [
     "LoRAPolicy",
     "LoRASettings",
     "MazeTask",
+    "MiniGridTask",
     "group_advantages",
 ]

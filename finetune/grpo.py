@@ -1,99 +1,127 @@
-"""GRPO (group-relative policy optimisation, Shao et al. 2024) of a `LoRAPolicy` on a maze,
-with rewards from the environment.
+"""GRPO (group-relative policy optimisation, Shao et al. 2024) of a `LoRAPolicy` on the
+environment's own reward: no oracle in the loop unless an experiment asks for one.
 
 One step:
 
-1. pick the step's states: every reachable non-goal cell (``states: all``), or ``N`` of
-   the cells the policy has met so far (the start, and every cell its sampled actions and
-   rollouts reached);
-2. score them all without grad (each prompt encoded once, its candidate replies run on its
-   KV cache) and draw a group of ``G`` actions per state from the policy — always legal;
-3. reward each action by stepping a real `MazeEnv` from that cell: ``reward: step`` is the
-   one-step reward plus the potential-based shaping ``gamma * phi(s') - phi(s)`` (``phi``
-   = -BFS distance to the goal, 0 at the goal; Ng et al. 1999, so the optimal policy is
-   unchanged); ``reward: episode`` credits each decision with the discounted return of
-   the rest of an episode that follows the current policy (``horizon`` steps at most);
-4. advantages ``(r - mean) / std`` within each group; a group whose rewards are all equal
-   carries no signal and is skipped (counted per step);
+1. pick the step's start states (`finetune.tasks`): on a maze every reachable non-goal
+   cell (``states: all``) or ``N`` cells rollouts have reached; on a MiniGrid level ``N``
+   states, half fresh missions, half states earlier rollouts reached;
+2. a group of ``G`` rollouts from each start. Their first actions: with ``group_actions:
+   cover`` every legal action once (in random order; the rest of the group sampled), with
+   ``sampled`` all ``G`` drawn from the policy. Every later action is drawn from the policy
+   (each state's prompt scored once per step, its candidate replies on its KV cache, the
+   prompt tokens the states share encoded once for the batch);
+3. each rollout's reward is the **discounted return** ``sum_t gamma^t r_t`` the real
+   environment pays along it (``reward: return``, the default), until it terminates, is
+   truncated by the environment, or reaches ``horizon`` steps: a rollout that loops ends
+   with the step limit's reward. ``reward: step`` is the one-step reward only. The
+   oracle-shaped variant (``shaping: oracle``, mazes only) adds the potential-based term
+   ``gamma * phi(s') - phi(s)`` with ``phi`` = -BFS distance to the goal (Ng et al. 1999);
+4. advantages ``(R - mean) / std`` within each group: the rollouts of a group share their
+   start, so the mean is that state's baseline and only the first decision is credited
+   (its return is a Monte-Carlo estimate of Q(s, a) under the current policy). A group
+   whose returns are all equal, or whose state has one legal move, carries no signal and is
+   skipped (counted per step);
 5. one gradient step (AdamW on the LoRA weights) on
    ``-mean(A * log pi(a|s)) + kl_coef * KL(pi(.|s) || pi_ref(.|s))`` over the other
    groups. The KL to the frozen model (adapter off) is exact: the policy is a categorical
    over the legal actions. Sampling and update use the same weights, so PPO's ratio is 1
    and its clipping never acts; the objective is GRPO's.
 
-The pass of step 2 also gives the greedy action in every cell, so the policy's greedy
-rollout and per-state accuracy are measured at every step for free (on ``states: all``).
+Why ``cover``: a state whose policy has collapsed on a wrong action gives a group of ``G``
+equal samples, an equal return and no gradient, for ever (seen on double-T: one wrong cell,
+a greedy loop, every group tied). Covering the legal actions keeps every such state's
+comparison alive; on the maze, where ``G`` is at least the number of legal moves, it makes
+each group compare every action. Measured figures: docs/finetune.md.
+
+On a maze with ``states: all``, the step's pass over every cell also gives the greedy
+action in every cell, so the greedy rollout and per-state accuracy are logged at every
+step for free; the final evaluation (``final.json``) encodes every prompt whole, exactly
+as ``llm_policy`` does.
 
 The checkpoint (``out/checkpoint/trainer.pt``) holds tensors and plain data only (ints,
 floats, strings, lists, tuples, dicts: the LoRA weights, AdamW's state, numpy's and
-Python's RNG states, torch's RNG state tensor, the settings), and `read_checkpoint` loads
-it with ``torch.load(weights_only=True)``: a results folder is data, never code, so a
-crafted file whose pickle would call a function is refused (one ValueError naming the
-file; nothing in it runs), as is a damaged or truncated one or one that does not fit the
-policy. Delete the file or the folder to start afresh.
+Python's RNG states, torch's RNG state tensor, the task's own state, the settings), and
+`read_checkpoint` loads it with ``torch.load(weights_only=True)``: a results folder is data,
+never code, so a crafted file whose pickle would call a function is refused (one ValueError
+naming the file; nothing in it runs), as is a damaged or truncated one or one that does not
+fit the policy. Delete the file or the folder to start afresh.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 import pickle
 import random
 import resource
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..environments.maze import MazeEnv, bfs_distances
+from .tasks import MazeTask, MiniGridTask
 
 __all__ = [
     "GRPOSettings",
     "GRPOTrainer",
     "LOG_COLUMNS",
     "MazeTask",
+    "MiniGridTask",
     "group_advantages",
     "read_checkpoint",
 ]
 
-Cell = tuple[int, int]
-
 LOG_COLUMNS = (
-    "step", "states", "samples", "legal_fraction", "reward_mean", "reward_std",
-    "groups_skipped", "zero_spread_fraction", "loss", "kl", "greedy_success",
-    "greedy_shortest", "greedy_length", "state_accuracy", "step_seconds", "train_seconds",
-    "wall_seconds", "cpu_seconds", "rss_mb", "peak_rss_mb",
+    "step", "states", "samples", "decisions", "env_steps", "reward_mean", "reward_std",
+    "rollout_success", "groups_skipped", "zero_spread_fraction", "loss", "kl",
+    "greedy_success", "greedy_shortest", "greedy_length", "state_accuracy", "step_seconds",
+    "train_seconds", "train_cpu_seconds", "wall_seconds", "cpu_seconds", "rss_mb",
+    "peak_rss_mb",
 )
 
 
 class GRPOSettings(BaseModel):
-    """Hyperparameters of GRPO (defaults: the CPU settings that solve umaze in minutes)."""
+    """Hyperparameters of GRPO (defaults: environment reward only, CPU settings)."""
 
     model_config = ConfigDict(extra="forbid")
 
     steps: int = Field(30, ge=1, description="GRPO steps (one gradient step each)")
-    group_size: int = Field(4, description="actions sampled per state (G, at least 2)")
+    group_size: int = Field(4, description="rollouts per start state (G, at least 2)")
     states: Literal["all"] | int = Field(
-        "all", description="states per step: 'all' reachable non-goal cells, or N cells met")
+        "all", description="start states per step: 'all' reachable non-goal maze cells, or N")
+    group_actions: Literal["cover", "sampled"] = Field(
+        "cover", description="first actions of a group: every legal action once, the rest "
+        "sampled (cover), or all sampled from the policy")
     learning_rate: float = Field(3e-4, gt=0, le=1.0)
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float | None = Field(1.0, gt=0, description="gradient clipping; None = off")
     temperature: float = Field(1.0, gt=0, description="policy temperature (sampling and loss)")
     kl_coef: float = Field(0.0, ge=0, description="weight of KL to the frozen model; 0 = off")
-    reward: Literal["step", "episode"] = Field(
-        "step", description="step: one-step reward + shaping; episode: discounted return")
-    shaping: Literal["oracle", "none"] = Field(
-        "oracle", description="potential-based shaping with phi = -BFS distance to the goal")
-    gamma: float = Field(0.99, gt=0, le=1.0, description="discount of shaping and returns")
-    horizon: int = Field(20, ge=1, description="longest rollout of reward: episode")
+    reward: Literal["return", "step"] = Field(
+        "return", description="return: the discounted return the environment pays along a "
+        "rollout; step: the one-step reward")
+    shaping: Literal["none", "oracle"] = Field(
+        "none", description="oracle: add potential-based shaping with phi = -BFS distance to "
+        "the goal (mazes; an oracle the environment does not have)")
+    gamma: float = Field(0.99, gt=0, le=1.0, description="discount of returns and shaping")
+    horizon: int | None = Field(
+        None, ge=1, description="longest rollout of reward: return; None = the environment's "
+        "step limit")
     batch_size: int = Field(16, ge=1, description="states per backward pass (bounds memory)")
     max_minutes: float | None = Field(
-        None, gt=0, description="stop after this much training time (minutes); None = off")
+        None, gt=0, description="stop after this much training time (wall minutes); None = off")
+    max_cpu_minutes: float | None = Field(
+        None, gt=0, description="stop after this much training CPU time of the process (CPU "
+        "minutes, unaffected by other jobs on the machine); None = off")
     checkpoint_every: int = Field(5, ge=1, description="steps between checkpoints")
+    stop_after_solved: int | None = Field(
+        3, ge=1, description="maze with states: all: stop after this many steps in a row whose "
+        "greedy rollout took the shortest path (judged, never trained on); None = run every "
+        "step")
     stop_after_tied: int | None = Field(
         3, ge=1, description="stop after this many steps in a row in which every group was "
         "tied (no gradient: the policy has stopped changing); None = run every step")
@@ -139,65 +167,14 @@ def group_advantages(rewards: Any, eps: float = 1e-6) -> tuple[np.ndarray, np.nd
     return adv, active
 
 
-class MazeTask:
-    """The maze side of GRPO: states, one-step rewards from a real `MazeEnv`, the oracle
-    potential, and the greedy evaluation (success, shortest path, per-state accuracy).
-
-    ``potential``: phi(cell) for shaping; default -BFS distance to the goal (0 at the goal).
-    """
-
-    def __init__(self, env: MazeEnv, potential: Callable[[Cell], float] | None = None) -> None:
-        if not isinstance(env, MazeEnv):
-            raise ValueError(f"env is {env!r}, expected a langadapt MazeEnv")
-        self.env = env
-        self.to_goal = bfs_distances(env.grid, env.goal)
-        reachable = bfs_distances(env.grid, env.start)
-        if env.goal not in reachable:
-            raise ValueError(f"maze {env.maze_name!r}: the goal is not reachable from the start")
-        self.cells: list[Cell] = [c for c in env.free_cells() if c in reachable and c != env.goal]
-        self.potential = potential or (lambda cell: -float(self.to_goal[cell]))
-
-    def legal(self, cell: Cell) -> tuple[int, ...]:
-        return tuple(self.env.legal_moves_at(cell))
-
-    def state(self, cell: Cell) -> tuple[np.ndarray, tuple[int, ...]]:
-        return self.env.observation_of(cell), self.legal(cell)
-
-    def step(self, cell: Cell, action: int, gamma: float, shaping: bool
-             ) -> tuple[float, Cell, bool]:
-        """``(reward, next_cell, terminated)`` of ``action`` taken in ``cell`` of the real
-        environment, plus ``gamma * phi(next) - phi(cell)`` when ``shaping``."""
-        self.env.reset(options={"start": cell})
-        obs, reward, terminated, _, _ = self.env.step(int(action))
-        nxt = (int(obs[0]), int(obs[1]))
-        if shaping:
-            phi_next = 0.0 if terminated else float(self.potential(nxt))
-            phi = float(self.potential(cell))
-            if not (math.isfinite(phi) and math.isfinite(phi_next)):
-                raise ValueError(f"potential of {cell} / {nxt} is {phi!r} / {phi_next!r}; "
-                                 "expected finite numbers")
-            reward = reward + gamma * phi_next - phi
-        return float(reward), nxt, bool(terminated)
-
-    def optimal_actions(self, cell: Cell) -> set[int]:
-        """The legal actions that bring ``cell`` one move closer to the goal."""
-        d = self.to_goal[cell]
-        targets = self.env._targets[cell]  # noqa: SLF001 - the env's own transition table
-        return {a for a in self.legal(cell) if self.to_goal.get(targets[a], d) == d - 1}
-
-    def evaluate(self, greedy: Callable[[Cell], int]) -> dict[str, float]:
-        """Greedy rollout from the start (success, shortest path, length) and the fraction of
-        cells whose greedy action is optimal."""
-        accuracy = float(np.mean([greedy(c) in self.optimal_actions(c) for c in self.cells]))
-        cell, length, success = self.env.start, 0, False
-        while length < self.env.max_steps:
-            _, cell, success = self.step(cell, greedy(cell), 1.0, False)
-            length += 1
-            if success:
-                break
-        shortest = success and length == self.to_goal[self.env.start]
-        return {"greedy_success": float(success), "greedy_shortest": float(shortest),
-                "greedy_length": float(length), "state_accuracy": accuracy}
+def _run_length(rows: Sequence[dict[str, float]], holds: Any) -> int:
+    """How many of the last ``rows`` in a row satisfy ``holds``."""
+    count = 0
+    for row in reversed(rows):
+        if not holds(row):
+            break
+        count += 1
+    return count
 
 
 def _rss_mb() -> tuple[float, float]:
@@ -222,17 +199,24 @@ class GRPOTrainer:
     row per step to ``out/log.csv`` and checkpointing to ``out/checkpoint/``; a trainer made
     on a folder with a checkpoint resumes from it."""
 
-    def __init__(self, policy: Any, task: MazeTask, settings: GRPOSettings | dict[str, Any]
-                 | None = None, out: str | Path | None = None, seed: int = 0) -> None:
+    def __init__(self, policy: Any, task: MazeTask | MiniGridTask,
+                 settings: GRPOSettings | dict[str, Any] | None = None,
+                 out: str | Path | None = None, seed: int = 0) -> None:
         import torch
 
         self.policy = policy
         self.task = task
         self.settings = (settings if isinstance(settings, GRPOSettings)
                          else GRPOSettings(**(settings or {})))
-        if policy.spec.n_actions != task.env.action_space.n:
-            raise ValueError(f"the policy has {policy.spec.n_actions} actions, the maze "
-                             f"{task.env.action_space.n}")
+        if policy.spec.n_actions != task.n_actions:
+            raise ValueError(f"the policy has {policy.spec.n_actions} actions, the "
+                             f"environment {task.n_actions}")
+        if self.settings.shaping == "oracle" and not task.has_oracle:
+            raise ValueError(f"shaping: oracle needs an oracle potential; "
+                             f"{type(task).__name__} has none (use shaping: none)")
+        if self.settings.states == "all" and not isinstance(task, MazeTask):
+            raise ValueError("states: all is only for mazes; give a number of start states "
+                             "per step")
         self.out = None if out is None else Path(out)
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -241,94 +225,131 @@ class GRPOTrainer:
                                            weight_decay=self.settings.weight_decay)
         self.step_index = 0
         self.train_seconds = 0.0
+        self.train_cpu_seconds = 0.0
         self.wall_seconds = 0.0
-        self.met: set[Cell] = {task.env.start}
         self.history: list[dict[str, float]] = []
-        self._reference: dict[Cell, Any] = {}
+        self._reference: dict[Hashable, Any] = {}
         if self.out is not None and (self.out / "checkpoint" / "trainer.pt").is_file():
             self.resume()
 
-    # ---------------------------------------------------------------- one step
-    def pick_cells(self) -> list[Cell]:
-        if self.settings.states == "all":
-            return list(self.task.cells)
-        met = sorted(self.met)
-        if len(met) <= self.settings.states:
-            return met
-        picks = self.rng.choice(len(met), size=self.settings.states, replace=False)
-        return [met[i] for i in sorted(picks)]
-
-    def _distributions(self, cells: Sequence[Cell]) -> dict[Cell, np.ndarray]:
-        states = [self.task.state(c) for c in cells]
-        probs = self.policy.distributions(states, self.settings.batch_size)
-        return dict(zip(cells, probs, strict=True))
-
-    def _sample(self, cell: Cell, probs: dict[Cell, np.ndarray]) -> int:
-        if cell not in probs:
-            probs.update(self._distributions([cell]))
-        legal = self.task.legal(cell)
-        return int(legal[self.rng.choice(len(legal), p=probs[cell] / probs[cell].sum())])
-
-    def reward(self, cell: Cell, action: int, probs: dict[Cell, np.ndarray]) -> float:
-        """The reward of ``action`` in ``cell`` under the configured reward kind."""
+    @property
+    def horizon(self) -> int:
         s = self.settings
-        shaping = s.shaping == "oracle"
-        total, discount = 0.0, 1.0
-        for t in range(s.horizon if s.reward == "episode" else 1):
-            if t > 0:
-                action = self._sample(cell, probs)
-            r, cell, terminated = self.task.step(cell, action, s.gamma, shaping)
-            self.met.add(cell)
-            total += discount * r
-            discount *= s.gamma
-            if terminated:
-                break
-        if not math.isfinite(total):
-            raise ValueError(f"reward {total!r} for action {action} in {cell}: expected a "
-                             "finite number")
-        return total
+        return 1 if s.reward == "step" else (s.horizon or self.task.max_steps)
 
+    # ---------------------------------------------------------------- sampling
+    def distributions(self, states: Sequence[Any], cache: dict[Hashable, np.ndarray]
+                      ) -> list[np.ndarray]:
+        """The policy's action probabilities in each state; the ones not in ``cache`` are
+        scored in one batch (shared prompt prefix) and added to it."""
+        keys = [self.task.key(x) for x in states]
+        todo: dict[Hashable, Any] = {}
+        for k, x in zip(keys, states, strict=True):
+            if k not in cache and k not in todo:
+                todo[k] = self.task.observe(x)
+        if todo:
+            probs = self.policy.distributions(list(todo.values()), self.settings.batch_size,
+                                              shared_prefix=True)
+            cache.update(zip(todo, probs, strict=True))
+        return [cache[k] for k in keys]
+
+    def _draw(self, legal: tuple[int, ...], probs: np.ndarray) -> int:
+        return int(legal[self.rng.choice(len(legal), p=probs / probs.sum())])
+
+    def first_actions(self, legal: tuple[int, ...], probs: np.ndarray) -> list[int]:
+        """The first actions of one group (``group_actions``)."""
+        g = self.settings.group_size
+        if self.settings.group_actions == "sampled":
+            return [self._draw(legal, probs) for _ in range(g)]
+        order = [int(a) for a in self.rng.permutation(legal)]
+        return order[:g] + [self._draw(legal, probs) for _ in range(g - len(order))]
+
+    def returns(self, starts: Sequence[Any], actions: Sequence[int],
+                cache: dict[Hashable, np.ndarray] | None = None) -> tuple[np.ndarray, dict]:
+        """The reward of each rollout that takes ``actions[i]`` in ``starts[i]`` and then
+        follows the policy (``reward``, ``horizon``, ``gamma``, ``shaping``), all rollouts
+        advanced in lockstep so each time step's new states are scored in one batch.
+
+        Returns ``(rewards, counts)``: counts of policy ``decisions`` after the first actions,
+        environment steps (``env_steps``) and rollouts ending in ``success`` (terminated with a
+        positive environment reward)."""
+        s = self.settings
+        cache = {} if cache is None else cache
+        shaping = s.gamma if s.shaping == "oracle" else None
+        totals = np.zeros(len(starts))
+        discount = np.ones(len(starts))
+        success = np.zeros(len(starts), dtype=bool)
+        states = list(starts)
+        chosen = [int(a) for a in actions]
+        alive = list(range(len(starts)))
+        decisions = env_steps = 0
+        for t in range(self.horizon):
+            if t > 0:
+                probs = self.distributions([states[i] for i in alive], cache)
+                decisions += len(alive)
+                for i, p in zip(alive, probs, strict=True):
+                    chosen[i] = self._draw(self.task.observe(states[i])[1], p)
+            still = []
+            env_steps += len(alive)
+            for i in alive:
+                r, states[i], terminated, truncated = self.task.step(states[i], chosen[i],
+                                                                      shaping)
+                totals[i] += discount[i] * r
+                discount[i] *= s.gamma
+                if terminated and r > 0:
+                    success[i] = True
+                if not (terminated or truncated):
+                    self.task.visit(states[i])
+                    still.append(i)
+            alive = still
+            if not alive:
+                break
+        bad = np.flatnonzero(~np.isfinite(totals))
+        if bad.size:
+            raise ValueError(f"reward {totals[bad[0]]!r} for action {chosen[bad[0]]}: expected "
+                             "a finite number")
+        return totals, {"decisions": decisions, "env_steps": env_steps,
+                        "success": int(success.sum())}
+
+    # ---------------------------------------------------------------- one step
     def step(self) -> dict[str, float]:
         """One GRPO step; returns (and logs) its row."""
         import torch
 
         s = self.settings
         started, cpu0 = time.perf_counter(), _cpu_seconds()
-        cells = self.pick_cells()
-        # (2) one no-grad pass: sampling distributions and, for free, the greedy policy
-        probs = self._distributions(cells)
-        if s.states == "all":
-            greedy = {c: self.task.legal(c)[int(np.argmax(p))] for c, p in probs.items()}
-            evaluation = self.task.evaluate(greedy.__getitem__)
-        else:
-            evaluation = None
-        actions = np.zeros((len(cells), s.group_size), dtype=int)
-        rewards = np.zeros((len(cells), s.group_size))
-        legal_count = 0
-        for g, cell in enumerate(cells):
-            legal = self.task.legal(cell)
-            for i in range(s.group_size):
-                a = self._sample(cell, probs)
-                legal_count += a in legal
-                actions[g, i] = a
-                rewards[g, i] = self.reward(cell, a, probs)
+        starts = self.task.starts(None if s.states == "all" else s.states, self.rng)
+        cache: dict[Hashable, np.ndarray] = {}
+        probs = self.distributions(starts, cache)
+        evaluation = None
+        if s.states == "all":  # every maze cell was scored: the greedy policy, for free
+            evaluation = self.task.evaluate(lambda observed: [
+                legal[int(np.argmax(cache[self.task.key(c)]))] for c, (_, legal)
+                in zip(self.task.cells, observed, strict=True)])
+        actions = np.array([self.first_actions(self.task.observe(x)[1], p)
+                            for x, p in zip(starts, probs, strict=True)], dtype=int)
+        flat, counts = self.returns([x for x in starts for _ in range(s.group_size)],
+                                    actions.ravel().tolist(), cache)
+        rewards = flat.reshape(len(starts), s.group_size)
         advantages, active = group_advantages(rewards)
+        active &= np.array([len(self.task.observe(x)[1]) > 1 for x in starts])  # no choice
         loss_value, kl_value = float("nan"), float("nan")
         if active.any():
             self.optimizer.zero_grad()
             chosen = [i for i, on in enumerate(active) if on]
             loss_sum, kl_sum = 0.0, 0.0
-            for start in range(0, len(chosen), s.batch_size):
-                part = chosen[start:start + s.batch_size]
-                states = [self.task.state(cells[i]) for i in part]
-                log_probs = self.policy.log_probs(states)
+            for first in range(0, len(chosen), s.batch_size):
+                part = chosen[first:first + s.batch_size]
+                observed = [self.task.observe(starts[i]) for i in part]
+                log_probs = self.policy.log_probs(observed, shared_prefix=True)
                 terms = []
-                for i, lp, (_, legal) in zip(part, log_probs, states, strict=True):
+                for i, lp, state in zip(part, log_probs, observed, strict=True):
+                    legal = state[1]
                     index = torch.tensor([legal.index(int(a)) for a in actions[i]])
                     adv = torch.tensor(advantages[i], dtype=lp.dtype)
                     term = -(adv * lp[index]).mean()
                     if s.kl_coef > 0:
-                        ref = self._reference_log_probs(cells[i], states[part.index(i)])
+                        ref = self._reference_log_probs(self.task.key(starts[i]), state)
                         kl = (lp.exp() * (lp - ref)).sum()
                         kl_sum += float(kl)
                         term = term + s.kl_coef * kl
@@ -345,57 +366,85 @@ class GRPOTrainer:
         elapsed = time.perf_counter() - started
         self.train_seconds += elapsed
         self.wall_seconds += elapsed
+        self.train_cpu_seconds += _cpu_seconds() - cpu0
         rss, peak = _rss_mb()
         row = {
-            "step": self.step_index, "states": len(cells), "samples": int(rewards.size),
-            "legal_fraction": legal_count / rewards.size,
+            "step": self.step_index, "states": len(starts), "samples": int(rewards.size),
+            "decisions": len(starts) + counts["decisions"], "env_steps": counts["env_steps"],
             "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
+            "rollout_success": counts["success"] / rewards.size,
             "groups_skipped": int((~active).sum()),
             "zero_spread_fraction": float((~active).mean()),
             "loss": loss_value, "kl": kl_value,
-            **(evaluation or dict.fromkeys(
-                ("greedy_success", "greedy_shortest", "greedy_length", "state_accuracy"),
-                float("nan"))),
+            "greedy_success": float("nan"), "greedy_shortest": float("nan"),
+            "greedy_length": float("nan"), "state_accuracy": float("nan"),
+            **{k: v for k, v in (evaluation or {}).items() if k in LOG_COLUMNS},
             "step_seconds": elapsed, "train_seconds": self.train_seconds,
-            "wall_seconds": self.wall_seconds, "cpu_seconds": _cpu_seconds() - cpu0,
+            "train_cpu_seconds": self.train_cpu_seconds, "wall_seconds": self.wall_seconds,
+            "cpu_seconds": _cpu_seconds() - cpu0,
             "rss_mb": rss, "peak_rss_mb": peak,
         }
         self.step_index += 1
         self._log(row)
         return row
 
-    def _reference_log_probs(self, cell: Cell, state: Any) -> Any:
+    def _reference_log_probs(self, key: Hashable, state: Any) -> Any:
         import torch
 
-        if cell not in self._reference:
+        if key not in self._reference:
             with torch.no_grad():
-                self._reference[cell] = self.policy.log_probs([state], reference=True)[0]
-        return self._reference[cell]
+                self._reference[key] = self.policy.log_probs([state], reference=True)[0]
+        return self._reference[key]
+
+    def greedy_actions(self, observed: Sequence[tuple[Any, tuple[int, ...]]],
+                       margin: float = 1e-3) -> list[int]:
+        """The policy's most probable legal action in each observed state: exactly the action
+        ``llm_policy`` with the adapter takes at temperature 0. Scored with the shared prompt
+        prefix, and every state whose best two log-probabilities lie within ``margin`` (far
+        above the prefix's rounding, about 1e-5) scored again with its prompt encoded whole,
+        as ``llm_policy`` encodes it."""
+        observed = list(observed)
+        probs = self.policy.distributions(observed, self.settings.batch_size,
+                                          shared_prefix=True)
+        close = [k for k, p in enumerate(probs) if len(p) > 1 and np.diff(
+            np.sort(np.log(np.maximum(p, 1e-300)))[-2:])[0] < margin]
+        if close:
+            exact = self.policy.distributions([observed[k] for k in close],
+                                              self.settings.batch_size)
+            for k, p in zip(close, exact, strict=True):
+                probs[k] = p
+        return [legal[int(np.argmax(p))] for (_, legal), p in zip(observed, probs, strict=True)]
 
     def evaluate(self) -> dict[str, float]:
-        """Greedy rollout and per-state accuracy of the current policy."""
-        probs = self._distributions(self.task.cells)
-        greedy = {c: self.task.legal(c)[int(np.argmax(p))] for c, p in probs.items()}
-        return self.task.evaluate(greedy.__getitem__)
+        """The task's evaluation of the current greedy policy (`greedy_actions`)."""
+        return self.task.evaluate(self.greedy_actions)
 
     # ---------------------------------------------------------------- the loop
     def train(self, progress: bool = True) -> list[dict[str, float]]:
-        """Run the remaining steps (stopping early at ``max_minutes`` or after
-        ``stop_after_tied`` steps without any signal), checkpointing; the
-        final policy's evaluation is appended as a last row with ``step = steps done``."""
+        """Run the remaining steps (stopping early at ``max_minutes``, after
+        ``stop_after_tied`` steps without any signal or ``stop_after_solved`` solved steps),
+        checkpointing; the
+        final policy's evaluation is kept in ``self.final`` with ``step = steps done``."""
         from tqdm.auto import tqdm
 
         s = self.settings
         bar = tqdm(total=s.steps, initial=self.step_index, disable=not progress,
                    desc=f"GRPO seed {self.seed}", unit="step")
-        tied = 0
+        tied = _run_length(self.history, lambda r: r["zero_spread_fraction"] == 1.0)
+        solved = _run_length(self.history, lambda r: r["greedy_shortest"] == 1.0)
         while self.step_index < s.steps:
             if s.max_minutes is not None and self.train_seconds >= 60 * s.max_minutes:
                 break
+            if (s.max_cpu_minutes is not None
+                    and self.train_cpu_seconds >= 60 * s.max_cpu_minutes):
+                break
             if s.stop_after_tied is not None and tied >= s.stop_after_tied:
+                break
+            if s.stop_after_solved is not None and solved >= s.stop_after_solved:
                 break
             row = self.step()
             tied = tied + 1 if row["zero_spread_fraction"] == 1.0 else 0
+            solved = solved + 1 if row["greedy_shortest"] == 1.0 else 0
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}",
                             skipped=f"{row['zero_spread_fraction']:.2f}",
@@ -405,13 +454,16 @@ class GRPOTrainer:
         bar.close()
         if self.out is not None:
             self.checkpoint()
-        started = time.perf_counter()
+        started, cpu0 = time.perf_counter(), _cpu_seconds()
         final = self.evaluate()
         self.wall_seconds += time.perf_counter() - started
         rss, peak = _rss_mb()
         row = {k: float("nan") for k in LOG_COLUMNS}
         row.update(final, step=self.step_index, train_seconds=self.train_seconds,
-                   wall_seconds=self.wall_seconds, rss_mb=rss, peak_rss_mb=peak)
+                   train_cpu_seconds=self.train_cpu_seconds,
+                   wall_seconds=self.wall_seconds, rss_mb=rss, peak_rss_mb=peak,
+                   eval_cpu_seconds=_cpu_seconds() - cpu0,
+                   eval_wall_seconds=time.perf_counter() - started)
         self.final = row
         return self.history
 
@@ -440,8 +492,8 @@ class GRPOTrainer:
         folder.mkdir(parents=True, exist_ok=True)
         state = {
             "step": self.step_index, "train_seconds": self.train_seconds,
-            "wall_seconds": self.wall_seconds, "met": [(int(r), int(c)) for r, c in
-                                                       sorted(self.met)],
+            "train_cpu_seconds": self.train_cpu_seconds, "wall_seconds": self.wall_seconds,
+            "task": self.task.state_dict(),
             "adapter": self.policy.adapter_state(), "optimizer": self.optimizer.state_dict(),
             "rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(), "settings": self.settings.model_dump(),
@@ -461,7 +513,9 @@ class GRPOTrainer:
         path = self.out / "checkpoint" / "trainer.pt"
         state = read_checkpoint(path)
         mine = self.settings.model_dump()
-        changed = sorted(k for k in mine if k not in ("steps", "max_minutes", "stop_after_tied")
+        changed = sorted(k for k in mine if k not in ("steps", "max_minutes", "max_cpu_minutes",
+                                                      "stop_after_tied",
+                                                      "stop_after_solved")
                          and state["settings"].get(k) != mine[k])
         if changed:
             raise ValueError(
@@ -481,8 +535,9 @@ class GRPOTrainer:
                 "folder to start afresh") from None
         self.step_index = state["step"]
         self.train_seconds = state["train_seconds"]
+        self.train_cpu_seconds = float(state.get("train_cpu_seconds", 0.0))
         self.wall_seconds = state["wall_seconds"]
-        self.met = {tuple(c) for c in state["met"]}
+        self.task.load_state_dict(state["task"])
         log = self.out / "log.csv"
         if log.is_file():
             with log.open(newline="", encoding="utf-8") as fh:
@@ -495,7 +550,7 @@ class GRPOTrainer:
 
 
 _CHECKPOINT_KEYS = {
-    "step": int, "train_seconds": (int, float), "wall_seconds": (int, float), "met": list,
+    "step": int, "train_seconds": (int, float), "wall_seconds": (int, float), "task": dict,
     "adapter": dict, "optimizer": dict, "rng": dict, "torch_rng": object,
     "python_rng": tuple, "settings": dict,
 }

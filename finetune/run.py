@@ -35,21 +35,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..agents import make_agent, train
 from ..environments import MazeEnv, language_for
-from .grpo import GRPOSettings, GRPOTrainer, MazeTask, read_checkpoint
+from ..environments.minigrid import is_minigrid_id, make_minigrid
+from .grpo import GRPOSettings, GRPOTrainer, read_checkpoint
 from .policy import LoRAPolicy, LoRASettings
+from .tasks import MazeTask, MiniGridTask
 
 __all__ = ["FinetuneConfig", "ReferenceSettings", "load_finetune_config", "run_finetune"]
+
+#: The first seed of the training episodes of a MiniGrid level (held-out seeds lie below).
+TRAIN_SEED = 1_000_000
 
 SUMMARY_COLUMNS = (
     "seed", "steps", "first_success_step", "first_success_train_seconds", "final_success",
     "final_shortest", "final_state_accuracy", "train_seconds", "seconds_per_step",
-    "cpu_seconds", "peak_rss_mb", "legal_fraction", "zero_spread_fraction_mean",
+    "cpu_seconds", "peak_rss_mb", "zero_spread_fraction_mean", "env_steps",
 )
 
 
@@ -64,6 +70,19 @@ class ReferenceSettings(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="agent hyperparameters")
 
 
+class HeldOutSettings(BaseModel):
+    """The held-out episodes a MiniGrid or BabyAI policy is judged on (training episodes use
+    seeds from ``TRAIN_SEED`` on, so these are never training starts; checked)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = Field(0, ge=0, description="first held-out episode seed")
+    episodes: int = Field(100, ge=1, le=TRAIN_SEED, description="held-out episodes")
+    max_steps: int | None = Field(
+        32, ge=1, description="a greedy episode not solved in this many steps fails; None = "
+        "the level's own limit")
+
+
 class FinetuneConfig(BaseModel):
     """A ``langadapt finetune`` file (YAML)."""
 
@@ -73,7 +92,8 @@ class FinetuneConfig(BaseModel):
     description: str = ""
     environment: dict[str, Any] = Field(
         default_factory=lambda: {"maze": "umaze"},
-        description="MazeEnv parameters (maze, max_steps, goal_reward, step_reward, ...)")
+        description="MazeEnv parameters (maze, max_steps, goal_reward, step_reward, ...), or "
+        "{id: a MiniGrid/BabyAI level, params: {...}}")
     model: str | None = Field(
         None, description="HF model directory or .gguf file; None = the embedded SmolLM2")
     lora: LoRASettings = Field(default_factory=LoRASettings)
@@ -83,6 +103,8 @@ class FinetuneConfig(BaseModel):
         1, ge=1, le=256,
         description="torch CPU threads (1 is fastest on a busy shared machine)")
     reference: ReferenceSettings | None = Field(default_factory=ReferenceSettings)
+    held_out: HeldOutSettings = Field(
+        default_factory=HeldOutSettings, description="MiniGrid/BabyAI: the held-out episodes")
     output: str | None = Field(None, description="results folder; default results/<name>")
 
     @field_validator("seeds")
@@ -92,8 +114,59 @@ class FinetuneConfig(BaseModel):
             raise ValueError(f"seeds={value!r}: expected distinct ints >= 0")
         return value
 
+    @property
+    def is_minigrid(self) -> bool:
+        return "id" in self.environment
+
     def maze(self) -> Any:
         return MazeEnv(**self.environment)
+
+    def make_env(self) -> Any:
+        """The environment of the file: a `MazeEnv` or a bridged MiniGrid/BabyAI level."""
+        if not self.is_minigrid:
+            return self.maze()
+        extra = sorted(set(self.environment) - {"id", "params"})
+        if extra:
+            raise ValueError(f"environment keys {extra}: a MiniGrid level takes only id and "
+                             "params")
+        level = self.environment["id"]
+        if not is_minigrid_id(level):
+            raise ValueError(f"environment.id is {level!r}, expected a MiniGrid or BabyAI level "
+                             "id such as 'langadapt/BabyAI-GoToObj-v0'")
+        name = str(level).removeprefix("langadapt/")
+        params = self.environment.get("params") or {}
+        if not isinstance(params, dict):
+            raise ValueError(f"environment.params is {params!r}, expected a mapping")
+        try:
+            return make_minigrid(name, **params)
+        except gymnasium.error.Error as error:
+            raise ValueError(f"environment.id {level!r}: {error}") from None
+
+    def task(self) -> MazeTask | MiniGridTask:
+        """The GRPO task of the file's environment."""
+        if not self.is_minigrid:
+            return MazeTask(self.maze())
+        held = self.held_out
+        return MiniGridTask(self.make_env, train_seed=TRAIN_SEED, eval_seed=held.seed,
+                            eval_episodes=held.episodes, eval_max_steps=held.max_steps)
+
+    def check(self) -> None:
+        """The checks that need the environment (ValueError naming the key)."""
+        env = self.make_env()
+        g = self.grpo
+        if self.is_minigrid:
+            if g.states == "all":
+                raise ValueError("grpo.states is 'all', which only a maze has; expected a "
+                                 "number of start states per step for a MiniGrid level")
+            if g.shaping == "oracle":
+                raise ValueError("grpo.shaping is 'oracle', but a MiniGrid level has no oracle "
+                                 "potential; expected none")
+        elif g.shaping == "none" and env.goal_reward == 0 and (
+                g.reward == "step" or env.step_reward == 0):
+            raise ValueError(
+                f"the run has no reward source: environment.goal_reward is 0 and "
+                f"{'grpo.reward is step' if g.reward == 'step' else 'environment.step_reward is 0'}"
+                " with grpo.shaping none; expected a goal reward (or shaping: oracle)")
 
 
 def load_finetune_config(path: str | Path) -> FinetuneConfig:
@@ -108,12 +181,20 @@ def load_finetune_config(path: str | Path) -> FinetuneConfig:
 
     try:
         config = FinetuneConfig(**data)
-        config.maze()
     except ValidationError as error:
-        raise ValueError(f"{source}: {error}") from None
+        raise ValueError(f"{source}: {_one_line(error)}") from None
+    try:
+        config.check()
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{source}: environment {config.environment!r}: {error}") from None
+        raise ValueError(f"{source}: {error}") from None
     return config
+
+
+def _one_line(error: Any) -> str:
+    """A pydantic error as one line: each bad key and why, e.g. ``grpo.steps: Input should
+    be greater than or equal to 1``."""
+    return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+                     for e in error.errors())
 
 
 def _seed_everything(seed: int) -> None:
@@ -136,12 +217,12 @@ def train_seed(config: FinetuneConfig, seed: int, folder: Path, progress: bool =
     if checkpoint.is_file():
         read_checkpoint(checkpoint)  # refused or damaged: say so before loading the model
     _seed_everything(seed)
-    env = config.maze()
+    task = config.task()
     started = time.perf_counter()
-    policy = LoRAPolicy(language_for(env), model=config.model, lora=config.lora,
+    policy = LoRAPolicy(language_for(config.make_env()), model=config.model, lora=config.lora,
                         temperature=config.grpo.temperature, seed=seed, progress=progress)
     load_seconds = time.perf_counter() - started
-    trainer = GRPOTrainer(policy, MazeTask(env), config.grpo, out=folder, seed=seed)
+    trainer = GRPOTrainer(policy, task, config.grpo, out=folder, seed=seed)
     trainer.train(progress=progress)
     policy.save_adapter(folder / "adapter", extra={
         "environment": config.environment, "seed": seed, "steps": trainer.step_index})
@@ -165,9 +246,8 @@ def _reference_seed(config: FinetuneConfig, seed: int, progress: bool) -> list[d
     rows: list[dict[str, Any]] = []
     start, evaluating = time.perf_counter(), 0.0
 
-    def greedy(cell: tuple[int, int]) -> int:
-        return int(agent.act(env.observation_of(cell), env.legal_moves_at(cell),
-                             explore=False))
+    def greedy(observed: list[tuple[Any, tuple[int, ...]]]) -> list[int]:
+        return [int(agent.act(obs, legal, explore=False)) for obs, legal in observed]
 
     def record(episode: int) -> None:
         nonlocal evaluating
@@ -184,6 +264,62 @@ def _reference_seed(config: FinetuneConfig, seed: int, progress: bool) -> list[d
     train(agent, env, episodes=ref.episodes, seed=seed, progress=progress,
           on_episode=on_episode)
     return rows
+
+
+def run_baselines(config: FinetuneConfig, env_steps: dict[int, int], progress: bool = True
+                  ) -> list[dict[str, Any]]:
+    """A MiniGrid level's baselines on the same held-out episodes: uniform random legal
+    moves, the untuned model (the policy with its adapter switched off, greedy) and the
+    reference agent (DQN) on rule-language states (MiniLM vectors of the level's
+    descriptions) trained for as many environment steps as GRPO took for each seed."""
+    from ..adapters import LanguageObservation
+    from ..adapters import make as make_adapter
+
+    rows: list[dict[str, Any]] = []
+    task = config.task()
+
+    def record(agent: str, seed: int | str, steps: int, seconds: float,
+               greedy: Any) -> None:
+        t = time.perf_counter()
+        result = task.evaluate(greedy)
+        rows.append({"agent": agent, "seed": seed, "env_steps": steps,
+                     "train_seconds": round(seconds, 1),
+                     "eval_seconds": round(time.perf_counter() - t, 1), **result})
+
+    for seed in config.seeds:
+        record("random", seed, 0, 0.0, _random_moves(np.random.default_rng(seed)))
+    policy = LoRAPolicy(language_for(config.make_env()), model=config.model, lora=config.lora,
+                        progress=progress)  # a fresh adapter is zero: the untuned model
+    untuned = GRPOTrainer(policy, task, config.grpo)
+    record("untuned", "-", 0, 0.0, untuned.greedy_actions)
+    ref = config.reference
+    if ref is None:
+        return rows
+    for seed in config.seeds:
+        _seed_everything(seed)
+        raw = config.make_env()
+        adapter = make_adapter("language", raw)
+        env = LanguageObservation(raw, adapter)
+        agent = make_agent(ref.agent, env.observation_space, env.action_space, seed=seed,
+                           **ref.params)
+        started = time.perf_counter()
+        train(agent, env, steps=max(1, env_steps.get(seed, 0)), seed=TRAIN_SEED + seed,
+              progress=progress)
+        seconds = time.perf_counter() - started
+        record(f"{ref.agent}_language", seed, env_steps.get(seed, 0), seconds,
+               _agent_moves(agent, adapter))
+    return rows
+
+
+def _random_moves(rng: np.random.Generator) -> Any:
+    return lambda observed: [int(rng.choice(legal)) for _, legal in observed]
+
+
+def _agent_moves(agent: Any, adapter: Any) -> Any:
+    """The agent's greedy moves on the adapter's vectors of the observed states."""
+    return lambda observed: [
+        int(agent.act(adapter.adapt(obs, list(legal))[0], list(legal), explore=False))
+        for obs, legal in observed]
 
 
 def _read_log(path: Path) -> list[dict[str, float]]:
@@ -206,14 +342,16 @@ def summarise(seed: int, log: list[dict[str, float]], final: dict[str, Any]) -> 
         "seed": seed, "steps": steps,
         "first_success_step": int(curve[0][0]) if curve else "",
         "first_success_train_seconds": round(float(curve[0][1]), 1) if curve else "",
-        "final_success": final["greedy_success"], "final_shortest": final["greedy_shortest"],
-        "final_state_accuracy": round(float(final["state_accuracy"]), 3),
+        "final_success": final["greedy_success"],
+        "final_shortest": final.get("greedy_shortest", ""),
+        "final_state_accuracy": (round(float(final["state_accuracy"]), 3)
+                                 if "state_accuracy" in final else ""),
+        "env_steps": int(np.nansum([r.get("env_steps", math.nan) for r in log])),
         "train_seconds": round(seconds, 1),
         "seconds_per_step": round(seconds / steps, 2) if steps else "",
         "cpu_seconds": round(float(np.nansum([r["cpu_seconds"] for r in log])), 1),
         "peak_rss_mb": round(float(np.nanmax([r["peak_rss_mb"] for r in log] or [math.nan])),
                              0),
-        "legal_fraction": float(np.nanmin([r["legal_fraction"] for r in log] or [math.nan])),
         "zero_spread_fraction_mean": round(float(np.nanmean(
             [r["zero_spread_fraction"] for r in log] or [math.nan])), 3),
     }
@@ -224,10 +362,16 @@ def write_summary(folder: Path, rows: list[dict[str, Any]], config: FinetuneConf
         writer = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    solved = sum(1 for r in rows if r["final_shortest"] == 1.0)
-    lines = [f"# {config.name}", "", config.description, "",
-             f"Greedy rollout on the shortest path after training: {solved} of {len(rows)} "
-             "seeds.", "", "| " + " | ".join(SUMMARY_COLUMNS) + " |",
+    if config.is_minigrid:
+        rates = ", ".join(f"seed {r['seed']}: {r['final_success']:.2f}" for r in rows)
+        verdict = (f"Greedy success on {config.held_out.episodes} held-out episodes after "
+                   f"training: {rates}.")
+    else:
+        solved = sum(1 for r in rows if r["final_shortest"] == 1.0)
+        verdict = (f"Greedy rollout on the shortest path after training: {solved} of "
+                   f"{len(rows)} seeds.")
+    lines = [f"# {config.name}", "", config.description, "", verdict, "",
+             "| " + " | ".join(SUMMARY_COLUMNS) + " |",
              "|" + "---|" * len(SUMMARY_COLUMNS)]
     lines += ["| " + " | ".join(str(r[c]) for c in SUMMARY_COLUMNS) + " |" for r in rows]
     (folder / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -318,7 +462,16 @@ def run_finetune(config: FinetuneConfig, out: str | Path | None = None, force: b
         rows.append(summarise(seed, logs[seed], finals[seed]))
         write_summary(folder, rows, config)
     reference: list[dict[str, Any]] = []
-    if config.reference is not None:
+    if config.is_minigrid:
+        path = folder / "baselines.csv"
+        if not path.is_file():
+            steps = {r["seed"]: r["env_steps"] for r in rows}
+            baselines = run_baselines(config, steps, progress)
+            with path.open("w", newline="", encoding="utf-8") as fh:
+                writer = csv.DictWriter(fh, fieldnames=list(baselines[0]))
+                writer.writeheader()
+                writer.writerows(baselines)
+    elif config.reference is not None:
         ref_path = folder / "reference.csv"
         if ref_path.is_file():
             with ref_path.open(newline="", encoding="utf-8") as fh:

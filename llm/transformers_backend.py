@@ -50,6 +50,8 @@ __all__ = [
     "load_causal_lm",
     "require_finetune",
     "reply_log_probs",
+    "reply_token_ids",
+    "shared_prefix_log_probs",
     "resolve_model_source",
     "text_log_probs",
 ]
@@ -193,20 +195,24 @@ def load_causal_lm(model: str | os.PathLike[str] | None = None, *, fresh: bool =
 
 
 def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Sequence[
-        Sequence[int]]) -> Any:
+        Sequence[int]], prefix: Any | None = None) -> Any:
     """Log-probability (a torch vector, with grad when grad is on) of each token sequence in
     ``continuations`` following ``prompt_ids``.
 
     The prompt is encoded once; when a continuation is longer than one token its remaining
-    tokens run as one batch on the prompt's KV cache.
+    tokens run as one batch on the prompt's KV cache. ``prefix``: the key/value tensors of
+    tokens already encoded before ``prompt_ids`` (`shared_prefix_log_probs`).
     """
     import torch  # the optional finetune extra: imported when used
+    from transformers import DynamicCache
 
     if not continuations or any(len(c) == 0 for c in continuations):
         raise ValueError(f"continuations={continuations!r}: expected non-empty token lists")
     device = next(lm.parameters()).device
     longest = max(len(c) for c in continuations)
-    out = lm(torch.tensor([list(prompt_ids)], device=device), use_cache=longest > 1)
+    cache = None if prefix is None else DynamicCache(ddp_cache_data=prefix)
+    out = lm(torch.tensor([list(prompt_ids)], device=device), past_key_values=cache,
+             use_cache=longest > 1 or prefix is not None, logits_to_keep=1)
     first = out.logits[0, -1].float().log_softmax(-1)
     scores = first[torch.tensor([c[0] for c in continuations], device=device)]
     if longest == 1:
@@ -222,6 +228,43 @@ def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Se
         targets = torch.tensor(list(tokens[1:]), device=device, dtype=torch.long)
         extra.append(rest[k, steps, targets].sum())
     return scores + torch.stack(extra)
+
+
+def shared_prefix_log_probs(lm: Any, prompts: Sequence[Sequence[int]],
+                            continuations: Sequence[Sequence[Sequence[int]]]) -> list[Any]:
+    """`continuation_log_probs` for each prompt and its continuations, with the token prefix
+    that all ``prompts`` share (the system prompt, say) encoded once for the batch.
+
+    The same quantities up to float rounding (differences of order 1e-6 in log-probability:
+    attention over a cached prefix sums in another order); at least one token of each prompt
+    runs after the prefix. With grad on, the gradient flows through the shared prefix too.
+    GRPO samples and trains with it; `reply_log_probs` (what ``llm_policy`` acts with) encodes
+    each prompt whole.
+    """
+    import torch
+
+    if len(prompts) != len(continuations) or not prompts:
+        raise ValueError(f"{len(prompts)} prompts and {len(continuations)} continuation lists: "
+                         "expected one list per prompt, at least one prompt")
+    shared = min(len(p) for p in prompts) - 1
+    first = prompts[0]
+    for p in prompts[1:]:
+        shared = next((i for i in range(shared) if p[i] != first[i]), shared)
+    if len(prompts) == 1 or shared < 1:
+        return [continuation_log_probs(lm, p, c) for p, c in zip(prompts, continuations,
+                                                                  strict=True)]
+    device = next(lm.parameters()).device
+    cache = lm(torch.tensor([list(first[:shared])], device=device), use_cache=True,
+               logits_to_keep=1).past_key_values
+    prefix = [(layer.keys, layer.values) for layer in cache.layers]
+    return [continuation_log_probs(lm, p[shared:], c, prefix=prefix)
+            for p, c in zip(prompts, continuations, strict=True)]
+
+
+def reply_token_ids(tokenizer: Any, replies: Sequence[str]) -> list[list[int]]:
+    """Token ids of each reply followed by end of turn (the tokenizer's ``eos_token``)."""
+    end = tokenizer.eos_token_id
+    return [list(tokenizer(r, add_special_tokens=False).input_ids) + [end] for r in replies]
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
@@ -250,9 +293,8 @@ def text_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
     tokenizer's ``eos_token``): what `TransformersBackend.score` returns, so GRPO trains on
     the scores `langadapt.llm.decide` acts with when it scores the same texts
     (`langadapt.llm.enumerate_replies`)."""
-    end = tokenizer.eos_token_id
-    conts = [list(tokenizer(r, add_special_tokens=False).input_ids) + [end] for r in replies]
-    return continuation_log_probs(lm, chat_prompt_ids(tokenizer, messages), conts)
+    return continuation_log_probs(lm, chat_prompt_ids(tokenizer, messages),
+                                  reply_token_ids(tokenizer, replies))
 
 
 def finite_schema_values(schema: Any, limit: int = MAX_CANDIDATES) -> list[Any] | None:

@@ -95,7 +95,7 @@ def _policy(tiny_model_dir: Path, env: MazeEnv, **kw) -> LoRAPolicy:
 
 
 def _greedy_probs(policy: LoRAPolicy, task: MazeTask) -> list[np.ndarray]:
-    return policy.distributions([task.state(c) for c in task.cells])
+    return policy.distributions([task.observe(c) for c in task.cells])
 
 
 # ------------------------------------------------------------------ advantages
@@ -123,20 +123,26 @@ def test_group_size_below_two_is_rejected():
 def test_reward_steps_a_real_maze_with_oracle_shaping(umaze):
     task = MazeTask(umaze)
     assert task.to_goal[(3, 1)] == 4 and task.to_goal[(2, 1)] == 3  # up, up-right, down-right, down
-    reward, nxt, done = task.step((3, 1), 2, 0.99, shaping=True)  # up
+    reward, nxt, done, _ = task.step((3, 1), 2, shaping=0.99)  # up
     assert (nxt, done) == ((2, 1), False)
     assert reward == pytest.approx(umaze.step_reward + 0.99 * -3 - (-4))
-    reward, nxt, done = task.step((2, 3), 3, 0.99, shaping=True)  # down, onto the goal
+    reward, nxt, done, _ = task.step((2, 3), 3, shaping=0.99)  # down, onto the goal
     assert (nxt, done) == ((3, 3), True)
     assert reward == pytest.approx(umaze.goal_reward + 0.0 - (-1))
     assert task.optimal_actions((1, 2)) == {7}  # down-right
-    assert task.step((3, 1), 2, 0.99, shaping=False)[0] == pytest.approx(umaze.step_reward)
+    assert task.step((3, 1), 2)[0] == pytest.approx(umaze.step_reward)
 
 
 def test_a_nan_potential_fails_at_the_step(umaze):
     task = MazeTask(umaze, potential=lambda cell: float("nan"))
     with pytest.raises(ValueError, match="expected finite numbers"):
-        task.step((3, 1), 2, 0.99, shaping=True)
+        task.step((3, 1), 2, shaping=0.99)
+
+
+def test_the_default_reward_is_the_environments_return_without_an_oracle():
+    settings = GRPOSettings()
+    assert (settings.reward, settings.shaping, settings.group_actions) == (
+        "return", "none", "cover")
 
 
 # ------------------------------------------------------------------ the policy
@@ -146,9 +152,36 @@ def test_every_sampled_action_is_legal_and_distributions_sum_to_one(tiny_model_d
     for cell, probs in zip(task.cells, _greedy_probs(policy, task), strict=True):
         assert probs.shape == (len(task.legal(cell)),)
         assert probs.sum() == pytest.approx(1.0)
-    trainer = GRPOTrainer(policy, task, {"steps": 1, "group_size": 3})
+    trainer = GRPOTrainer(policy, task, {"steps": 1, "group_size": 3, "horizon": 4})
+    for cell, probs in zip(task.cells, _greedy_probs(policy, task), strict=True):
+        legal = task.legal(cell)
+        for action in trainer.first_actions(legal, probs):
+            assert action in legal
+        for _ in range(20):
+            assert trainer._draw(legal, probs) in legal  # noqa: SLF001
     row = trainer.step()
-    assert row["legal_fraction"] == 1.0 and row["samples"] == 3 * len(task.cells)
+    assert row["samples"] == 3 * len(task.cells)
+
+
+def test_cover_puts_every_legal_action_in_a_group_even_when_the_policy_is_sure(
+        tiny_model_dir, umaze):
+    trainer = GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze), {"group_size": 4})
+    sure = np.array([1.0, 0.0, 0.0])
+    for _ in range(10):
+        group = trainer.first_actions((0, 2, 5), sure)
+        assert sorted(group[:3]) == [0, 2, 5] and group[3] == 0
+    sampled = GRPOTrainer(trainer.policy, trainer.task, {"group_actions": "sampled"})
+    assert sampled.first_actions((0, 2, 5), sure) == [0, 0, 0, 0]
+
+
+def test_shared_prefix_scores_equal_whole_prompt_scores(tiny_model_dir, umaze):
+    policy = _policy(tiny_model_dir, umaze)
+    task = MazeTask(umaze)
+    states = [task.observe(c) for c in task.cells]
+    whole = policy.distributions(states)
+    shared = policy.distributions(states, shared_prefix=True)
+    for a, b in zip(whole, shared, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 def test_continuations_of_several_tokens_reuse_the_prompt_cache(tiny_model_dir):
@@ -180,7 +213,7 @@ def test_zero_spread_groups_are_skipped_and_counted(tiny_model_dir):
     env = MazeEnv(maze="umaze", goal_reward=0.0, step_reward=0.0)  # every reward is 0
     policy = _policy(tiny_model_dir, env)
     before = policy.adapter_state()
-    trainer = GRPOTrainer(policy, MazeTask(env), {"steps": 1, "shaping": "none"})
+    trainer = GRPOTrainer(policy, MazeTask(env), {"steps": 1, "horizon": 3})
     row = trainer.step()
     assert row["groups_skipped"] == row["states"] == 6 and row["zero_spread_fraction"] == 1.0
     assert np.isnan(row["loss"])
@@ -196,19 +229,45 @@ def test_single_move_cells_are_zero_spread_groups(tiny_model_dir, umaze):
     assert trainer.step()["groups_skipped"] >= single
 
 
-def test_episode_reward_credits_the_rest_of_an_episode(tiny_model_dir, umaze):
+def test_return_credits_the_rest_of_an_episode(tiny_model_dir, umaze):
     task = MazeTask(umaze)
-    trainer = GRPOTrainer(_policy(tiny_model_dir, umaze), task,
-                          {"reward": "episode", "shaping": "none", "gamma": 0.9, "horizon": 5})
-    # from the cell next to the goal, moving onto it ends the episode at once
-    assert trainer.reward((2, 3), 3, {}) == pytest.approx(umaze.goal_reward)
-    # otherwise the policy's own moves follow: the goal reached after t moves, or 5 moves of
-    # step_reward
-    value = trainer.reward((3, 1), 2, {})
+    trainer = GRPOTrainer(_policy(tiny_model_dir, umaze), task, {"gamma": 0.9, "horizon": 5})
+    # from the cell next to the goal, moving onto it ends the episode at once; otherwise the
+    # policy's own moves follow: the goal reached after t moves, or 5 moves of step_reward
+    # (a rollout that loops ends with the step limit's reward)
+    values, counts = trainer.returns([(2, 3)] + [(3, 1)] * 20, [3] + [2] * 20)
+    assert values[0] == pytest.approx(umaze.goal_reward)
     step, goal, gamma = umaze.step_reward, umaze.goal_reward, 0.9
     possible = [sum(step * gamma**k for k in range(t)) + goal * gamma**t for t in range(1, 5)]
     possible.append(sum(step * gamma**k for k in range(5)))
-    assert min(abs(value - p) for p in possible) < 1e-9
+    for value in values[1:]:
+        assert min(abs(value - p) for p in possible) < 1e-9
+    assert counts["success"] == 1 + sum(v > 0 for v in values[1:])
+    one_step = GRPOTrainer(trainer.policy, task, {"reward": "step"})
+    assert one_step.returns([(3, 1)], [2])[0][0] == pytest.approx(umaze.step_reward)
+
+
+def test_reward_only_grpo_solves_a_corridor_in_seconds(tiny_model_dir, monkeypatch):
+    """Environment reward only (no oracle): a 3-cell corridor, start at one end, goal at the
+    other, one decision in the middle; the tiny model's untrained greedy policy walks away
+    from the goal there, GRPO on the return turns it around."""
+    from langadapt.environments import maze as maze_module
+
+    monkeypatch.setitem(maze_module.MAZE_LAYOUTS, "corridor", maze_module._layout(  # noqa: SLF001
+        "corridor", "11111 / 10001 / 11111", (1, 1), (1, 3)))
+    monkeypatch.setitem(maze_module.MAZE_LAYOUTS, "corridor_mirrored", maze_module._layout(  # noqa: SLF001
+        "corridor_mirrored", "11111 / 10001 / 11111", (1, 3), (1, 1)))
+    for name in ("corridor", "corridor_mirrored"):
+        env = MazeEnv(maze=name, max_steps=10)
+        policy = _policy(tiny_model_dir, env)
+        trainer = GRPOTrainer(policy, MazeTask(env), {"steps": 15, "learning_rate": 5e-2,
+                                                      "group_size": 2, "stop_after_tied": None})
+        if trainer.evaluate()["greedy_shortest"] == 0.0:
+            break
+    else:
+        pytest.fail("the untrained tiny model walks to the goal in both corridors")
+    trainer.train(progress=False)
+    assert trainer.final["greedy_shortest"] == 1.0 and trainer.final["state_accuracy"] == 1.0
 
 
 # ------------------------------------------------------------------ saving, resuming
@@ -226,10 +285,35 @@ def test_a_saved_adapter_reloads_with_the_same_greedy_actions(tiny_model_dir, um
     reloaded, untrained = _greedy_probs(again, task), _greedy_probs(fresh, task)
     for a, b in zip(trained, reloaded, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
-    assert [again.greedy(*task.state(c)) for c in task.cells] == [
+    assert [again.greedy(*task.observe(c)) for c in task.cells] == [
         task.legal(c)[int(np.argmax(p))] for c, p in zip(task.cells, trained, strict=True)]
     assert any(not np.allclose(a, b, atol=1e-4) for a, b in zip(trained, untrained,
                                                                 strict=True))
+
+
+def test_resuming_gives_the_log_of_an_uninterrupted_run(tiny_model_dir, umaze, tmp_path):
+    settings = {"steps": 3, "checkpoint_every": 1, "horizon": 6, "learning_rate": 1e-2}
+    whole = GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze), settings,
+                        out=tmp_path / "whole", seed=5)
+    whole.train(progress=False)
+    first = GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze), settings,
+                        out=tmp_path / "cut", seed=5)
+    first.step()
+    first.checkpoint()
+    first.step()  # interrupted after this step, before its checkpoint: it is run again
+    resumed = GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze), settings,
+                          out=tmp_path / "cut", seed=5)
+    assert resumed.step_index == 1
+    resumed.train(progress=False)
+    timing = {"step_seconds", "train_seconds", "wall_seconds", "cpu_seconds", "rss_mb",
+              "peak_rss_mb"}
+    a = [{k: v for k, v in r.items() if k not in timing} for r in whole.history]
+    b = [{k: v for k, v in r.items() if k not in timing} for r in resumed.history]
+    assert [r["step"] for r in b] == [0, 1, 2]
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys()
+        for k in x:
+            assert x[k] == pytest.approx(y[k], rel=1e-5, nan_ok=True), k
 
 
 def test_training_resumes_from_its_checkpoint(tiny_model_dir, umaze, tmp_path):
@@ -276,9 +360,9 @@ def test_llm_policy_with_the_trained_adapter_takes_the_trained_greedy_actions(
 
     task = MazeTask(umaze)
     policy = _policy(tiny_model_dir, umaze)
-    untrained = [policy.greedy(*task.state(c)) for c in task.cells]
+    untrained = [policy.greedy(*task.observe(c)) for c in task.cells]
     GRPOTrainer(policy, task, {"steps": 2, "learning_rate": 5e-2}).train(progress=False)
-    trained = [policy.greedy(*task.state(c)) for c in task.cells]
+    trained = [policy.greedy(*task.observe(c)) for c in task.cells]
     policy.save_adapter(tmp_path / "adapter")
 
     def agent(adapter: Path | None) -> LLMPolicy:
@@ -293,10 +377,12 @@ def test_llm_policy_with_the_trained_adapter_takes_the_trained_greedy_actions(
 
     tuned, plain = agent(tmp_path / "adapter"), agent(None)
     for cell in task.cells:
-        state, legal = task.state(cell)
+        state, legal = task.observe(cell)
         assert tuned.messages(state, legal) == policy.messages(state, legal)
-    assert [tuned.act(*task.state(c), explore=False) for c in task.cells] == trained
-    assert [plain.act(*task.state(c), explore=False) for c in task.cells] == untrained
+    assert [tuned.act(*task.observe(c), explore=False) for c in task.cells] == trained
+    trainer = GRPOTrainer(policy, task)  # the trainer's evaluation: the same actions
+    assert trainer.greedy_actions([task.observe(c) for c in task.cells]) == trained
+    assert [plain.act(*task.observe(c), explore=False) for c in task.cells] == untrained
     assert tuned.stats()["llm_fallbacks"] == 0 and tuned.stats()["parse_failures"] == 0
 
 

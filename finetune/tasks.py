@@ -1,0 +1,264 @@
+"""The environments GRPO trains on: where a step starts, how a state is stepped, how the
+greedy policy is judged.
+
+A task holds states the trainer can start rollouts from and step from any number of times
+(`MazeTask`: a cell, the maze reset there; `MiniGridTask`: a snapshot of a MiniGrid or
+BabyAI level). The trainer only calls these methods::
+
+    starts(count, rng)        the states of one GRPO step
+    observe(state)            (observation, legal moves): what the policy sees
+    key(state)                a hashable key of what the policy sees (one distribution each)
+    step(state, action)       (reward, next state, terminated, truncated) of the real env
+    visit(state)              a state a rollout reached (a later start for ``states: N``)
+    evaluate(greedy)          the greedy policy's figures (``greedy`` maps a list of
+                              observed states to actions, in one batch)
+
+The reward is the environment's own. `MazeTask` can add the oracle potential
+(``potential``, -BFS distance to the goal) for the oracle-shaped variant; `MiniGridTask`
+has no oracle.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..environments.maze import MazeEnv, bfs_distances
+
+__all__ = ["Greedy", "MazeTask", "MiniGridTask"]
+
+Cell = tuple[int, int]
+Observed = tuple[Any, tuple[int, ...]]
+#: The greedy policy as the trainer hands it to `evaluate`: observed states -> actions.
+Greedy = Callable[[Sequence[Observed]], list[int]]
+
+
+class MazeTask:
+    """A `MazeEnv` as a GRPO task: states are cells; ``states: all`` starts a step in every
+    reachable non-goal cell, ``states: N`` in N of the cells rollouts have reached.
+
+    ``potential``: phi(cell) for the oracle-shaped variant (``shaping: oracle``); default
+    -BFS distance to the goal (0 at the goal).
+    """
+
+    has_oracle = True
+
+    def __init__(self, env: MazeEnv, potential: Callable[[Cell], float] | None = None) -> None:
+        if not isinstance(env, MazeEnv):
+            raise ValueError(f"env is {env!r}, expected a langadapt MazeEnv")
+        self.env = env
+        self.max_steps = env.max_steps
+        self.to_goal = bfs_distances(env.grid, env.goal)
+        reachable = bfs_distances(env.grid, env.start)
+        if env.goal not in reachable:
+            raise ValueError(f"maze {env.maze_name!r}: the goal is not reachable from the start")
+        self.cells: list[Cell] = [c for c in env.free_cells() if c in reachable and c != env.goal]
+        self.potential = potential or (lambda cell: -float(self.to_goal[cell]))
+        self.met: set[Cell] = {env.start}
+
+    @property
+    def n_actions(self) -> int:
+        return int(self.env.action_space.n)
+
+    # ------------------------------------------------------------ the trainer's calls
+    def starts(self, count: int | None, rng: np.random.Generator) -> list[Cell]:
+        if count is None:
+            return list(self.cells)
+        met = sorted(self.met)
+        if len(met) <= count:
+            return met
+        return [met[i] for i in sorted(rng.choice(len(met), size=count, replace=False))]
+
+    def observe(self, cell: Cell) -> Observed:
+        return self.env.observation_of(cell), self.legal(cell)
+
+    def key(self, cell: Cell) -> Hashable:
+        return cell
+
+    def legal(self, cell: Cell) -> tuple[int, ...]:
+        return tuple(self.env.legal_moves_at(cell))
+
+    def step(self, cell: Cell, action: int, shaping: float | None = None
+             ) -> tuple[float, Cell, bool, bool]:
+        """``(reward, next_cell, terminated, truncated)`` of ``action`` taken in ``cell`` of
+        the real environment; ``shaping`` = gamma adds ``gamma * phi(next) - phi(cell)``."""
+        self.env.reset(options={"start": cell})
+        obs, reward, terminated, _, _ = self.env.step(int(action))
+        nxt = (int(obs[0]), int(obs[1]))
+        if shaping is not None:
+            phi_next = 0.0 if terminated else float(self.potential(nxt))
+            phi = float(self.potential(cell))
+            if not (math.isfinite(phi) and math.isfinite(phi_next)):
+                raise ValueError(f"potential of {cell} / {nxt} is {phi!r} / {phi_next!r}; "
+                                 "expected finite numbers")
+            reward = reward + shaping * phi_next - phi
+        return float(reward), nxt, bool(terminated), False
+
+    def visit(self, cell: Cell) -> None:
+        self.met.add(cell)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"met": [[int(r), int(c)] for r, c in sorted(self.met)]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.met = {(int(r), int(c)) for r, c in state["met"]}
+
+    # ------------------------------------------------------------ judging
+    def optimal_actions(self, cell: Cell) -> set[int]:
+        """The legal actions that bring ``cell`` one move closer to the goal."""
+        d = self.to_goal[cell]
+        targets = self.env._targets[cell]  # noqa: SLF001 - the env's own transition table
+        return {a for a in self.legal(cell) if self.to_goal.get(targets[a], d) == d - 1}
+
+    def evaluate(self, greedy: Greedy) -> dict[str, float]:
+        """Greedy rollout from the start (success, shortest path, length) and the fraction of
+        cells whose greedy action is optimal (greedy is asked once, for every cell)."""
+        actions = dict(zip(self.cells, greedy([self.observe(c) for c in self.cells]),
+                           strict=True))
+        accuracy = float(np.mean([actions[c] in self.optimal_actions(c) for c in self.cells]))
+        cell, length, success = self.env.start, 0, False
+        while length < self.env.max_steps:
+            _, cell, success, _ = self.step(cell, actions[cell])
+            length += 1
+            if success:
+                break
+        shortest = success and length == self.to_goal[self.env.start]
+        return {"greedy_success": float(success), "greedy_shortest": float(shortest),
+                "greedy_length": float(length), "state_accuracy": accuracy}
+
+
+class MiniGridTask:
+    """A MiniGrid or BabyAI level (`environments.minigrid.MiniGridBridge`) as a GRPO task.
+
+    A state is a snapshot of the level (a deep copy) with its observation. Training missions
+    are the level's episodes for seeds ``train_seed, train_seed + 1, ...`` (a new one for
+    every fresh start); ``evaluate`` plays the greedy policy on the ``eval_episodes`` episodes
+    of seeds ``eval_seed, eval_seed + 1, ...``, and refuses to run if one of their (mission,
+    layout) pairs was a training start. Each GRPO step starts half of its ``states`` from
+    fresh missions and half from states earlier rollouts reached (the last ``memory`` of
+    them, drawn uniformly), so decisions far from and near the goal are both trained.
+
+    ``eval_max_steps``: a greedy episode that has not succeeded after this many steps counts
+    as a failure (the level's own limit, e.g. 256 steps on BabyAI-GoToObj, when None).
+    """
+
+    has_oracle = False
+
+    def __init__(self, make_env: Callable[[], Any], *, train_seed: int = 1_000_000,
+                 eval_seed: int = 0, eval_episodes: int = 100,
+                 eval_max_steps: int | None = 64, memory: int = 512) -> None:
+        self.make_env = make_env
+        self.template = make_env()
+        self.train_seed = int(train_seed)
+        self.eval_seed = int(eval_seed)
+        self.eval_episodes = int(eval_episodes)
+        if not (self.eval_seed + self.eval_episodes <= self.train_seed):
+            raise ValueError(
+                f"evaluation seeds {self.eval_seed}..{self.eval_seed + self.eval_episodes - 1} "
+                f"reach the training seeds (from {self.train_seed}); expected them below")
+        self.max_steps = int(self.template.minigrid.max_steps)
+        self.eval_max_steps = eval_max_steps
+        self.memory = int(memory)
+        self.next_seed = self.train_seed
+        self.reached: list[Any] = []
+        self.layouts: set[bytes] = set()
+
+    @property
+    def n_actions(self) -> int:
+        return int(self.template.action_space.n)
+
+    def _fresh(self) -> tuple[Any, Observed]:
+        env = copy.deepcopy(self.template)
+        obs, info = env.reset(seed=self.next_seed)
+        self.next_seed += 1
+        self.layouts.add(self.layout(env))
+        return (env, (obs, tuple(info["legal_moves"])))
+
+    @staticmethod
+    def layout(env: Any) -> bytes:
+        """The episode's mission and initial grid (objects, agent position and direction)."""
+        level = env.minigrid
+        return (level.mission.encode() + level.grid.encode().tobytes()
+                + bytes([*level.agent_pos, level.agent_dir]))
+
+    # ------------------------------------------------------------ the trainer's calls
+    def starts(self, count: int | None, rng: np.random.Generator) -> list[Any]:
+        if count is None:
+            raise ValueError("states: all is only for mazes; give a number of states per "
+                             "step for a MiniGrid level")
+        reached = min(count // 2, len(self.reached))
+        picks = rng.choice(len(self.reached), size=reached, replace=False) if reached else []
+        return [self._fresh() for _ in range(count - reached)] + [
+            self.reached[int(i)] for i in picks]
+
+    def observe(self, state: Any) -> Observed:
+        return state[1]
+
+    def key(self, state: Any) -> Hashable:
+        obs, legal = state[1]
+        return np.asarray(obs).tobytes(), legal
+
+    def step(self, state: Any, action: int, shaping: float | None = None
+             ) -> tuple[float, Any, bool, bool]:
+        if shaping is not None:
+            raise ValueError("shaping: oracle needs an oracle potential; a MiniGrid level has "
+                             "none (use shaping: none)")
+        env = copy.deepcopy(state[0])
+        obs, reward, terminated, truncated, info = env.step(int(action))
+        return float(reward), (env, (obs, tuple(info["legal_moves"]))), terminated, truncated
+
+    def visit(self, state: Any) -> None:
+        self.reached.append(state)
+        if len(self.reached) > self.memory:
+            del self.reached[: len(self.reached) - self.memory]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"next_seed": self.next_seed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.next_seed = int(state["next_seed"])
+        # the training layouts seen before the checkpoint, for the held-out check
+        for seed in range(self.train_seed, self.next_seed):
+            env = copy.deepcopy(self.template)
+            env.reset(seed=seed)
+            self.layouts.add(self.layout(env))
+
+    # ------------------------------------------------------------ judging
+    def evaluate(self, greedy: Greedy) -> dict[str, float]:
+        """Greedy episodes on the held-out seeds, played in lockstep (one batch of decisions
+        per time step): success rate, mean reward and length."""
+        envs, states = [], []
+        for k in range(self.eval_episodes):
+            env = copy.deepcopy(self.template)
+            obs, info = env.reset(seed=self.eval_seed + k)
+            if self.layout(env) in self.layouts:
+                raise ValueError(f"evaluation episode of seed {self.eval_seed + k} was a "
+                                 "training start; expected held-out episodes")
+            envs.append(env)
+            states.append((obs, tuple(info["legal_moves"])))
+        limit = self.eval_max_steps or self.max_steps
+        success = np.zeros(len(envs))
+        returns = np.zeros(len(envs))
+        lengths = np.zeros(len(envs))
+        alive = list(range(len(envs)))
+        for _ in range(limit):
+            if not alive:
+                break
+            actions = greedy([states[k] for k in alive])
+            still = []
+            for k, action in zip(alive, actions, strict=True):
+                obs, reward, terminated, truncated, info = envs[k].step(int(action))
+                states[k] = (obs, tuple(info["legal_moves"]))
+                lengths[k] += 1
+                returns[k] += reward
+                if terminated or truncated:
+                    success[k] = float(info["is_success"])
+                else:
+                    still.append(k)
+            alive = still
+        return {"greedy_success": float(success.mean()), "greedy_return": float(returns.mean()),
+                "greedy_length": float(lengths.mean()), "episodes": float(len(envs))}
