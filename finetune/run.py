@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..agents import make_agent, train
 from ..environments import MazeEnv, language_for
 from ..environments.minigrid import is_minigrid_id, make_minigrid
+from ..llm.transformers_backend import check_causal_lm
 from .grpo import GRPOSettings, GRPOTrainer, read_checkpoint
 from .policy import LoRAPolicy, LoRASettings
 from .tasks import MazeTask, MiniGridTask
@@ -139,8 +140,9 @@ class FinetuneConfig(BaseModel):
             raise ValueError(f"environment.params is {params!r}, expected a mapping")
         try:
             return make_minigrid(name, **params)
-        except gymnasium.error.Error as error:
-            raise ValueError(f"environment.id {level!r}: {error}") from None
+        except (gymnasium.error.Error, ValueError, TypeError) as error:
+            raise ValueError(f"environment.id {level!r} with params {params!r}: {error}"
+                             ) from None
 
     def task(self) -> MazeTask | MiniGridTask:
         """The GRPO task of the file's environment."""
@@ -151,7 +153,13 @@ class FinetuneConfig(BaseModel):
                             eval_episodes=held.episodes, eval_max_steps=held.max_steps)
 
     def check(self) -> None:
-        """The checks that need the environment (ValueError naming the key)."""
+        """The checks that need the environment or the model's files (ValueError naming the
+        key)."""
+        if self.model is not None:
+            try:
+                check_causal_lm(self.model)
+            except ValueError as error:
+                raise ValueError(f"model: {error}") from None
         env = self.make_env()
         g = self.grpo
         if self.is_minigrid:

@@ -45,6 +45,7 @@ __all__ = [
     "FINETUNE_PACKAGES",
     "TransformersBackend",
     "chat_prompt_ids",
+    "check_causal_lm",
     "continuation_log_probs",
     "finite_schema_values",
     "load_causal_lm",
@@ -155,6 +156,27 @@ def _float32_copy(source: Path, identity: str) -> Path:
     except OSError:  # another process made it first
         shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+def check_causal_lm(model: str | os.PathLike[str]) -> Path:
+    """The model's source (`resolve_model_source`), and for a model directory a check,
+    from its ``config.json`` alone, that transformers knows it as a causal language model;
+    ValueError naming the model and its configuration class otherwise."""
+    source = resolve_model_source(model)
+    if source.is_dir():
+        require_finetune("transformers")
+        from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(source)
+        except (ValueError, OSError) as error:
+            raise ValueError(f"model {str(source)!r}: config.json is not readable "
+                             f"({str(error).splitlines()[0][:160]})") from None
+        if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+            raise ValueError(f"model {str(source)!r} ({type(config).__name__}) is not a causal "
+                             "language model; expected one transformers loads with "
+                             "AutoModelForCausalLM")
+    return source
 
 
 _LOADED: dict[str, tuple[Any, Any]] = {}

@@ -458,3 +458,117 @@ def test_no_loading_bars_turns_every_loading_bar_off_and_back(tiny_model_dir, um
     _policy(tiny_model_dir, umaze, progress=False)
     assert "Loading weights" not in capfd.readouterr().err
     assert transformers_logging.is_progress_bar_enabled()
+
+
+# ------------------------------------------------------------------ the finetune file
+def _write(tmp_path: Path, config: dict) -> Path:
+    import yaml
+
+    path = tmp_path / "ft.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"grpo": {"steps": 0}}, r"grpo\.steps: Input should be greater than or equal to 1"),
+    ({"grpo": {"group_size": 1}}, r"grpo\.group_size: .*group_size is 1, expected an int >= 2"),
+    ({"grpo": {"reward": None}}, r"grpo\.reward: Input should be 'return' or 'step'"),
+    ({"environment": {"maze": "umaze", "goal_reward": 0.0, "step_reward": 0.0}},
+     r"no reward source: environment\.goal_reward is 0 and environment\.step_reward is 0"),
+    ({"environment": {"maze": "umaze", "goal_reward": 0.0}, "grpo": {"reward": "step"}},
+     r"no reward source: environment\.goal_reward is 0 and grpo\.reward is step"),
+    ({"environment": {"id": "langadapt/BabyAI-NoSuchLevel-v0"}}, r"environment\.id"),
+    ({"environment": {"id": "langadapt/BabyAI-GoToObj-v0"}, "grpo": {"states": "all"}},
+     r"grpo\.states is 'all', which only a maze has"),
+    ({"environment": {"id": "langadapt/BabyAI-GoToObj-v0"},
+      "grpo": {"states": 2, "shaping": "oracle"}}, r"grpo\.shaping is 'oracle'"),
+])
+def test_bad_finetune_files_are_one_line_errors_naming_the_key(tmp_path, change, message):
+    from langadapt.finetune.run import load_finetune_config
+
+    if "id" in change.get("environment", {}):
+        pytest.importorskip("minigrid")
+    with pytest.raises(ValueError, match=message) as caught:
+        load_finetune_config(_write(tmp_path, {"name": "bad", **change}))
+    assert "\n" not in str(caught.value)
+
+
+def test_a_model_that_is_not_a_causal_lm_is_a_config_error_naming_the_key(tmp_path):
+    from transformers import T5Config
+
+    from langadapt.finetune.run import load_finetune_config
+
+    T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=4, d_ff=8).save_pretrained(
+        tmp_path / "t5")
+    with pytest.raises(ValueError, match=r"model: model .*\(T5Config\) is not a causal"):
+        load_finetune_config(_write(tmp_path, {"name": "bad", "model": str(tmp_path / "t5")}))
+
+
+# ------------------------------------------------------------------ MiniGrid / BabyAI
+def _gotoobj():
+    pytest.importorskip("minigrid")
+    from langadapt.environments.minigrid import make_minigrid
+
+    return make_minigrid("BabyAI-GoToObj-v0", legal_moves=[0, 1, 2])
+
+
+def test_minigrid_task_holds_out_its_evaluation_episodes(tiny_model_dir):
+    from langadapt.finetune import MiniGridTask
+
+    task = MiniGridTask(_gotoobj, train_seed=100, eval_seed=0, eval_episodes=3,
+                        eval_max_steps=2)
+    rng = np.random.default_rng(0)
+    first = task.starts(4, rng)
+    assert task.next_seed == 104 and len(first) == 4  # nothing reached yet: all fresh
+    reward, state, terminated, truncated = task.step(first[0], 0)  # turn left
+    assert task.observe(first[0])[1] == (0, 1, 2) and task.key(state) != task.key(first[0])
+    for _ in range(10):
+        task.visit(state)
+    mixed = task.starts(4, rng)
+    assert task.next_seed == 106 and sum(s is state for s in mixed) == 2
+    figures = task.evaluate(lambda observed: [2] * len(observed))
+    assert figures["episodes"] == 3 and 1 <= figures["greedy_length"] <= 2
+    # an evaluation episode that was a training start is refused
+    leaky = MiniGridTask(_gotoobj, train_seed=3, eval_seed=0, eval_episodes=3)
+    leaky.eval_seed = 3
+    leaky.starts(1, rng)
+    with pytest.raises(ValueError, match="was a training start"):
+        leaky.evaluate(lambda observed: [2] * len(observed))
+    with pytest.raises(ValueError, match="reach the training seeds"):
+        MiniGridTask(_gotoobj, train_seed=2, eval_seed=0, eval_episodes=3)
+    with pytest.raises(ValueError, match="has none"):
+        task.step(first[0], 2, shaping=0.99)
+
+
+def test_grpo_steps_on_babyai_and_the_trainers_greedy_actions_are_llm_policys(
+        tiny_model_dir, tmp_path):
+    from langadapt.finetune import MiniGridTask
+    from langadapt.roles.llm_policy import LLMPolicy
+
+    env = _gotoobj()
+    policy = LoRAPolicy(language_for(env), model=tiny_model_dir, lora={"r": 4})
+    task = MiniGridTask(_gotoobj, train_seed=100, eval_seed=0, eval_episodes=2,
+                        eval_max_steps=3)
+    trainer = GRPOTrainer(policy, task, {"steps": 2, "states": 2, "group_size": 3,
+                                         "horizon": 3, "learning_rate": 5e-2,
+                                         "checkpoint_every": 1}, out=tmp_path / "run")
+    trainer.train(progress=False)
+    assert len(trainer.history) == 2 and trainer.final["episodes"] == 2
+    assert all(r["env_steps"] >= 6 for r in trainer.history)
+    policy.save_adapter(tmp_path / "adapter")
+    backend = {"backend": "transformers", "model": str(tiny_model_dir), "temperature": 0.0,
+               "cache_path": None, "adapter": str(tmp_path / "adapter")}
+    agent = LLMPolicy(env.observation_space, env.action_space, {"backend": backend})
+    agent.bind(env)
+    observed = []
+    for seed in range(6):
+        obs, info = env.reset(seed=seed)
+        observed.append((obs, tuple(info["legal_moves"])))
+        obs, _, _, _, info = env.step(2)
+        observed.append((obs, tuple(info["legal_moves"])))
+    assert [agent.act(obs, list(legal), explore=False) for obs, legal in observed] == (
+        trainer.greedy_actions(observed))
+    resumed = GRPOTrainer(LoRAPolicy(language_for(env), model=tiny_model_dir, lora={"r": 4}),
+                          MiniGridTask(_gotoobj, train_seed=100, eval_seed=0,
+                                       eval_episodes=2), trainer.settings, out=tmp_path / "run")
+    assert resumed.step_index == 2 and resumed.task.next_seed == task.next_seed
