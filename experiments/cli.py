@@ -32,6 +32,9 @@ ENV_ALIASES = {
     "cartpole": "langadapt/CartPole-v0",
 }
 BENCHMARKS = ("adapters", "llm", "agents", "executors", "llm_roles", "minigrid")
+# Run only when named (`langadapt bench finetune-trl`), never by a plain `langadapt bench`:
+# name -> module experiments/benchmarks/<module>_bench.py.
+OPT_IN_BENCHMARKS = {"finetune-trl": "finetune_trl"}
 
 
 class UsageError(ValueError):
@@ -164,11 +167,22 @@ def _parser() -> argparse.ArgumentParser:
         help="run the benchmarks and print the ratios they measure",
         description="Run the benchmarks (adapter speed, LLM caching and prerender, agent "
         "speed and success against Stable-Baselines3). Every figure is a ratio measured "
-        "side by side in this one run.",
+        "side by side in this one run. Opt-in, only when named: finetune-trl (langadapt's "
+        "GRPO loop vs TRL's GRPOTrainer on a maze; needs pip install 'langadapt[trl]').",
     )
+    bench.add_argument("name", nargs="?", choices=tuple(OPT_IN_BENCHMARKS),
+                       help="run this opt-in benchmark instead of the default ones")
     bench.add_argument("--only", choices=BENCHMARKS, action="append",
                        help="run only this benchmark (repeatable)")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, a rough check")
+    trl = bench.add_argument_group("finetune-trl options")
+    trl.add_argument("--steps", type=int, help="GRPO steps per side (default 5; 1 with --quick)")
+    trl.add_argument("--maze", help="named maze (default umaze)")
+    trl.add_argument("--model", help="Hugging Face model directory or .gguf file (default: "
+                     "the embedded SmolLM2)")
+    trl.add_argument("--cpu-seconds", type=float, help="train each side for this many CPU "
+                     "seconds instead of a number of steps")
+    trl.add_argument("--out", type=Path, help="also write the rows to this .csv or .json file")
     return parser
 
 
@@ -521,7 +535,38 @@ def command_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _opt_in_bench(args: argparse.Namespace) -> int:
+    if args.only:
+        raise UsageError(f"--only names default benchmarks; {args.name} runs on its own")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps {args.steps}: expected an int >= 1")
+    if args.cpu_seconds is not None and not (math.isfinite(args.cpu_seconds)
+                                             and args.cpu_seconds > 0):
+        raise UsageError(f"--cpu-seconds {args.cpu_seconds}: expected a number of seconds > 0")
+    print(f"\n=== benchmark: {args.name} ===", flush=True)
+    try:
+        module = importlib.import_module(
+            f"langadapt.experiments.benchmarks.{OPT_IN_BENCHMARKS[args.name]}_bench")
+    except ImportError as error:  # the optional extra it needs is not installed
+        if "langadapt[" in str(error):
+            raise UsageError(str(error)) from None
+        raise
+    try:
+        module.run(quick=args.quick, steps=args.steps, maze=args.maze or "umaze",
+                   model=args.model, cpu_budget=args.cpu_seconds, out=args.out)
+    except ValueError as error:  # a bad maze name or model path
+        raise UsageError(str(error)) from error
+    return 0
+
+
 def command_bench(args: argparse.Namespace) -> int:
+    if args.name is not None:
+        return _opt_in_bench(args)
+    given = [f"--{k.replace('_', '-')}" for k in ("steps", "maze", "model", "cpu_seconds", "out")
+             if getattr(args, k) is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} apply only to an opt-in benchmark "
+                         f"({', '.join(OPT_IN_BENCHMARKS)})")
     chosen = args.only or list(BENCHMARKS)
     figures: dict[str, dict] = {}
     for name in chosen:
