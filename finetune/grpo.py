@@ -280,6 +280,7 @@ class GRPOTrainer:
         discount = np.ones(len(starts))
         success = np.zeros(len(starts), dtype=bool)
         states = list(starts)
+        paths: list[list[Any]] = [[x] for x in starts]
         chosen = [int(a) for a in actions]
         alive = list(range(len(starts)))
         decisions = env_steps = 0
@@ -299,11 +300,13 @@ class GRPOTrainer:
                 if terminated and r > 0:
                     success[i] = True
                 if not (terminated or truncated):
-                    self.task.visit(states[i])
+                    paths[i].append(states[i])
                     still.append(i)
             alive = still
             if not alive:
                 break
+        for path, won in zip(paths, success, strict=True):
+            self.task.remember(path, bool(won))
         bad = np.flatnonzero(~np.isfinite(totals))
         if bad.size:
             raise ValueError(f"reward {totals[bad[0]]!r} for action {chosen[bad[0]]}: expected "

@@ -9,7 +9,8 @@ BabyAI level). The trainer only calls these methods::
     observe(state)            (observation, legal moves): what the policy sees
     key(state)                a hashable key of what the policy sees (one distribution each)
     step(state, action)       (reward, next state, terminated, truncated) of the real env
-    visit(state)              a state a rollout reached (a later start for ``states: N``)
+    remember(path, success)   the states a rollout passed through and whether it succeeded
+                              (later starts for ``states: N``)
     evaluate(greedy)          the greedy policy's figures (``greedy`` maps a list of
                               observed states to actions, in one batch)
 
@@ -98,8 +99,8 @@ class MazeTask:
             reward = reward + shaping * phi_next - phi
         return float(reward), nxt, bool(terminated), False
 
-    def visit(self, cell: Cell) -> None:
-        self.met.add(cell)
+    def remember(self, path: Sequence[Cell], success: bool) -> None:
+        self.met.update(path)
 
     def state_dict(self) -> dict[str, Any]:
         return {"met": [[int(r), int(c)] for r, c in sorted(self.met)]}
@@ -139,8 +140,11 @@ class MiniGridTask:
     every fresh start); ``evaluate`` plays the greedy policy on the ``eval_episodes`` episodes
     of seeds ``eval_seed, eval_seed + 1, ...``, and refuses to run if one of their (mission,
     layout) pairs was a training start. Each GRPO step starts half of its ``states`` from
-    fresh missions and half from states earlier rollouts reached (the last ``memory`` of
-    them, drawn uniformly), so decisions far from and near the goal are both trained.
+    fresh missions and half from states on the paths of earlier rollouts that succeeded
+    (the last ``memory`` of them, drawn uniformly; a reverse curriculum, Florensa et al.
+    2017): states near the goal, where a group's actions lead to different returns, are
+    trained from the start, and the policy's competence grows outward from them. The
+    success is the environment's own (a positive reward at termination); no oracle.
 
     ``eval_max_steps``: a greedy episode that has not succeeded after this many steps counts
     as a failure (the level's own limit, e.g. 256 steps on BabyAI-GoToObj, when None).
@@ -211,8 +215,10 @@ class MiniGridTask:
         obs, reward, terminated, truncated, info = env.step(int(action))
         return float(reward), (env, (obs, tuple(info["legal_moves"]))), terminated, truncated
 
-    def visit(self, state: Any) -> None:
-        self.reached.append(state)
+    def remember(self, path: Sequence[Any], success: bool) -> None:
+        if not success:
+            return
+        self.reached.extend(path)
         if len(self.reached) > self.memory:
             del self.reached[: len(self.reached) - self.memory]
 

@@ -522,10 +522,11 @@ def test_minigrid_task_holds_out_its_evaluation_episodes(tiny_model_dir):
     assert task.next_seed == 104 and len(first) == 4  # nothing reached yet: all fresh
     reward, state, terminated, truncated = task.step(first[0], 0)  # turn left
     assert task.observe(first[0])[1] == (0, 1, 2) and task.key(state) != task.key(first[0])
-    for _ in range(10):
-        task.visit(state)
+    task.remember([state] * 10, success=False)  # a failed rollout's states are not starts
+    assert task.starts(2, rng) and task.next_seed == 106 and not task.reached
+    task.remember([state] * 10, success=True)
     mixed = task.starts(4, rng)
-    assert task.next_seed == 106 and sum(s is state for s in mixed) == 2
+    assert task.next_seed == 108 and sum(s is state for s in mixed) == 2
     figures = task.evaluate(lambda observed: [2] * len(observed))
     assert figures["episodes"] == 3 and 1 <= figures["greedy_length"] <= 2
     # an evaluation episode that was a training start is refused
