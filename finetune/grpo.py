@@ -119,9 +119,9 @@ class GRPOSettings(BaseModel):
         "minutes, unaffected by other jobs on the machine); None = off")
     checkpoint_every: int = Field(5, ge=1, description="steps between checkpoints")
     stop_after_solved: int | None = Field(
-        3, ge=1, description="maze with states: all: stop after this many steps in a row whose "
-        "greedy rollout took the shortest path (judged, never trained on); None = run every "
-        "step")
+        3, ge=1, description="maze with states: all: stop, with that policy, once the greedy "
+        "rollout has taken the shortest path in this many steps in a row (judged, never "
+        "trained on); None = run every step")
     stop_after_tied: int | None = Field(
         3, ge=1, description="stop after this many steps in a row in which every group was "
         "tied (no gradient: the policy has stopped changing); None = run every step")
@@ -315,8 +315,10 @@ class GRPOTrainer:
                         "success": int(success.sum())}
 
     # ---------------------------------------------------------------- one step
-    def step(self) -> dict[str, float]:
-        """One GRPO step; returns (and logs) its row."""
+    def step(self) -> dict[str, float] | None:
+        """One GRPO step; returns (and logs) its row. None, with no update, when the greedy
+        policy has taken the shortest path ``stop_after_solved`` times in a row, this one
+        included: training stops with that policy."""
         import torch
 
         s = self.settings
@@ -329,6 +331,13 @@ class GRPOTrainer:
             evaluation = self.task.evaluate(lambda observed: [
                 legal[int(np.argmax(cache[self.task.key(c)]))] for c, (_, legal)
                 in zip(self.task.cells, observed, strict=True)])
+            if (s.stop_after_solved is not None and evaluation["greedy_shortest"] == 1.0
+                    and 1 + _run_length(self.history, lambda r: r["greedy_shortest"] == 1.0)
+                    >= s.stop_after_solved):
+                self.train_seconds += time.perf_counter() - started
+                self.wall_seconds += time.perf_counter() - started
+                self.train_cpu_seconds += _cpu_seconds() - cpu0
+                return None
         actions = np.array([self.first_actions(self.task.observe(x)[1], p)
                             for x, p in zip(starts, probs, strict=True)], dtype=int)
         flat, counts = self.returns([x for x in starts for _ in range(s.group_size)],
@@ -434,7 +443,6 @@ class GRPOTrainer:
         bar = tqdm(total=s.steps, initial=self.step_index, disable=not progress,
                    desc=f"GRPO seed {self.seed}", unit="step")
         tied = _run_length(self.history, lambda r: r["zero_spread_fraction"] == 1.0)
-        solved = _run_length(self.history, lambda r: r["greedy_shortest"] == 1.0)
         while self.step_index < s.steps:
             if s.max_minutes is not None and self.train_seconds >= 60 * s.max_minutes:
                 break
@@ -443,11 +451,10 @@ class GRPOTrainer:
                 break
             if s.stop_after_tied is not None and tied >= s.stop_after_tied:
                 break
-            if s.stop_after_solved is not None and solved >= s.stop_after_solved:
-                break
             row = self.step()
+            if row is None:  # solved: stop with the policy just judged, before an update
+                break
             tied = tied + 1 if row["zero_spread_fraction"] == 1.0 else 0
-            solved = solved + 1 if row["greedy_shortest"] == 1.0 else 0
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}",
                             skipped=f"{row['zero_spread_fraction']:.2f}",

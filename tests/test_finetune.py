@@ -268,6 +268,9 @@ def test_reward_only_grpo_solves_a_corridor_in_seconds(tiny_model_dir, monkeypat
         pytest.fail("the untrained tiny model walks to the goal in both corridors")
     trainer.train(progress=False)
     assert trainer.final["greedy_shortest"] == 1.0 and trainer.final["state_accuracy"] == 1.0
+    # it stopped with the policy it judged solved three steps in a row, before an update
+    assert len(trainer.history) < 15
+    assert [r["greedy_shortest"] for r in trainer.history[-2:]] == [1.0, 1.0]
 
 
 # ------------------------------------------------------------------ saving, resuming
