@@ -109,6 +109,15 @@ def test_group_advantages_on_a_hand_made_batch():
     np.testing.assert_allclose(adv[2], (np.array([0.0, 1.0, 2.0, 3.0]) - 1.5) / std)
 
 
+def test_the_probability_floor_drops_only_terms_past_it():
+    from langadapt.finetune.grpo import floored_advantages
+
+    adv = torch.tensor([-1.0, -1.0, 1.0, 1.0, 0.5])
+    probs = torch.tensor([0.01, 0.30, 0.99, 0.50, 0.97])
+    assert floored_advantages(adv, probs, 0.02).tolist() == [0.0, -1.0, 0.0, 1.0, 0.5]
+    assert floored_advantages(adv, probs, 0.0).tolist() == adv.tolist()
+
+
 def test_nan_reward_is_an_error_naming_it():
     with pytest.raises(ValueError, match=r"reward nan in group 1 \(sample 2\)"):
         group_advantages([[0.0, 1.0, 2.0], [1.0, 0.0, float("nan")]])
@@ -308,8 +317,8 @@ def test_resuming_gives_the_log_of_an_uninterrupted_run(tiny_model_dir, umaze, t
                           out=tmp_path / "cut", seed=5)
     assert resumed.step_index == 1
     resumed.train(progress=False)
-    timing = {"step_seconds", "train_seconds", "wall_seconds", "cpu_seconds", "rss_mb",
-              "peak_rss_mb"}
+    timing = {"step_seconds", "train_seconds", "train_cpu_seconds", "wall_seconds",
+              "cpu_seconds", "rss_mb", "peak_rss_mb"}
     a = [{k: v for k, v in r.items() if k not in timing} for r in whole.history]
     b = [{k: v for k, v in r.items() if k not in timing} for r in resumed.history]
     assert [r["step"] for r in b] == [0, 1, 2]
