@@ -115,7 +115,8 @@ def load_llama(path: Path, n_ctx: int, n_threads: int) -> tuple[Any, threading.L
             except ValueError as error:
                 raise LLMUnavailableError(str(error)) from None
             try:
-                llama = Llama(model_path=key[0], n_ctx=n_ctx, n_threads=n_threads, seed=0,
+                llama = Llama(model_path=key[0], n_ctx=n_ctx, n_threads=n_threads,
+                              n_threads_batch=n_threads, seed=0,
                               verbose=False)
             except Exception as error:  # llama-cpp-python raises ValueError, RuntimeError, ...
                 raise LLMUnavailableError(
