@@ -161,6 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     finetune.add_argument("--seeds", type=int, nargs="+", help="train only these seeds")
     finetune.add_argument("--force", action="store_true", help="start the folder afresh")
     finetune.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_finetune_export(commands)
 
     bench = commands.add_parser(
         "bench",
@@ -535,6 +536,40 @@ def command_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------- finetune-export
+def _add_finetune_export(commands: Any) -> None:
+    export = commands.add_parser(
+        "finetune-export",
+        help="merge a trained LoRA adapter into its GGUF base: one .gguf llama.cpp runs",
+        description="Merge a LoRA adapter written by langadapt finetune into its base model "
+        "and write the result as one GGUF file (metadata, tokenizer and chat template of the "
+        "base), for backend: llamacpp (see docs/finetune.md).",
+    )
+    export.add_argument("adapter", metavar="ADAPTER",
+                        help="adapter folder (e.g. results/grpo_umaze/seed_0/adapter)")
+    export.add_argument("--out", type=Path, required=True, metavar="FILE.gguf",
+                        help="the .gguf file to write")
+    export.add_argument("--model", default=None, help="the GGUF base the adapter was trained "
+                        "on (default: the embedded SmolLM2)")
+    export.add_argument("--dtype", choices=("f16", "f32"), default="f16",
+                        help="type of the weight matrices (default f16; f32: exact weights, "
+                        "twice the size)")
+
+
+def command_finetune_export(args: argparse.Namespace) -> int:
+    # imported here: the optional finetune extra, and a fast start for other commands
+    from ..finetune.export import export_gguf
+
+    started = time.perf_counter()
+    try:  # a bad adapter, output path or base model is the user's to fix, not a traceback
+        out = export_gguf(args.adapter, args.out, model=args.model, dtype=args.dtype)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    size = out.stat().st_size / 1e6
+    print(f"wrote {out} ({size:.0f} MB, {args.dtype}) in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
 def _opt_in_bench(args: argparse.Namespace) -> int:
     if args.only:
         raise UsageError(f"--only names default benchmarks; {args.name} runs on its own")
@@ -589,6 +624,7 @@ COMMANDS = {
     "report": command_report,
     "bench": command_bench,
     "finetune": command_finetune,
+    "finetune-export": command_finetune_export,
 }
 
 

@@ -6,6 +6,7 @@
 Needs the optional dependencies: ``pip install 'langadapt[finetune]'``. See docs/finetune.md.
 """
 
+from .export import export_gguf
 from .grpo import (
     LOG_COLUMNS,
     GRPOSettings,
@@ -24,5 +25,6 @@ __all__ = [
     "LoRASettings",
     "MazeTask",
     "MiniGridTask",
+    "export_gguf",
     "group_advantages",
 ]
