@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 import torch  # noqa: E402
+from finetune_fixtures import umaze_tokenizer  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
 from langadapt.environments import language_for  # noqa: E402
@@ -34,30 +35,6 @@ from langadapt.llm.transformers_backend import (  # noqa: E402
     load_causal_lm,
     require_finetune,
 )
-from langadapt.roles import format_state  # noqa: E402
-
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
-def _tokenizer(texts: list[str]):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["[UNK]", "<|im_start|>", "<|im_end|>"]
-    splitter = pre_tokenizers.Whitespace()
-    words = sorted({w for t in texts for w, _ in splitter.pre_tokenize_str(t)}
-                   | {str(d) for d in range(10)} | {"Action", ":", "{", "}", '"', "action"})
-    vocab = {w: i for i, w in enumerate(specials + words)}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = splitter
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, unk_token="[UNK]", eos_token="<|im_end|>",
-        bos_token="<|im_start|>", pad_token="<|im_end|>")
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +42,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     """A 2-layer Llama with random weights and a word-level tokenizer over the umaze prompts."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    env = MazeEnv(maze="umaze")
-    spec = language_for(env)
-    texts = [spec.task, 'Reply with JSON {"action": N}, N one of the legal '
-             "actions."]
-    texts += [format_state(spec, env.observation_of(c), env.legal_moves_at(c))
-              for c in env.free_cells()]
-    tokenizer = _tokenizer(texts)
+    tokenizer = umaze_tokenizer({"Action", ":", "{", "}", '"', "action"})
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,

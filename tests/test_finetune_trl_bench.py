@@ -16,41 +16,17 @@ pytest.importorskip("peft")
 pytest.importorskip("trl")
 
 import torch  # noqa: E402
+from finetune_fixtures import umaze_tokenizer  # noqa: E402
 
 from langadapt.environments import language_for  # noqa: E402
 from langadapt.environments.maze import MazeEnv  # noqa: E402
 from langadapt.experiments.benchmarks import finetune_trl_bench as bench  # noqa: E402
 from langadapt.experiments.cli import main  # noqa: E402
 from langadapt.finetune import LoRAPolicy, MazeTask  # noqa: E402
-from langadapt.roles import format_state  # noqa: E402
-
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 
 
 def _tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    env = MazeEnv(maze="umaze")
-    spec = language_for(env)
-    texts = [spec.task, 'Reply with JSON {"action": N}, N one of the legal actions.']
-    texts += [format_state(spec, env.observation_of(c), env.legal_moves_at(c))
-              for c in env.free_cells()]
-    specials = ["[UNK]", "<|im_start|>", "<|im_end|>"]
-    splitter = pre_tokenizers.Whitespace()
-    words = sorted({w for t in texts for w, _ in splitter.pre_tokenize_str(t)}
-                   | {str(d) for d in range(10)} | {"{", "}", '"', "action", ":", '{"', '":'})
-    core = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(specials + words)},
-                                      unk_token="[UNK]"))
-    core.pre_tokenizer = splitter
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, unk_token="[UNK]", eos_token="<|im_end|>",
-        bos_token="<|im_start|>", pad_token="<|im_end|>")
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
+    return umaze_tokenizer({"{", "}", '"', "action", ":", '{"', '":'})
 
 
 @pytest.fixture(scope="module")
