@@ -274,36 +274,48 @@ def _reference_seed(config: FinetuneConfig, seed: int, progress: bool) -> list[d
     return rows
 
 
-def run_baselines(config: FinetuneConfig, env_steps: dict[int, int], progress: bool = True
-                  ) -> list[dict[str, Any]]:
-    """A MiniGrid level's baselines on the same held-out episodes: uniform random legal
-    moves, the untuned model (the policy with its adapter switched off, greedy) and the
-    reference agent (DQN) on rule-language states (MiniLM vectors of the level's
-    descriptions) trained for as many environment steps as GRPO took for each seed."""
+BASELINE_COLUMNS = ("agent", "seed", "env_steps", "train_seconds", "eval_seconds",
+                    "greedy_success", "greedy_return", "greedy_length", "episodes")
+
+
+def run_baselines(config: FinetuneConfig, env_steps: dict[int, int], path: Path,
+                  progress: bool = True) -> list[dict[str, Any]]:
+    """A MiniGrid level's baselines on the same held-out episodes, each row appended to
+    ``path`` (a CSV) as soon as it is measured, and the rows already there kept: uniform
+    random legal moves and the reference agent (DQN) on rule-language states (MiniLM vectors
+    of the level's descriptions) trained for as many environment steps as GRPO took, for
+    each seed, then the untuned model (a fresh, zero adapter; greedy), the slowest."""
     from ..adapters import LanguageObservation
     from ..adapters import make as make_adapter
 
     rows: list[dict[str, Any]] = []
+    if path.is_file():
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    done = {(r["agent"], str(r["seed"])) for r in rows}
     task = config.task()
 
-    def record(agent: str, seed: int | str, steps: int, seconds: float,
-               greedy: Any) -> None:
+    def record(agent: str, seed: int | str, steps: int, seconds: float, greedy: Any) -> None:
         t = time.perf_counter()
         result = task.evaluate(greedy)
-        rows.append({"agent": agent, "seed": seed, "env_steps": steps,
-                     "train_seconds": round(seconds, 1),
-                     "eval_seconds": round(time.perf_counter() - t, 1), **result})
+        row = {"agent": agent, "seed": seed, "env_steps": steps,
+               "train_seconds": round(seconds, 1),
+               "eval_seconds": round(time.perf_counter() - t, 1), **result}
+        new = not path.is_file()
+        with path.open("a", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=BASELINE_COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+        rows.append(row)
 
     for seed in config.seeds:
-        record("random", seed, 0, 0.0, _random_moves(np.random.default_rng(seed)))
-    policy = LoRAPolicy(language_for(config.make_env()), model=config.model, lora=config.lora,
-                        progress=progress)  # a fresh adapter is zero: the untuned model
-    untuned = GRPOTrainer(policy, task, config.grpo)
-    record("untuned", "-", 0, 0.0, untuned.greedy_actions)
+        if ("random", str(seed)) not in done:
+            record("random", seed, 0, 0.0, _random_moves(np.random.default_rng(seed)))
     ref = config.reference
-    if ref is None:
-        return rows
-    for seed in config.seeds:
+    for seed in config.seeds if ref is not None else ():
+        if (f"{ref.agent}_language", str(seed)) in done:
+            continue
         _seed_everything(seed)
         raw = config.make_env()
         adapter = make_adapter("language", raw)
@@ -316,6 +328,10 @@ def run_baselines(config: FinetuneConfig, env_steps: dict[int, int], progress: b
         seconds = time.perf_counter() - started
         record(f"{ref.agent}_language", seed, env_steps.get(seed, 0), seconds,
                _agent_moves(agent, adapter))
+    if ("untuned", "-") not in done:
+        policy = LoRAPolicy(language_for(config.make_env()), model=config.model,
+                            lora=config.lora, progress=progress)  # a zero adapter: untuned
+        record("untuned", "-", 0, 0.0, GRPOTrainer(policy, task, config.grpo).greedy_actions)
     return rows
 
 
@@ -471,14 +487,8 @@ def run_finetune(config: FinetuneConfig, out: str | Path | None = None, force: b
         write_summary(folder, rows, config)
     reference: list[dict[str, Any]] = []
     if config.is_minigrid:
-        path = folder / "baselines.csv"
-        if not path.is_file():
-            steps = {r["seed"]: r["env_steps"] for r in rows}
-            baselines = run_baselines(config, steps, progress)
-            with path.open("w", newline="", encoding="utf-8") as fh:
-                writer = csv.DictWriter(fh, fieldnames=list(baselines[0]))
-                writer.writeheader()
-                writer.writerows(baselines)
+        run_baselines(config, {r["seed"]: r["env_steps"] for r in rows},
+                      folder / "baselines.csv", progress)
     elif config.reference is not None:
         ref_path = folder / "reference.csv"
         if ref_path.is_file():

@@ -556,3 +556,37 @@ def test_grpo_steps_on_babyai_and_the_trainers_greedy_actions_are_llm_policys(
                           MiniGridTask(_gotoobj, train_seed=100, eval_seed=0,
                                        eval_episodes=2), trainer.settings, out=tmp_path / "run")
     assert resumed.step_index == 2 and resumed.task.next_seed == task.next_seed
+
+
+def test_a_babyai_finetune_file_writes_its_held_out_baselines(tiny_model_dir, tmp_path):
+    import csv
+
+    from langadapt.experiments.cli import main
+
+    _gotoobj()
+    config = {
+        "name": "tiny_babyai", "model": str(tiny_model_dir), "lora": {"r": 2},
+        "environment": {"id": "langadapt/BabyAI-GoToObj-v0",
+                        "params": {"legal_moves": [0, 1, 2]}},
+        "grpo": {"steps": 1, "states": 2, "group_size": 3, "horizon": 2},
+        "held_out": {"episodes": 3, "max_steps": 2}, "seeds": [0],
+        "reference": {"params": {"learning_starts": 1, "hidden_sizes": [8]}},
+    }
+    out = tmp_path / "results"
+    path = _write(tmp_path, config)
+    assert main(["finetune", str(path), "--out", str(out), "--no-progress"]) == 0
+    final = json.loads((out / "seed_0" / "final.json").read_text())
+    assert final["episodes"] == 3 and 0.0 <= final["greedy_success"] <= 1.0
+    with (out / "baselines.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["agent"], r["seed"]) for r in rows] == [
+        ("random", "0"), ("dqn_language", "0"), ("untuned", "-")]
+    assert all(float(r["episodes"]) == 3 for r in rows)
+    with (out / "seed_0" / "log.csv").open() as fh:
+        grpo_steps = sum(int(float(r["env_steps"])) for r in csv.DictReader(fh))
+    assert int(rows[1]["env_steps"]) == grpo_steps > 0  # DQN got GRPO's environment steps
+    assert "held-out episodes after training: seed 0" in (out / "summary.md").read_text()
+    # run again: nothing is measured twice, nothing already written is lost
+    assert main(["finetune", str(path), "--out", str(out), "--no-progress"]) == 0
+    with (out / "baselines.csv").open() as fh:
+        assert list(csv.DictReader(fh)) == rows
