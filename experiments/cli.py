@@ -591,6 +591,10 @@ def _opt_in_bench(args: argparse.Namespace) -> int:
                    model=args.model, cpu_budget=args.cpu_seconds, out=args.out)
     except ValueError as error:  # a bad maze name or model path
         raise UsageError(str(error)) from error
+    except ImportError as error:  # the optional extra it needs is not installed
+        if "langadapt[" in str(error):
+            raise UsageError(str(error)) from None
+        raise
     return 0
 
 

@@ -63,14 +63,9 @@ its own (``--side`` runs one side and is what the child processes run).
 
 from __future__ import annotations
 
-import importlib.util
-
-if importlib.util.find_spec("trl") is None:
-    raise ImportError("trl is not installed: the TRL GRPO benchmark needs "
-                      "pip install 'langadapt[trl]'")
-
 import csv
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -92,9 +87,17 @@ from ...finetune import GRPOSettings, GRPOTrainer, LoRAPolicy, LoRASettings, Maz
 from ...llm.transformers_backend import resolve_model_source
 
 __all__ = ["SIDES", "ROW_FIELDS", "EnvironmentReward", "bench_settings", "exact_reply",
-           "parse_action", "run", "run_side", "worst_return"]
+           "parse_action", "require_trl", "run", "run_side", "worst_return"]
 
 SIDES = ("langadapt", "trl")
+
+
+def require_trl() -> None:
+    """ImportError naming the extra when trl is not installed (the module itself imports
+    without it, like every langadapt module)."""
+    if importlib.util.find_spec("trl") is None:
+        raise ImportError("trl is not installed: the TRL GRPO benchmark needs "
+                          "pip install 'langadapt[trl]'")
 ROW_FIELDS = (
     "side", "steps", "seconds_per_step_wall", "seconds_per_step_cpu", "steps_per_second",
     "train_wall_seconds", "train_cpu_seconds", "setup_seconds", "peak_rss_mb", "reward_mean",
@@ -343,6 +346,7 @@ def run_side(side: str, steps: int = 5, maze: str = "umaze", model: Model = None
     ``cpu_budget`` CPU seconds of training) and return its row (`ROW_FIELDS`)."""
     import torch
 
+    require_trl()
     if side not in SIDES:
         raise ValueError(f"side {side!r}: expected one of {SIDES}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -447,6 +451,7 @@ def run(quick: bool = False, steps: int | None = None, maze: str = "umaze",
     most steps, default 10,000). ``isolate``: each side in its own child process (default:
     yes unless ``model`` is an in-memory factory).
     """
+    require_trl()
     if steps is None:
         steps = 10_000 if cpu_budget is not None else (1 if quick else 5)
     if callable(model):
