@@ -91,9 +91,8 @@ def test_finetune_command_refuses_a_crafted_checkpoint_before_loading_a_model(
     out = tmp_path / "results"
     path = _crafted(out, marker)
     config = tmp_path / "tiny.yaml"
-    # a model that does not exist: the checkpoint is judged before any model is loaded
-    config.write_text(yaml.safe_dump({"name": "tiny", "model": str(tmp_path / "no-model"),
-                                      "seeds": [0], "reference": None}))
+    # the embedded model: the checkpoint is judged before any model is loaded
+    config.write_text(yaml.safe_dump({"name": "tiny", "seeds": [0], "reference": None}))
     capsys.readouterr()
     assert main(["finetune", str(config), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
@@ -107,12 +106,12 @@ def test_a_checkpoint_round_trips_as_data_only(tmp_path):
     first = _trainer(tmp_path, seed=4)
     first.policy.weight.grad = torch.ones(3)
     first.optimizer.step()  # AdamW state: tensors and plain numbers
-    first.step_index, first.met = 2, {(1, 1), (3, 1)}
+    first.step_index, first.task.met = 2, {(1, 1), (3, 1)}
     first.checkpoint()
     state = read_checkpoint(tmp_path / "checkpoint" / "trainer.pt")  # weights_only=True
     assert state["step"] == 2 and state["optimizer"]["state"]
     resumed = _trainer(tmp_path, seed=4)
-    assert resumed.step_index == 2 and resumed.met == {(1, 1), (3, 1)}
+    assert resumed.step_index == 2 and resumed.task.met == {(1, 1), (3, 1)}
     assert torch.equal(resumed.policy.weight, first.policy.weight)
     assert resumed.rng.bit_generator.state == first.rng.bit_generator.state
 
