@@ -186,6 +186,16 @@ def group_advantages(rewards: Any, eps: float = 1e-6) -> tuple[np.ndarray, np.nd
     return adv, active
 
 
+def append_row(path: Path, row: dict[str, Any], columns: Sequence[str]) -> None:
+    """Append ``row`` to the CSV file ``path``, writing the header first if it is new."""
+    new = not path.is_file()
+    with path.open("a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
 def _run_length(rows: Sequence[dict[str, float]], holds: Any) -> int:
     """How many of the last ``rows`` in a row satisfy ``holds``."""
     count = 0
@@ -504,13 +514,7 @@ class GRPOTrainer:
         if self.out is None:
             return
         self.out.mkdir(parents=True, exist_ok=True)
-        path = self.out / "log.csv"
-        new = not path.is_file()
-        with path.open("a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_row(self.out / "log.csv", row, LOG_COLUMNS)
 
     def checkpoint(self) -> Path:
         """Save the adapter, optimiser, RNGs and counters to ``out/checkpoint`` (tensors and

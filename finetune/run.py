@@ -44,7 +44,7 @@ from ..agents import make_agent, train
 from ..environments import MazeEnv, language_for
 from ..environments.minigrid import is_minigrid_id, make_minigrid
 from ..llm.transformers_backend import check_causal_lm
-from .grpo import GRPOSettings, GRPOTrainer, read_checkpoint
+from .grpo import GRPOSettings, GRPOTrainer, append_row, read_checkpoint
 from .policy import LoRAPolicy, LoRASettings
 from .tasks import MazeTask, MiniGridTask
 
@@ -301,12 +301,7 @@ def run_baselines(config: FinetuneConfig, env_steps: dict[int, int], path: Path,
         row = {"agent": agent, "seed": seed, "env_steps": steps,
                "train_seconds": round(seconds, 1),
                "eval_seconds": round(time.perf_counter() - t, 1), **result}
-        new = not path.is_file()
-        with path.open("a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=BASELINE_COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_row(path, row, BASELINE_COLUMNS)
         rows.append(row)
 
     for seed in config.seeds:
