@@ -11,11 +11,36 @@ EXTRAS := dev,ray,finetune
 SMOKE := $(or $(TMPDIR),/tmp)/langadapt-wheel-smoke
 export TOKENIZERS_PARALLELISM := false
 
+# llama-cpp-python (the embedded LLM) is compiled from source. llama.cpp's default,
+# GGML_NATIVE=ON, tunes the build to every instruction the compiler's CPU advertises; virtual
+# CPUs that advertise AVX-512/AMX without running them then crash on every prompt (SIGSEGV
+# in llama_decode). So the build targets any x86-64-v3 machine: AVX2, FMA, F16C, BMI2; no
+# native tuning, no AVX-512, no AMX (on other architectures the x86 flags are ignored).
+# A non-empty CMAKE_ARGS in your environment is used instead, unchanged.
+PORTABLE_LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+	-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+	-DGGML_AMX_BF16=OFF
+ifeq ($(strip $(CMAKE_ARGS)),)
+CMAKE_ARGS := $(PORTABLE_LLAMA_CMAKE_ARGS)
+endif
+# The wheel is built once per .venv into this folder with pip's cache off, so no natively
+# tuned wheel from pip's cache (another project's, an older checkout's) can be picked up;
+# .venv and the wheel smoke's fresh environment both install this file, and the project's
+# own install then finds llama-cpp-python already satisfied. The flags it was built with are
+# recorded beside it (tests/test_llm_llamacpp.py checks the build against them).
+LLAMA_WHEELS := $(VENV)/llama-cpp-wheel
+
 .PHONY: run test test-slow unit-test import-lint wheel wheel-smoke bench lint clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	rm -rf $(LLAMA_WHEELS)
+	CMAKE_ARGS='$(CMAKE_ARGS)' $(PY) -m pip wheel --no-cache-dir --no-deps \
+		--no-binary llama-cpp-python --constraint constraints.txt \
+		--wheel-dir $(LLAMA_WHEELS) llama-cpp-python
+	echo '$(CMAKE_ARGS)' > $(LLAMA_WHEELS)/cmake-args.txt
+	$(PY) -m pip install --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install --constraint constraints.txt --editable '.[$(EXTRAS)]'
 	touch $(STAMP)
 
@@ -47,6 +72,7 @@ wheel: $(STAMP)
 wheel-smoke: wheel
 	$(PYTHON) -m venv $(SMOKE)/venv
 	$(SMOKE)/venv/bin/python -m pip install --quiet --upgrade pip
+	$(SMOKE)/venv/bin/python -m pip install --quiet --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(SMOKE)/venv/bin/python -m pip install --quiet --constraint constraints.txt $(SMOKE)/dist/langadapt-*.whl
 	cd $(SMOKE) && $(SMOKE)/venv/bin/python $(CURDIR)/.ci/wheel_smoke.py $(SMOKE)/dist/langadapt-*.whl $(CURDIR) $(SMOKE)/src
 

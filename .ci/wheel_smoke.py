@@ -14,7 +14,8 @@ the last commit.) It checks that
    ``configs/*.yaml`` (as ``langadapt/configs/``) and the prompt templates;
 3. every module of the installed package imports, and it is the installed copy (not the
    checkout);
-4. every adapter builds by name and describes/encodes a maze state;
+4. the installed llama.cpp build's CPU features are printed and ``langadapt doctor`` passes;
+   every adapter builds by name and describes/encodes a maze state;
 5. the ``langadapt`` command works from outside the checkout: ``--version``, ``run --list``
    and ``finetune --list`` name every packaged file, ``run quickstart --check`` resolves the
    bare name to the installed copy, and ``langadapt run`` trains and evaluates a tiny
@@ -122,6 +123,17 @@ def check_imports(checkout: Path) -> None:
     print(f"imported {len(modules)} modules from {location.parent}")
 
 
+def check_llama_cpp() -> None:
+    """The llama.cpp build installed here: its CPU features, then ``langadapt doctor`` (a
+    build that crashes on this CPU stops the smoke with the doctor's one line, not a
+    segfault)."""
+    from langadapt.llm.native_check import system_info
+
+    print(f"llama.cpp build: {system_info()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        print(langadapt("doctor", cwd=tmp).strip().splitlines()[-1])
+
+
 def check_adapters() -> None:
     import gymnasium as gym
     import numpy as np
@@ -190,6 +202,7 @@ def main() -> None:
     check_top_level(wheel)
     check_contents(wheel, checkout, source)
     check_imports(checkout)
+    check_llama_cpp()
     check_adapters()
     check_cli(checkout)
     print("wheel smoke: passed")

@@ -1,5 +1,5 @@
 """The ``langadapt`` command: run experiments, show descriptions and prompts, prerender,
-report, fine-tune, bench.
+report, fine-tune, bench, doctor.
 
 A bad command-line value is one line naming the option (exit code 2); an unexpected
 exception (a bug) keeps its traceback.
@@ -162,6 +162,15 @@ def _parser() -> argparse.ArgumentParser:
     finetune.add_argument("--force", action="store_true", help="start the folder afresh")
     finetune.add_argument("--no-progress", action="store_true", help="no progress bars")
     _add_finetune_export(commands)
+
+    commands.add_parser(
+        "doctor",
+        help="check that the embedded LLM (llama.cpp) runs on this CPU",
+        description="Print the embedded model's file and the llama.cpp build's CPU features, "
+        "then evaluate a short prompt in a child process. A build that crashes on this CPU "
+        "(e.g. tuned for AVX-512/AMX the processor does not run) is one line naming the "
+        "pip command that rebuilds it portably, exit code 2.",
+    )
 
     bench = commands.add_parser(
         "bench",
@@ -620,8 +629,30 @@ def command_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_doctor(args: argparse.Namespace) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..llm import native_check
+    from ..llm.llamacpp import default_gguf_path
+
+    try:
+        print(f"llama-cpp-python {version('llama-cpp-python')}")
+    except PackageNotFoundError:
+        raise UsageError("llama-cpp-python is not installed (pip install llama-cpp-python); "
+                         "the embedded LLM needs it") from None
+    model = default_gguf_path()
+    print(f"embedded model: {model}")
+    print(f"llama.cpp build: {native_check.system_info()}")
+    started = time.perf_counter()
+    native_check.check_llama_cpp_runs(model, native_check.probe_command(model))
+    print(f"ok: llama.cpp evaluated a prompt in a child process "
+          f"({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
 COMMANDS = {
     "run": command_run,
+    "doctor": command_doctor,
     "describe": command_describe,
     "prompt": command_prompt,
     "prerender": command_prerender,

@@ -24,7 +24,9 @@ remembered by (path, size, mtime) in ``gguf_sha256.json`` beside the answer cach
 of the file elsewhere shares its answers, a changed file does not.
 
 A model is loaded once per process per (file, context length, threads) and shared; calls
-into one model are serialised by a lock (a llama.cpp context is not thread-safe).
+into one model are serialised by a lock (a llama.cpp context is not thread-safe). Before the
+first load, a child process evaluates a short prompt (`native_check`): a build that crashes
+on this CPU is one `LLMUnavailableError` naming the rebuild command, not a segfault.
 
 A file given as ``model`` is checked on construction (`check_gguf`: the GGUF header, and
 every tensor's data inside the file): a file that is not a GGUF model or is truncated is a
@@ -51,6 +53,7 @@ from .backend import LLMBackend
 from .cache import file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
 from .gguf_check import check_gguf
+from .native_check import check_llama_cpp_runs
 from .schema import quote_reply
 
 __all__ = ["DEFAULT_GGUF_NAME", "LlamaCppBackend", "chat_prompt_tokens", "default_gguf_path",
@@ -114,6 +117,9 @@ def load_llama(path: Path, n_ctx: int, n_threads: int) -> tuple[Any, threading.L
                 check_gguf(key[0])
             except ValueError as error:
                 raise LLMUnavailableError(str(error)) from None
+            # A build that cannot run on this CPU would crash this process on the first
+            # prompt: a child process finds out first (once per build and process tree).
+            check_llama_cpp_runs(Path(key[0]))
             try:
                 llama = Llama(model_path=key[0], n_ctx=n_ctx, n_threads=n_threads,
                               n_threads_batch=n_threads, seed=0,

@@ -109,3 +109,87 @@ def test_describe_runs_the_gguf_file_given_with_model(backend, tmp_path, capsys,
     assert out.startswith("# LLM backend: llamacpp, model other")
     assert any(key[0] == str(other.resolve()) for key in llamacpp._MODELS)
     llamacpp.close_models()  # frees the copy's model
+
+
+# ---- a build that cannot run on this CPU (issue 27) -----------------------------------------
+SEGFAULT = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+
+
+def test_a_build_that_crashes_is_one_error_naming_the_rebuild(tmp_path):
+    from langadapt.llm import LLMUnavailableError
+    from langadapt.llm.native_check import check_llama_cpp_runs
+
+    with pytest.raises(LLMUnavailableError) as caught:
+        check_llama_cpp_runs(tmp_path / "m.gguf", SEGFAULT)
+    message = str(caught.value)
+    assert "\n" not in message and "SIGSEGV" in message
+    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF' in message and "--no-binary llama-cpp-python" in message
+
+
+def test_a_child_that_fails_without_a_signal_is_left_to_the_real_call(tmp_path):
+    from langadapt.llm.native_check import check_llama_cpp_runs
+
+    check_llama_cpp_runs(tmp_path / "m.gguf", [sys.executable, "-c", "raise SystemExit(3)"])
+
+
+def test_doctor_on_a_crashing_build_prints_one_line_and_exits_2(monkeypatch, capsys):
+    from langadapt.experiments.cli import main
+    from langadapt.llm import native_check
+
+    monkeypatch.setattr(native_check, "probe_command", lambda model: SEGFAULT)
+    assert main(["doctor"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("langadapt doctor: error: llama.cpp crashed")
+    assert native_check.rebuild_command() in err
+
+
+def test_doctor_runs_the_embedded_model_here():
+    out = subprocess.run([sys.executable, "-m", "langadapt.experiments.cli", "doctor"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "ok: llama.cpp evaluated a prompt in a child process" in out.stdout
+    assert default_gguf_path().name in out.stdout and "CPU" in out.stdout
+
+
+def test_the_first_load_checks_the_build_in_a_child_process(monkeypatch, tmp_path):
+    """load_llama asks native_check before llama.cpp evaluates anything in this process."""
+    from langadapt.llm import LLMUnavailableError, llamacpp, native_check
+
+    monkeypatch.setattr(native_check, "probe_command", lambda model: SEGFAULT)
+    monkeypatch.delenv("LANGADAPT_LLAMA_CPP_RUNS", raising=False)
+    model = tmp_path / "copy.gguf"
+    shutil.copyfile(default_gguf_path(), model)  # a key no earlier test loaded
+    with pytest.raises(LLMUnavailableError, match="SIGSEGV"):
+        llamacpp.load_llama(model, 64, 1)
+
+
+def _makefile_portable_args() -> str:
+    text = (REPO / "Makefile").read_text()
+    block = text.split("PORTABLE_LLAMA_CMAKE_ARGS :=", 1)[1].split("\nifeq", 1)[0]
+    return " ".join(block.replace("\\\n", " ").split())
+
+
+def test_the_makefile_and_the_check_name_the_same_portable_flags():
+    from langadapt.llm.native_check import PORTABLE_CMAKE_ARGS
+
+    assert _makefile_portable_args() == PORTABLE_CMAKE_ARGS
+
+
+def test_the_project_venv_carries_no_avx512_or_amx_build():
+    """The Makefile's flags are the contract: the .venv's llama.cpp is the portable build
+    (unless the user set CMAKE_ARGS of their own, which the Makefile respects)."""
+    recorded = Path(sys.prefix) / "llama-cpp-wheel" / "cmake-args.txt"
+    if not recorded.is_file():
+        pytest.skip(f"not the Makefile's .venv ({recorded} missing)")
+    used = " ".join(recorded.read_text().split())
+    if used != _makefile_portable_args():
+        pytest.skip(f"llama-cpp-python built with the user's own CMAKE_ARGS: {used}")
+    from langadapt.llm.native_check import system_info
+
+    info = system_info()
+    enabled = {part.split("=")[0].strip() for part in info.split("|")
+               if part.strip().endswith("= 1")}
+    assert "AVX2" in {name.split(":")[-1].strip() for name in enabled}, info
+    unportable = sorted(name for name in enabled
+                        if name.split(":")[-1].strip().startswith(("AVX512", "AMX")))
+    assert not unportable, info
