@@ -28,6 +28,7 @@ from ..llm import (
     LlamaCppBackend,
     LLMBackend,
     LLMError,
+    NativeBuildError,
     OllamaBackend,
     backend_fields,
     make_backend,
@@ -191,6 +192,8 @@ class LLMAdapter(BaseAdapter):
         try:
             return self._backend.complete(prompt.system, prompt.user,
                                           max_tokens=self.max_tokens), False
+        except NativeBuildError:
+            raise  # the build cannot run here: no fallback hides that
         except LLMError:
             if not self.fallback:
                 raise

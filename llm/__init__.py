@@ -24,6 +24,7 @@ from .errors import (
     LLMReplyError,
     LLMUnavailableError,
     ModelNotFoundError,
+    NativeBuildError,
     StructuredOutputError,
 )
 from .factory import BACKENDS, backend_fields, make_backend
@@ -58,6 +59,7 @@ __all__ = [
     "LLMError",
     "LLMReplyError",
     "LLMUnavailableError",
+    "NativeBuildError",
     "LlamaCppBackend",
     "ModelNotFoundError",
     "OllamaBackend",

@@ -102,7 +102,13 @@ from pydantic import (
 )
 
 from .cache import AnswerCache, answer_key, default_cache_path, score_key
-from .errors import LLMError, LLMReplyError, LLMUnavailableError, StructuredOutputError
+from .errors import (
+    LLMError,
+    LLMReplyError,
+    LLMUnavailableError,
+    NativeBuildError,
+    StructuredOutputError,
+)
 from .runtime import STATS_KEYS, WARN_EVERY_S, BackendRuntime
 from .schema import (
     MAX_JSON_DEPTH,
@@ -540,6 +546,8 @@ class LLMBackend(BaseModel):
 
     # ---- failures, counters ----------------------------------------------------------
     def _failed(self, error: LLMError, outage: bool = True) -> None:
+        if isinstance(error, NativeBuildError):
+            return  # fatal for the process: reported once, by whoever stops the run
         what, in_row, unwarned = self.runtime.failed(
             str(error), self.breaker_failures, self.breaker_cooldown, outage)
         more = f" ({unwarned} more failure(s) since the last warning)" if unwarned else ""

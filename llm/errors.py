@@ -11,6 +11,11 @@ class LLMUnavailableError(LLMError):
     """The backend cannot be reached (no server at the host, no GGUF file, breaker open)."""
 
 
+class NativeBuildError(LLMUnavailableError):
+    """The native LLM library cannot run on this CPU (a child process running it died with a
+    signal). Never replaced by a fallback: no call of this process could succeed."""
+
+
 class ModelNotFoundError(LLMError):
     """The backend is there but does not have the requested model."""
 

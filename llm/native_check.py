@@ -5,9 +5,10 @@ llama-cpp-python is compiled on the user's machine. A build tuned to the instruc
 Xeons — dies with SIGSEGV/SIGILL on the first prompt, and a crash of native code takes the
 whole experiment process, and every result it had not yet written, with it. So before this
 process evaluates its first prompt with llama.cpp, a child process does: it loads the model
-and evaluates a few tokens. A child killed by a signal becomes one `LLMUnavailableError`
-naming the signal, the build's system info and the command that rebuilds llama-cpp-python
-portably; any other failure of the child is left to the real call, which reports it.
+and evaluates a few tokens. A child killed by a signal becomes one `NativeBuildError` (an
+`LLMUnavailableError` no fallback replaces) naming the signal, the build's system info and
+the command that rebuilds llama-cpp-python portably; any other failure of the child is left
+to the real call, which reports it.
 
 The answer is kept for the process and handed to child processes through an environment
 variable keyed by the build (its library folder and time), so process-pool workers do not
@@ -25,7 +26,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import LLMUnavailableError
+from .errors import NativeBuildError
 
 __all__ = ["PORTABLE_CMAKE_ARGS", "check_llama_cpp_runs", "probe_command", "rebuild_command",
            "system_info"]
@@ -88,7 +89,7 @@ def _signal_name(number: int) -> str:
 
 
 def check_llama_cpp_runs(model: Path, command: Sequence[str] | None = None) -> None:
-    """Raise `LLMUnavailableError` (one line) if evaluating a prompt with ``model`` kills the
+    """Raise `NativeBuildError` (one line) if evaluating a prompt with ``model`` kills the
     process; return at once when this build was already checked here or in a parent process.
     ``command``: the child to run instead of `probe_command` (tests)."""
     key = _build_key()
@@ -107,7 +108,7 @@ def check_llama_cpp_runs(model: Path, command: Sequence[str] | None = None) -> N
                 info = system_info()
             except Exception:  # a library that cannot even report itself
                 info = "unavailable"
-            raise LLMUnavailableError(
+            raise NativeBuildError(
                 f"llama.cpp crashed ({_signal_name(-child.returncode)}) evaluating a short "
                 f"prompt in a child process: this llama-cpp-python build uses CPU instructions "
                 f"this processor does not run (its system info: {info or 'none'}); rebuild it "

@@ -193,3 +193,18 @@ def test_the_project_venv_carries_no_avx512_or_amx_build():
     unportable = sorted(name for name in enabled
                         if name.split(":")[-1].strip().startswith(("AVX512", "AMX")))
     assert not unportable, info
+
+
+def test_a_crashing_build_is_not_hidden_by_the_llm_adapters_fallback(monkeypatch, maze, tmp_path):
+    from langadapt.llm import NativeBuildError, native_check
+
+    monkeypatch.setattr(native_check, "probe_command", lambda model: SEGFAULT)
+    monkeypatch.delenv("LANGADAPT_LLAMA_CPP_RUNS", raising=False)
+    model = tmp_path / "copy.gguf"
+    shutil.copyfile(default_gguf_path(), model)
+    adapter = LlamaCppAdapter(maze, model=model, cache_path=tmp_path / "c.sqlite",
+                              fallback=True, action_history_length=0)
+    obs, info = maze.reset(seed=0)
+    with pytest.raises(NativeBuildError, match="SIGSEGV"):
+        adapter.describe(obs, info["legal_moves"])
+    assert adapter.stats()["llm_fallbacks"] == 0
