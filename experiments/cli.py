@@ -504,12 +504,13 @@ def _add_finetune_export(commands: Any) -> None:
     export = commands.add_parser(
         "finetune-export",
         help="merge a trained LoRA adapter into its GGUF base: one .gguf llama.cpp runs",
-        description="Merge a LoRA adapter written by langadapt finetune into its base model "
+        description="Merge a LoRA adapter trained by a grpo agent into its base model "
         "and write the result as one GGUF file (metadata, tokenizer and chat template of the "
         "base), for backend: llamacpp (see docs/finetune.md).",
     )
     export.add_argument("adapter", metavar="ADAPTER",
-                        help="adapter folder (e.g. results/grpo_umaze/seed_0/adapter)")
+                        help="adapter folder (e.g. results/grpo_umaze/runs/raw__grpo__seed0/"
+                        "grpo/adapter)")
     export.add_argument("--out", type=Path, required=True, metavar="FILE.gguf",
                         help="the .gguf file to write")
     export.add_argument("--model", default=None, help="the GGUF base the adapter was trained "
