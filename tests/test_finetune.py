@@ -445,6 +445,19 @@ def test_a_grpo_agent_stands_beside_dqn_in_one_experiment(tiny_model_dir, tmp_pa
                                      "params": {"maze": "umaze", "max_steps": 10}}
 
 
+def test_a_grpo_run_without_a_folder_hands_back_its_rows_as_a_ray_worker_needs(
+        tiny_model_dir):
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.one_run import train_run
+    from langadapt.experiments.results import find_run
+
+    config = experiment_from_dict(_grpo_experiment(tiny_model_dir, steps=1))
+    rows: list[dict] = []
+    summary = train_run(config, find_run(config, "raw__grpo__seed0"), rows.append)  # no run_dir
+    assert [r["phase"] for r in rows] == ["train", "final", "final"]
+    assert summary["rows"] == 3 and summary["llm_roles"]["agent"]["grpo_step"] == 1
+
+
 def test_an_unfinished_grpo_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path,
                                                             monkeypatch):
     from langadapt.experiments.cli import main
