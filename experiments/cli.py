@@ -65,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run",
-        help="train and evaluate every adapter x agent x seed of an experiment file",
+        aliases=["finetune"],  # the GRPO files are experiments too; `finetune --list` names them
+        help="train and evaluate every adapter x agent x seed of an experiment file "
+        "(alias: finetune)",
         description="Train and evaluate every (adapter x agent x seed) combination of an "
         "experiment file, then write episodes.csv, summary.csv, summary.md and plots.",
     )
@@ -145,22 +147,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("folder", type=Path)
 
-    finetune = commands.add_parser(
-        "finetune",
-        help="GRPO-train the LLM policy (LoRA) on a maze; needs langadapt[finetune]",
-        description="GRPO fine-tuning of the LLM policy on environment reward, per seed, "
-        "with a learning curve beside DQN (see docs/finetune.md).",
-    )
-    finetune.add_argument("file", nargs="?", metavar="FILE",
-                          help="finetune YAML file, or the name of a packaged one (e.g. "
-                          "grpo_umaze; see --list)")
-    finetune.add_argument("--list", action="store_true",
-                          help="list the packaged fine-tuning files and exit")
-    finetune.add_argument("--out", type=Path, help="results folder (default: the file's "
-                          "output, else results/<name>)")
-    finetune.add_argument("--seeds", type=int, nargs="+", help="train only these seeds")
-    finetune.add_argument("--force", action="store_true", help="start the folder afresh")
-    finetune.add_argument("--no-progress", action="store_true", help="no progress bars")
     _add_finetune_export(commands)
 
     commands.add_parser(
@@ -200,9 +186,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _packaged_configs() -> dict[str, dict[str, Any]]:
-    """``{name: {"command", "description", "resource"}}`` of the YAML files shipped in
-    ``langadapt/configs`` (``command``: ``run`` for experiment files, ``finetune`` for GRPO
-    files)."""
+    """``{name: {"grpo", "description", "resource"}}`` of the experiment files shipped in
+    ``langadapt/configs`` (``grpo``: it has an agent of type grpo)."""
     from importlib.resources import files
 
     import yaml
@@ -219,32 +204,29 @@ def _packaged_configs() -> dict[str, dict[str, Any]]:
         except (yaml.YAMLError, UnicodeDecodeError):
             data = None
         data = data if isinstance(data, dict) else {}
-        command = "finetune" if {"grpo", "lora"} & set(data) else "run"
+        agents = data.get("agents") if isinstance(data.get("agents"), list) else []
+        grpo = any(isinstance(a, dict) and a.get("type") == "grpo" for a in agents)
         description = " ".join(str(data.get("description") or "").split())
         found[entry.name[: -len(".yaml")]] = {
-            "command": command, "description": description, "resource": entry}
+            "grpo": grpo, "description": description, "resource": entry}
     return found
 
 
-_KINDS = {"run": "experiment", "finetune": "fine-tuning file"}
 _RESOURCES = contextlib.ExitStack()  # packaged files extracted to disk (only from a zip)
 atexit.register(_RESOURCES.close)
 
 
-def _names_of(packaged: dict[str, dict[str, Any]], command: str) -> str:
-    return ", ".join(n for n, e in packaged.items() if e["command"] == command) or "none"
-
-
-def _config_file(text: str | None, command: str) -> Path:
-    """The file ``langadapt COMMAND TEXT`` means: an existing path as it is, else the
-    packaged file of a bare name (``quickstart`` or ``quickstart.yaml``); a UsageError naming
-    the packaged ones otherwise."""
+def _config_file(text: str | None) -> Path:
+    """The file ``langadapt run TEXT`` means: an existing path as it is, else the packaged
+    file of a bare name (``quickstart`` or ``quickstart.yaml``); a UsageError naming the
+    packaged ones otherwise."""
     from importlib.resources import as_file
 
     packaged = _packaged_configs()
+    names = ", ".join(packaged) or "none"
     if text is None:
         raise UsageError(f"FILE is required: an experiment file or one of the packaged "
-                         f"{_KINDS[command]}s {_names_of(packaged, command)} (see --list)")
+                         f"experiments {names} (see --list)")
     path = Path(text).expanduser()
     if path.exists():
         return path
@@ -252,27 +234,22 @@ def _config_file(text: str | None, command: str) -> Path:
     name = text[: -len(".yaml")] if text.endswith(".yaml") else text
     entry = packaged.get(name) if bare else None
     if entry is not None:
-        if entry["command"] != command:
-            raise UsageError(f"{text!r} is a packaged {_KINDS[entry['command']]}: use "
-                             f"langadapt {entry['command']} {name}")
         return _RESOURCES.enter_context(as_file(entry["resource"]))
-    known = f"packaged {_KINDS[command]}s: {_names_of(packaged, command)}"
     if bare:
-        raise UsageError(f"{text!r}: no such file and no packaged {_KINDS[command]} of that "
-                         f"name; {known}")
+        raise UsageError(f"{text!r}: no such file and no packaged experiment of that name; "
+                         f"packaged experiments: {names}")
     stem = Path(text).stem
-    hint = (f" (the packaged one is `langadapt {command} {stem}`)"
-            if packaged.get(stem, {}).get("command") == command else "")
-    what = "experiment" if command == "run" else "finetune"
-    raise UsageError(f"{text}: no such {what} file{hint}")
+    hint = f" (the packaged one is `langadapt run {stem}`)" if stem in packaged else ""
+    raise UsageError(f"{text}: no such experiment file{hint}")
 
 
-def _print_packaged(command: str) -> int:
-    packaged = {n: e for n, e in _packaged_configs().items() if e["command"] == command}
+def _print_packaged(grpo_only: bool) -> int:
+    packaged = {n: e for n, e in _packaged_configs().items() if e["grpo"] or not grpo_only}
+    kind = "GRPO fine-tuning experiments" if grpo_only else "experiments"
     if not packaged:
-        print(f"no packaged {_KINDS[command]}s in this installation")
+        print(f"no packaged {kind} in this installation")
         return 0
-    print(f"packaged {_KINDS[command]}s (langadapt {command} NAME):")
+    print(f"packaged {kind} (langadapt run NAME):")
     width = max(len(n) for n in packaged)
     for name, entry in packaged.items():
         print(f"  {name:<{width}}  {entry['description']}".rstrip())
@@ -384,11 +361,11 @@ def _quiet_model_loading() -> None:
 
 def command_run(args: argparse.Namespace) -> int:
     if args.list:
-        return _print_packaged("run")
+        return _print_packaged(grpo_only=args.command == "finetune")
     from .config import experiment_from_dict, load_config
     from .runner import run_experiment
 
-    path = _config_file(args.file, "run")
+    path = _config_file(args.file)
     config = load_config(path)
     data = config.model_dump(mode="json")
     if args.seeds is not None:
@@ -503,7 +480,7 @@ def command_prerender(args: argparse.Namespace) -> int:
     from .config import load_config
     from .runner import prerender
 
-    config = load_config(_config_file(args.file, "run"))
+    config = load_config(_config_file(args.file))
     if args.no_progress:
         _quiet_model_loading()
     counters = prerender(config, progress=not args.no_progress)
@@ -522,40 +499,18 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_finetune(args: argparse.Namespace) -> int:
-    if args.list:
-        return _print_packaged("finetune")
-    path = _config_file(args.file, "finetune")
-    if args.seeds is not None:
-        bad = [s for s in args.seeds if s < 0]
-        if bad or len(set(args.seeds)) != len(args.seeds):
-            shown = " ".join(str(s) for s in args.seeds)
-            raise UsageError(f"--seeds {shown}: expected distinct seeds >= 0")
-    if args.no_progress:
-        _quiet_model_loading()
-    from ..finetune.run import load_finetune_config, run_finetune
-
-    started = time.perf_counter()
-    try:  # a bad file, model path or LoRA module is the user's to fix, not a traceback
-        out = run_finetune(load_finetune_config(path), out=args.out, force=args.force,
-                           progress=not args.no_progress, seeds=args.seeds)
-    except ValueError as error:
-        raise UsageError(str(error)) from error
-    print(f"done in {time.perf_counter() - started:.0f} s: {out}")
-    return 0
-
-
 # ----------------------------------------------------------------- finetune-export
 def _add_finetune_export(commands: Any) -> None:
     export = commands.add_parser(
         "finetune-export",
         help="merge a trained LoRA adapter into its GGUF base: one .gguf llama.cpp runs",
-        description="Merge a LoRA adapter written by langadapt finetune into its base model "
+        description="Merge a LoRA adapter trained by a grpo agent into its base model "
         "and write the result as one GGUF file (metadata, tokenizer and chat template of the "
         "base), for backend: llamacpp (see docs/finetune.md).",
     )
     export.add_argument("adapter", metavar="ADAPTER",
-                        help="adapter folder (e.g. results/grpo_umaze/seed_0/adapter)")
+                        help="adapter folder (e.g. results/grpo_umaze/runs/raw__grpo__seed0/"
+                        "grpo/adapter)")
     export.add_argument("--out", type=Path, required=True, metavar="FILE.gguf",
                         help="the .gguf file to write")
     export.add_argument("--model", default=None, help="the GGUF base the adapter was trained "
@@ -658,7 +613,7 @@ COMMANDS = {
     "prerender": command_prerender,
     "report": command_report,
     "bench": command_bench,
-    "finetune": command_finetune,
+    "finetune": command_run,
     "finetune-export": command_finetune_export,
 }
 
@@ -667,6 +622,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix, shown as one message without a traceback: bad
     configuration or options, results folders, missing or unreadable files, an LLM that
     cannot be reached, runs that failed on a cluster. Anything else is a bug: traceback."""
+    from ..finetune.agent import FinetuneError
     from ..llm import LLMError
     from .config import ConfigError
     from .results import ResultsFolderError
@@ -675,6 +631,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     return (
         UsageError,
         ConfigError,
+        FinetuneError,
         ResultsFolderError,
         RunsFailedError,
         LLMError,

@@ -37,6 +37,7 @@ from .. import environments  # noqa: F401  (registers the langadapt gymnasium id
 from ..adapters import LanguageAdapter
 from ..adapters.llm import llm_setting_models
 from ..agents import AGENTS
+from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
 from ..roles.instructions import InstructionsConfig, load_instruction_set
@@ -144,9 +145,10 @@ class AdapterSpec(_Strict):
 
 
 class AgentSpec(_Strict):
-    """One learner: ``qlearning``, ``dqn`` or ``random``, with its hyperparameters."""
+    """One learner (``qlearning``, ``dqn``, ``random``, an LLM role, ``grpo``) and its
+    hyperparameters."""
 
-    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy"]
+    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo"]
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     advisor: dict[str, Any] | None = Field(
@@ -544,12 +546,32 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
                   "environment.instructions.")
         _check_instruction_maze(config, source)
     others = [a.name for a in config.adapters if a.type != "raw"]
-    if spec.type == "llm_policy" and others:
+    if spec.type in ("llm_policy", "grpo") and others:
         raise ConfigError(
-            f"{source}: agents.{index}: llm_policy reads the raw state itself, so it runs only "
+            f"{source}: agents.{index}: {spec.type} reads the raw state itself, so it runs only "
             f"with adapters of type raw; got {', '.join(others)} (list it in an experiment "
             "with only a raw adapter)"
         )
+    if spec.type == "grpo":
+        _check_grpo(config, index, spec, source)
+
+
+def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
+    """A grpo agent only on an environment with a language spec that GRPO can restart
+    (a maze, a MiniGrid or BabyAI level), and with a reward to learn from."""
+    env_spec = config.environment
+    try:
+        env = gymnasium.make(env_spec.id, **env_spec.params).unwrapped
+    except (TypeError, ValueError, gymnasium.error.Error):
+        return  # bad environment params are reported when the run starts
+    if spec.reward_shaping or env_spec.reward_shaping or env_spec.instructions:
+        raise ConfigError(f"{source}: agents.{index}: grpo trains on the environment's own "
+                          "reward (params.shaping: oracle on a maze); remove the "
+                          "reward_shaping and instructions blocks")
+    try:
+        check_grpo(env, spec.params)
+    except ValueError as error:
+        raise ConfigError(f"{source}: agents.{index} (grpo on {env_spec.id}): {error}") from None
 
 
 def _check_instruction_maze(config: ExperimentConfig, source: Any) -> None:

@@ -183,19 +183,22 @@ def train_run(
         rows += 1
         last_stats = stats
 
-    records = [] if not getattr(agent, "learns", True) else agents.train(  # zero-shot: none
-        agent,
-        env,
-        episodes=config.training.episodes,
-        steps=config.training.steps,
-        eval_every=config.evaluation.every,
-        eval_episodes=config.evaluation.episodes,
-        seed=run.seed,
-        progress=False,
-        on_episode=record,
-        **_retention(config),
-        **({} if eval_env is env else {"eval_env": eval_env}),
-    )
+    if run.agent.type == "grpo":  # GRPO trains on its own (finetune.GRPOAgent), files in grpo/
+        records = agent.fit(lambda: make_env(config), run_dir and Path(run_dir) / "grpo", record)
+    else:
+        records = [] if not getattr(agent, "learns", True) else agents.train(  # zero-shot
+            agent,
+            env,
+            episodes=config.training.episodes,
+            steps=config.training.steps,
+            eval_every=config.evaluation.every,
+            eval_episodes=config.evaluation.episodes,
+            seed=run.seed,
+            progress=False,
+            on_episode=record,
+            **_retention(config),
+            **({} if eval_env is env else {"eval_env": eval_env}),
+        )
     if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
         for episode_record in agents.evaluate(
             agent, eval_env, episodes=config.evaluation.final_episodes,

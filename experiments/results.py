@@ -418,6 +418,7 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
         try:
             existing = load_config(config_file)
         except ConfigError as error:
+            _refuse_old_finetune(out_dir)
             reason = str(error).splitlines()[-1].strip()
             raise ConfigError(
                 f"{config_file} cannot be read ({reason}); this folder's experiment is "
@@ -438,6 +439,22 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
     resolved = config.resolved()
     resolved["output"] = str(out_dir)
     write_text(out_dir, "config.yaml", yaml.safe_dump(resolved, sort_keys=False))
+
+
+def _refuse_old_finetune(out_dir: Path) -> None:
+    """One line for a folder the old ``langadapt finetune`` wrote (``grpo`` and ``lora`` at
+    the top of its ``config.yaml``, ``seed_<k>/`` folders)."""
+    try:
+        data = yaml.safe_load((out_dir / "config.yaml").read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return
+    if isinstance(data, dict) and {"grpo", "lora"} <= set(data):
+        raise ConfigError(
+            f"{out_dir} holds results of the old `langadapt finetune` (grpo and lora settings "
+            "at the top of config.yaml, seed_<k>/ folders); GRPO is now an agent (type: grpo) "
+            "of an experiment, its files in runs/<run>/grpo/, so this folder cannot be "
+            "resumed: choose another --out folder, or pass --force to replace its results "
+            "(seed_<k>/adapter stays usable with llm_policy and finetune-export)")
 
 
 def refuse_foreign(out_dir: Path) -> None:
@@ -465,12 +482,16 @@ def _remove_results(out_dir: Path) -> None:
 
 
 def fresh_run_dir(out_dir: Path, run_key: str) -> Path:
-    """An empty ``runs/<run_key>/`` (an unfinished earlier attempt is removed)."""
+    """An empty ``runs/<run_key>/``: an unfinished earlier attempt is removed, but for a
+    GRPO run's ``grpo/`` folder, whose checkpoint it resumes from."""
     inside(out_dir, "runs").mkdir(exist_ok=True)
     run_dir = inside(out_dir, Path("runs") / run_key)
-    if run_dir.exists():
-        shutil.rmtree(run_dir)  # an unfinished earlier attempt: start this run afresh
-    run_dir.mkdir()
+    run_dir.mkdir(exist_ok=True)
+    for entry in run_dir.iterdir():  # an unfinished earlier attempt: start this run afresh
+        if entry.is_dir() and not entry.is_symlink() and entry.name != "grpo":
+            shutil.rmtree(entry)
+        elif entry.name != "grpo" or entry.is_symlink():
+            entry.unlink()
     return run_dir
 
 

@@ -1,7 +1,7 @@
 """`export_gguf`: a trained LoRA policy as one merged GGUF model that llama.cpp runs.
 
-    langadapt finetune-export results/grpo_umaze/seed_0/adapter --out umaze.gguf
-    export_gguf("results/grpo_umaze/seed_0/adapter", "umaze.gguf")
+    langadapt finetune-export results/grpo_umaze/runs/raw__grpo__seed0/grpo/adapter --out x.gguf
+    export_gguf("results/grpo_umaze/runs/raw__grpo__seed0/grpo/adapter", "x.gguf")
 
 llama.cpp cannot take a peft adapter, so the adapter is merged into the base weights and the
 result written as a whole model:
@@ -111,7 +111,7 @@ def _adapter_dir(adapter: Any) -> Path:
     path = Path(adapter).expanduser()
     if not (path / "adapter_config.json").is_file():
         raise ValueError(f"adapter {str(path)!r} has no adapter_config.json; expected a LoRA "
-                         "adapter directory written by langadapt finetune (its adapter/ folder)")
+                         "adapter directory written by a grpo agent (runs/<run>/grpo/adapter)")
     return path
 
 

@@ -96,7 +96,7 @@ def test_run_list_and_finetune_list_name_every_packaged_file_with_its_descriptio
     listed = {line.split()[0] for line in (runs + finetunes).splitlines()
               if line.startswith("  ")}
     assert listed == set(PACKAGED)
-    assert "grpo_umaze" in finetunes and "grpo_umaze" not in runs
+    assert "grpo_umaze" in finetunes and "grpo_umaze" in runs and "quickstart" not in finetunes
     quickstart = next(line for line in runs.splitlines() if line.split()[:1] == ["quickstart"])
     assert "double_t_maze" in quickstart  # its description: line, on one line
 
@@ -118,9 +118,9 @@ def test_a_bare_name_is_the_packaged_file_and_an_existing_path_wins(tmp_path, ca
 def test_unknown_names_list_the_packaged_experiments(capsys):
     code, _, err = _main(capsys, "run", "nosuch")
     assert code == 2 and err.count("\n") == 1
-    assert "'nosuch'" in err and "quickstart" in err and "grpo_umaze" not in err
-    code, _, err = _main(capsys, "run", "grpo_umaze")
-    assert code == 2 and "langadapt finetune grpo_umaze" in err
+    assert "'nosuch'" in err and "quickstart" in err and "grpo_umaze" in err
+    code, out, err = _main(capsys, "finetune", "grpo_umaze", "--check")  # the alias of run
+    assert code == 0 and "experiment 'grpo_umaze', 10 runs" in out, err
     code, _, err = _main(capsys, "run", "configs/nosuch/quickstart.yaml")
     assert code == 2 and "langadapt run quickstart" in err and err.count("\n") == 1
 
@@ -191,10 +191,12 @@ def test_finetune_a_tiny_model_without_progress_bars(tmp_path, capsys):
 
     model = _tiny_llama(tmp_path / "tiny_llama")
     config = {
-        "name": "tiny", "environment": {"maze": "umaze", "max_steps": 6},
-        "model": str(model), "lora": {"r": 2},
-        "grpo": {"steps": 1, "group_size": 2, "checkpoint_every": 1}, "seeds": [0],
-        "reference": {"episodes": 2, "eval_every": 2, "params": {"learning_starts": 1}},
+        "name": "tiny", "environment": {"id": "langadapt/Maze-v0",
+                                        "params": {"maze": "umaze", "max_steps": 6}},
+        "adapters": [{"type": "raw"}], "training": {"episodes": 1}, "seeds": [0],
+        "agents": [{"type": "grpo", "params": {"model": str(model), "lora": {"r": 2},
+                                               "steps": 1, "group_size": 2}}],
+        "evaluation": {"final_episodes": 1}, "cache_dir": "",
     }
     path = tmp_path / "tiny_grpo.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -229,7 +231,7 @@ BAD_ARGUMENTS = [
      "--host 'http://127.0.0.1:99999'"),
     (("prompt", "maze", "--host", "http://127.0.0.1:11434"), "--host"),  # llamacpp: no host
     (("run",), "FILE is required"),
-    (("finetune", "grpo_umaze", "--seeds", "-1"), "--seeds -1"),
+    (("finetune",), "FILE is required"),  # the alias of run
     (("describe", "maze", "--steps", "x"), "--steps"),  # argparse's own errors: one line too
 ]
 

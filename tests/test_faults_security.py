@@ -1,6 +1,6 @@
 """Files langadapt reads back are data, never code (issue 22, rows 1 and 13).
 
-A finetune results folder with a crafted ``seed_0/checkpoint/trainer.pt`` whose pickle calls
+A GRPO run folder with a crafted ``grpo/checkpoint/trainer.pt`` whose pickle calls
 a function used to run it on resume (``torch.load(weights_only=False)``); a truncated
 checkpoint was a ``PytorchStreamReader`` traceback. Now both are one ValueError naming the
 file, and nothing in the file runs. A scan of the package source keeps every reader safe.
@@ -60,7 +60,7 @@ def _trainer(out: Path | None, seed: int = 0) -> GRPOTrainer:
 
 
 def _crafted(folder: Path, marker: Path) -> Path:
-    path = folder / "seed_0" / "checkpoint" / "trainer.pt"
+    path = folder / "checkpoint" / "trainer.pt"
     path.parent.mkdir(parents=True)
     torch.save({"step": 1, "settings": {}, "payload": _Payload(marker)}, path)
     return path
@@ -83,18 +83,23 @@ def test_a_crafted_checkpoint_is_refused_on_resume_and_never_runs(tmp_path):
     assert not marker.exists()
 
 
-def test_finetune_command_refuses_a_crafted_checkpoint_before_loading_a_model(
-        tmp_path, capsys):
+def test_a_grpo_run_refuses_a_crafted_checkpoint_before_loading_a_model(tmp_path, capsys):
     from langadapt.experiments.cli import main
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.results import prepare_output
 
     marker = tmp_path / "MARKER"
     out = tmp_path / "results"
-    path = _crafted(out, marker)
     config = tmp_path / "tiny.yaml"
     # the embedded model: the checkpoint is judged before any model is loaded
-    config.write_text(yaml.safe_dump({"name": "tiny", "seeds": [0], "reference": None}))
+    config.write_text(yaml.safe_dump({
+        "name": "tiny", "seeds": [0], "environment": {"id": "langadapt/Maze-v0"},
+        "adapters": [{"type": "raw"}], "agents": [{"type": "grpo"}],
+        "training": {"episodes": 1}, "cache_dir": ""}))
+    prepare_output(load_config(config), out, resume=False, force=False)
+    path = _crafted(out / "runs" / "raw__grpo__seed0" / "grpo", marker)  # an unfinished run
     capsys.readouterr()
-    assert main(["finetune", str(config), "--out", str(out), "--no-progress"]) == 2
+    assert main(["run", str(config), "--out", str(out), "--resume", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert str(path) in err and "refused" in err

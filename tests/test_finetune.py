@@ -394,32 +394,88 @@ def test_a_missing_extra_names_it():
         require_finetune("transformers", "no_such_package_for_langadapt")
 
 
-def test_finetune_command_writes_a_results_folder(tiny_model_dir, tmp_path, capfd):
-    import yaml
+def _grpo_experiment(model_dir: Path, **params) -> dict:
+    """A tiny experiment: GRPO (the tiny Llama) beside DQN on umaze's raw states."""
+    grpo = {"model": str(model_dir), "lora": {"r": 2}, "steps": 2, "group_size": 2,
+            "checkpoint_every": 1, **params}
+    return {
+        "name": "tiny", "environment": {"id": "langadapt/Maze-v0",
+                                        "params": {"maze": "umaze", "max_steps": 10}},
+        "adapters": [{"type": "raw"}],
+        "agents": [{"type": "grpo", "params": grpo},
+                   {"type": "dqn", "params": {"learning_starts": 1, "hidden_sizes": [8]}}],
+        "training": {"episodes": 4}, "seeds": [0], "cache_dir": "",
+        "evaluation": {"every": 2, "episodes": 1, "final_episodes": 2},
+    }
 
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_a_grpo_agent_stands_beside_dqn_in_one_experiment(tiny_model_dir, tmp_path, capfd):
     from langadapt.experiments.cli import main
 
-    config = {
-        "name": "tiny", "environment": {"maze": "umaze", "max_steps": 10},
-        "model": str(tiny_model_dir), "lora": {"r": 2},
-        "grpo": {"steps": 2, "group_size": 2, "checkpoint_every": 1}, "seeds": [0],
-        "reference": {"episodes": 4, "eval_every": 2, "params": {"learning_starts": 1}},
-    }
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(config))
-    out = tmp_path / "results"
+    path, out = _write(tmp_path, _grpo_experiment(tiny_model_dir)), tmp_path / "results"
     capfd.readouterr()
-    assert main(["finetune", str(path), "--out", str(out), "--no-progress"]) == 0
+    assert main(["finetune", str(path), "--out", str(out), "--no-progress"]) == 0  # run alias
     err = capfd.readouterr().err  # --no-progress: no bar at all, not even the model loading's
     assert "Loading weights" not in err and "%|" not in err and "it/s" not in err, err
-    for name in ("config.yaml", "summary.csv", "summary.md", "reference.csv",
-                 "learning_curve.png", "seed_0/log.csv", "seed_0/final.json",
-                 "seed_0/adapter/adapter_config.json", "seed_0/adapter/policy.json"):
-        assert (out / name).is_file(), name
-    assert len((out / "seed_0" / "log.csv").read_text().splitlines()) == 3
-    bad = dict(config, grpo={"group_size": 1})
-    path.write_text(yaml.safe_dump(bad))
-    assert main(["finetune", str(path), "--out", str(tmp_path / "other")]) == 2
+    run = out / "runs" / "raw__grpo__seed0"
+    for name in ("grpo/log.csv", "grpo/checkpoint/trainer.pt",
+                 "grpo/adapter/adapter_config.json", "grpo/adapter/policy.json", "done.json"):
+        assert (run / name).is_file(), name
+    log = _rows(run / "grpo" / "log.csv")
+    assert [r["step"] for r in log] == ["0", "1"]
+    episodes = [r for r in _rows(out / "episodes.csv") if r["agent"] == "grpo"]
+    assert [(r["phase"], r["episode"]) for r in episodes] == [
+        ("train", "1"), ("train", "2"), ("final", "2"), ("final", "2")]
+    assert [int(r["length"]) for r in episodes[:2]] == [int(r["env_steps"]) for r in log]
+    assert float(episodes[0]["return"]) == pytest.approx(float(log[0]["reward_mean"]))
+    summary = _rows(out / "summary.csv")
+    assert {(r["adapter"], r["agent"]) for r in summary} == {("raw", "grpo"), ("raw", "dqn")}
+    done = json.loads((run / "done.json").read_text())
+    own = done["llm_roles"]["agent"]  # GRPO's own evaluation of the trained policy
+    assert own["grpo_step"] == 2 and 0 <= own["grpo_state_accuracy"] <= 1
+    policy = json.loads((run / "grpo" / "adapter" / "policy.json").read_text())
+    assert policy["environment"] == {"id": "langadapt/Maze-v0",
+                                     "params": {"maze": "umaze", "max_steps": 10}}
+
+
+def test_a_grpo_run_without_a_folder_hands_back_its_rows_as_a_ray_worker_needs(
+        tiny_model_dir):
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.one_run import train_run
+    from langadapt.experiments.results import find_run
+
+    config = experiment_from_dict(_grpo_experiment(tiny_model_dir, steps=1))
+    rows: list[dict] = []
+    summary = train_run(config, find_run(config, "raw__grpo__seed0"), rows.append)  # no run_dir
+    assert [r["phase"] for r in rows] == ["train", "final", "final"]
+    assert summary["rows"] == 3 and summary["llm_roles"]["agent"]["grpo_step"] == 1
+
+
+def test_an_unfinished_grpo_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path,
+                                                            monkeypatch):
+    from langadapt.experiments.cli import main
+
+    config = _grpo_experiment(tiny_model_dir, steps=3)
+    config["agents"] = config["agents"][:1]
+    path, out = _write(tmp_path, config), tmp_path / "results"
+    assert main(["run", str(path), "--out", str(out), "--no-progress"]) == 0
+    run = out / "runs" / "raw__grpo__seed0"
+    before = _rows(run / "grpo" / "log.csv")
+    (run / "done.json").unlink()  # as if stopped after its last checkpoint
+    steps = []
+    original = GRPOTrainer.step
+    monkeypatch.setattr(GRPOTrainer, "step", lambda self: steps.append(1) or original(self))
+    assert main(["run", str(path), "--out", str(out), "--no-progress", "--resume"]) == 0
+    assert steps == [] and _rows(run / "grpo" / "log.csv") == before  # nothing trained again
+    assert (run / "done.json").is_file()
+    assert [r["phase"] for r in _rows(run / "episodes.csv")] == ["train"] * 3 + ["final"] * 2
 
 
 def test_no_loading_bars_turns_every_loading_bar_off_and_back(tiny_model_dir, umaze, capfd):
@@ -443,7 +499,7 @@ def test_no_loading_bars_turns_every_loading_bar_off_and_back(tiny_model_dir, um
     assert transformers_logging.is_progress_bar_enabled()
 
 
-# ------------------------------------------------------------------ the finetune file
+# ------------------------------------------------------------------ the experiment file
 def _write(tmp_path: Path, config: dict) -> Path:
     import yaml
 
@@ -452,39 +508,70 @@ def _write(tmp_path: Path, config: dict) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"grpo": {"steps": 0}}, r"grpo\.steps: Input should be greater than or equal to 1"),
-    ({"grpo": {"group_size": 1}}, r"grpo\.group_size: .*group_size is 1, expected an int >= 2"),
-    ({"grpo": {"reward": None}}, r"grpo\.reward: Input should be 'return' or 'step'"),
-    ({"environment": {"maze": "umaze", "goal_reward": 0.0, "step_reward": 0.0}},
-     r"no reward source: environment\.goal_reward is 0 and environment\.step_reward is 0"),
-    ({"environment": {"maze": "umaze", "goal_reward": 0.0}, "grpo": {"reward": "step"}},
-     r"no reward source: environment\.goal_reward is 0 and grpo\.reward is step"),
-    ({"environment": {"id": "langadapt/BabyAI-NoSuchLevel-v0"}}, r"environment\.id"),
-    ({"environment": {"id": "langadapt/BabyAI-GoToObj-v0"}, "grpo": {"states": "all"}},
-     r"grpo\.states is 'all', which only a maze has"),
-    ({"environment": {"id": "langadapt/BabyAI-GoToObj-v0"},
-      "grpo": {"states": 2, "shaping": "oracle"}}, r"grpo\.shaping is 'oracle'"),
-])
-def test_bad_finetune_files_are_one_line_errors_naming_the_key(tmp_path, change, message):
-    from langadapt.finetune.run import load_finetune_config
+def _experiment(params: dict | None = None, env_id: str = "langadapt/Maze-v0",
+                env_params: dict | None = None, adapters: tuple = ("raw",)) -> dict:
+    return {"name": "bad", "environment": {"id": env_id, "params": env_params or {}},
+            "adapters": [{"type": a} for a in adapters],
+            "agents": [{"type": "grpo", "params": params or {}}], "training": {"episodes": 1}}
 
-    if "id" in change.get("environment", {}):
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"params": {"steps": 0}}, r"agents\.0\.params\.steps: Input should be greater than or "
+     r"equal to 1"),
+    ({"params": {"group_size": 1}}, r"agents\.0\.params\.group_size: group_size is 1, expected"),
+    ({"params": {"reward": None}}, r"agents\.0\.params\.reward: got None"),
+    ({"env_params": {"maze": "umaze", "goal_reward": 0.0, "step_reward": 0.0}},
+     r"no reward source: environment\.params\.goal_reward is 0 and environment\.params\."
+     r"step_reward is 0"),
+    ({"env_params": {"maze": "umaze", "goal_reward": 0.0}, "params": {"reward": "step"}},
+     r"no reward source: environment\.params\.goal_reward is 0 and params\.reward is step"),
+    ({"env_id": "CartPole-v1"}, r"grpo on CartPole-v1\): grpo prompts with the environment's "
+     r"language spec: no language spec for environment 'CartPoleEnv'"),
+    ({"env_id": "langadapt/CartPole-v0"}, r"grpo on langadapt/CartPole-v0\): .* CartPoleEnv is "
+     "neither"),
+    ({"adapters": ("raw", "language")}, r"grpo reads the raw state itself"),
+    ({"env_id": "langadapt/BabyAI-GoToObj-v0", "params": {"states": "all"}},
+     r"params\.states is 'all', which only a maze has"),
+    ({"env_id": "langadapt/BabyAI-GoToObj-v0", "params": {"states": 2, "shaping": "oracle"}},
+     r"params\.shaping is 'oracle', but MiniGridBridge has no oracle"),
+])
+def test_a_bad_grpo_agent_is_a_config_error_naming_the_key(change, message):
+    from langadapt.experiments.config import ConfigError, experiment_from_dict
+
+    if "BabyAI" in change.get("env_id", ""):
         pytest.importorskip("minigrid")
-    with pytest.raises(ValueError, match=message) as caught:
-        load_finetune_config(_write(tmp_path, {"name": "bad", **change}))
-    assert "\n" not in str(caught.value)
+    with pytest.raises(ConfigError, match=message):
+        experiment_from_dict(_experiment(**change))
 
 
 def test_a_model_that_is_not_a_causal_lm_is_a_config_error_naming_the_key(tmp_path):
     from transformers import T5Config
 
-    from langadapt.finetune.run import load_finetune_config
+    from langadapt.experiments.config import ConfigError, experiment_from_dict
 
     T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=4, d_ff=8).save_pretrained(
         tmp_path / "t5")
-    with pytest.raises(ValueError, match=r"model: model .*\(T5Config\) is not a causal"):
-        load_finetune_config(_write(tmp_path, {"name": "bad", "model": str(tmp_path / "t5")}))
+    with pytest.raises(ConfigError, match=r"params\.model: model .*\(T5Config\) is not a causal"):
+        experiment_from_dict(_experiment({"model": str(tmp_path / "t5")},
+                                         env_params={"maze": "umaze"}))
+
+
+def test_an_old_finetune_folder_is_refused_in_one_line(tiny_model_dir, tmp_path, capsys):
+    import yaml
+
+    from langadapt.experiments.cli import main
+
+    out = tmp_path / "old"
+    (out / "seed_0").mkdir(parents=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(
+        {"name": "tiny", "environment": {"maze": "umaze"}, "grpo": {"steps": 2},
+         "lora": {"r": 2}, "seeds": [0]}))
+    path = _write(tmp_path, _grpo_experiment(tiny_model_dir))
+    capsys.readouterr()
+    assert main(["run", str(path), "--out", str(out), "--resume", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "old `langadapt finetune`" in err and "runs/<run>/grpo/" in err and "--force" in err
 
 
 # ------------------------------------------------------------------ MiniGrid / BabyAI
@@ -558,35 +645,25 @@ def test_grpo_steps_on_babyai_and_the_trainers_greedy_actions_are_llm_policys(
     assert resumed.step_index == 2 and resumed.task.next_seed == task.next_seed
 
 
-def test_a_babyai_finetune_file_writes_its_held_out_baselines(tiny_model_dir, tmp_path):
-    import csv
-
+def test_a_babyai_grpo_agent_is_judged_on_held_out_episodes_beside_random(tiny_model_dir,
+                                                                          tmp_path):
     from langadapt.experiments.cli import main
 
     _gotoobj()
+    grpo = {"model": str(tiny_model_dir), "lora": {"r": 2}, "steps": 1, "states": 2,
+            "group_size": 3, "horizon": 2, "held_out": {"episodes": 3, "max_steps": 2}}
     config = {
-        "name": "tiny_babyai", "model": str(tiny_model_dir), "lora": {"r": 2},
+        "name": "tiny_babyai", "cache_dir": "",
         "environment": {"id": "langadapt/BabyAI-GoToObj-v0",
-                        "params": {"legal_moves": [0, 1, 2]}},
-        "grpo": {"steps": 1, "states": 2, "group_size": 3, "horizon": 2},
-        "held_out": {"episodes": 3, "max_steps": 2}, "seeds": [0],
-        "reference": {"params": {"learning_starts": 1, "hidden_sizes": [8]}},
+                        "params": {"legal_moves": [0, 1, 2], "max_steps": 3}},
+        "adapters": [{"type": "raw"}],
+        "agents": [{"type": "grpo", "params": grpo}, {"type": "random"}],
+        "training": {"episodes": 1}, "seeds": [0], "evaluation": {"final_episodes": 2},
     }
     out = tmp_path / "results"
-    path = _write(tmp_path, config)
-    assert main(["finetune", str(path), "--out", str(out), "--no-progress"]) == 0
-    final = json.loads((out / "seed_0" / "final.json").read_text())
-    assert final["episodes"] == 3 and 0.0 <= final["greedy_success"] <= 1.0
-    with (out / "baselines.csv").open() as fh:
-        rows = list(csv.DictReader(fh))
-    assert [(r["agent"], r["seed"]) for r in rows] == [
-        ("random", "0"), ("dqn_language", "0"), ("untuned", "-")]
-    assert all(float(r["episodes"]) == 3 for r in rows)
-    with (out / "seed_0" / "log.csv").open() as fh:
-        grpo_steps = sum(int(float(r["env_steps"])) for r in csv.DictReader(fh))
-    assert int(rows[1]["env_steps"]) == grpo_steps > 0  # DQN got GRPO's environment steps
-    assert "held-out episodes after training: seed 0" in (out / "summary.md").read_text()
-    # run again: nothing is measured twice, nothing already written is lost
-    assert main(["finetune", str(path), "--out", str(out), "--no-progress"]) == 0
-    with (out / "baselines.csv").open() as fh:
-        assert list(csv.DictReader(fh)) == rows
+    assert main(["run", str(_write(tmp_path, config)), "--out", str(out), "--no-progress"]) == 0
+    done = json.loads((out / "runs" / "raw__grpo__seed0" / "done.json").read_text())
+    own = done["llm_roles"]["agent"]
+    assert own["grpo_episodes"] == 3 and 0.0 <= own["grpo_greedy_success"] <= 1.0
+    final = [(r["agent"], r["phase"]) for r in _rows(out / "episodes.csv") if r["phase"] == "final"]
+    assert final == [("grpo", "final")] * 2 + [("random", "final")] * 2

@@ -1,0 +1,213 @@
+"""GRPO as an agent of an experiment file: ``agents: [{type: grpo, params: {...}}]``.
+
+``langadapt run`` builds it like every agent (registered as ``grpo`` when
+:mod:`langadapt.finetune` is imported), calls :meth:`GRPOAgent.fit` instead of the step
+loop, and evaluates the trained policy greedily on the same held-out episodes as every
+other agent. ``params`` are :class:`GRPOAgentConfig`: the GRPO settings
+(:class:`~langadapt.finetune.grpo.GRPOSettings`, ``steps`` being its own budget) plus
+``model``, ``lora`` and, on a MiniGrid or BabyAI level, ``held_out``.
+
+A run's folder keeps GRPO's own files in ``runs/<run>/grpo/``: ``log.csv`` (one row per
+step, `grpo.LOG_COLUMNS`), ``checkpoint/`` (resume) and ``adapter/`` (the trained LoRA
+adapter, for ``llm_policy`` or ``langadapt finetune-export``). Its ``episodes.csv`` has one
+``train`` row per GRPO step (``return``: the mean reward of the step's rollouts,
+``length``: its environment steps, ``success``: more than half of them succeeded) and the
+``final`` rows of the common greedy evaluation; ``done.json`` holds the task's own
+evaluation of the trained policy (``llm_roles.agent``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..agents import Agent
+from ..agents.training import EpisodeRecord
+from ..environments import language_for
+from ..environments.maze import MazeEnv
+from .grpo import GRPOSettings, GRPOTrainer, read_checkpoint
+from .policy import LoRAPolicy, LoRASettings
+from .tasks import MazeTask, MiniGridTask
+
+__all__ = ["TRAIN_SEED", "FinetuneError", "GRPOAgent", "GRPOAgentConfig", "HeldOutSettings",
+           "check_grpo"]
+
+#: The first seed of the training episodes of a MiniGrid level (held-out seeds lie below).
+TRAIN_SEED = 1_000_000
+
+
+class FinetuneError(ValueError):
+    """A GRPO run that cannot start as set up (a refused, damaged or mismatched checkpoint,
+    LoRA targets the model lacks): the user's to fix, one line naming the file or key."""
+
+
+class HeldOutSettings(BaseModel):
+    """The held-out episodes GRPO's own evaluation of a MiniGrid or BabyAI policy uses
+    (training episodes use seeds from ``TRAIN_SEED`` on, so these are never training starts;
+    checked)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = Field(0, ge=0, description="first held-out episode seed")
+    episodes: int = Field(100, ge=1, le=TRAIN_SEED, description="held-out episodes")
+    max_steps: int | None = Field(
+        32, ge=1, description="a greedy episode not solved in this many steps fails; None = "
+        "the level's own limit")
+
+
+class GRPOAgentConfig(GRPOSettings):
+    """``params`` of a ``grpo`` agent: GRPO's settings, the model, LoRA and held-out set."""
+
+    model: str | None = Field(
+        None, description="HF model directory or .gguf file; None = the embedded SmolLM2")
+    lora: LoRASettings = Field(default_factory=LoRASettings)
+    held_out: HeldOutSettings = Field(
+        default_factory=HeldOutSettings, description="MiniGrid/BabyAI: GRPO's own evaluation")
+
+    def grpo(self) -> GRPOSettings:
+        """The GRPO settings alone (what a checkpoint records)."""
+        return GRPOSettings(**self.model_dump(include=set(GRPOSettings.model_fields)))
+
+
+def _is_minigrid(env: Any) -> bool:
+    return type(env).__name__ == "MiniGridBridge"
+
+
+def check_grpo(env: Any, params: dict[str, Any]) -> None:
+    """The checks of a ``grpo`` agent that need its environment (``env.unwrapped``) or its
+    model's files; ValueError naming the environment or the key."""
+    config = GRPOAgentConfig(**params)
+    name = type(env).__name__
+    try:
+        language_for(env)
+    except ValueError as error:
+        raise ValueError(f"grpo prompts with the environment's language spec: {error}"
+                         ) from None
+    if not isinstance(env, MazeEnv) and not _is_minigrid(env):
+        raise ValueError(f"grpo restarts rollouts from saved states, which a maze "
+                         f"(langadapt/Maze-v0) or a MiniGrid/BabyAI level allows; {name} is "
+                         "neither")
+    if config.model is not None:
+        from ..llm.transformers_backend import check_causal_lm
+
+        try:
+            check_causal_lm(config.model)
+        except ValueError as error:
+            raise ValueError(f"params.model: {error}") from None
+    if _is_minigrid(env):
+        if config.states == "all":
+            raise ValueError("params.states is 'all', which only a maze has; expected a number "
+                             f"of start states per step for {name}")
+        if config.shaping == "oracle":
+            raise ValueError(f"params.shaping is 'oracle', but {name} has no oracle potential; "
+                             "expected none")
+    elif config.shaping == "none" and env.goal_reward == 0 and (
+            config.reward == "step" or env.step_reward == 0):
+        cause = ("params.reward is step" if config.reward == "step"
+                 else "environment.params.step_reward is 0")
+        raise ValueError(
+            f"the run has no reward source: environment.params.goal_reward is 0 and {cause} "
+            "with params.shaping none; expected a goal reward (or shaping: oracle)")
+
+
+def grpo_task(make_env: Callable[[], Any], config: GRPOAgentConfig) -> MazeTask | MiniGridTask:
+    """The GRPO task of the environment ``make_env`` builds (each call a new copy)."""
+    env = make_env().unwrapped
+    if isinstance(env, MazeEnv):
+        return MazeTask(env)
+    held = config.held_out
+    return MiniGridTask(lambda: make_env().unwrapped, train_seed=TRAIN_SEED,
+                        eval_seed=held.seed, eval_episodes=held.episodes,
+                        eval_max_steps=held.max_steps)
+
+
+def _seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class GRPOAgent(Agent):
+    """An LLM policy trained by GRPO (:meth:`fit`); it acts greedily, as ``llm_policy`` at
+    temperature 0 with the trained adapter would (each state scored once, then memorised:
+    the policy no longer changes)."""
+
+    kind: ClassVar[str] = "grpo"
+    config_model = GRPOAgentConfig
+    learns_from_steps: ClassVar[bool] = False
+
+    def __init__(self, observation_space: Any, action_space: Any,
+                 config: GRPOAgentConfig | dict[str, Any] | None = None, seed: int = 0) -> None:
+        super().__init__(observation_space, action_space, config, seed)
+        self.trainer: GRPOTrainer | None = None
+        self.final: dict[str, Any] = {}
+        self._greedy: dict[tuple[bytes, tuple[int, ...]], int] = {}
+
+    def bind(self, env: Any) -> None:
+        language_for(env)  # ValueError naming the environment when it has no language spec
+
+    def fit(self, make_env: Callable[[], Any], folder: Path | None = None,
+            on_episode: Callable[[EpisodeRecord], None] | None = None,
+            progress: bool = False) -> list[EpisodeRecord]:
+        """GRPO on the environment ``make_env`` builds, its files in ``folder`` (resuming a
+        checkpoint there); one ``train`` record per step, each handed to ``on_episode``."""
+        checkpoint = None if folder is None else folder / "checkpoint" / "trainer.pt"
+        config: GRPOAgentConfig = self.config
+        try:
+            if checkpoint is not None and checkpoint.is_file():
+                read_checkpoint(checkpoint)  # refused or damaged: say so before loading a model
+            elif folder is not None:
+                (folder / "log.csv").unlink(missing_ok=True)  # stopped before a checkpoint
+            _seed_everything(self.seed)
+            task = grpo_task(make_env, config)
+            started = time.perf_counter()
+            env = make_env()
+            policy = LoRAPolicy(language_for(env.unwrapped), model=config.model,
+                                lora=config.lora, temperature=config.temperature,
+                                seed=self.seed, progress=progress)
+            load_seconds = time.perf_counter() - started
+            self.trainer = GRPOTrainer(policy, task, config.grpo(), out=folder, seed=self.seed)
+        except ValueError as error:
+            raise FinetuneError(str(error)) from None
+        history = self.trainer.train(progress=progress)
+        if folder is not None:
+            spec = env.spec
+            policy.save_adapter(folder / "adapter", extra={
+                "environment": {"id": spec.id if spec else type(env.unwrapped).__name__,
+                                "params": dict(spec.kwargs) if spec else {}},
+                "seed": self.seed, "steps": self.trainer.step_index})
+        self.final = {**self.trainer.final, "load_seconds": load_seconds}
+        records, total = [], 0
+        for row in history:
+            total += int(row["env_steps"])
+            records.append(EpisodeRecord(
+                episode=int(row["step"]) + 1, return_=float(row["reward_mean"]),
+                length=int(row["env_steps"]), success=row["rollout_success"] > 0.5,
+                wall_time=float(row["step_seconds"]), phase="train", total_steps=total))
+            if on_episode is not None:
+                on_episode(records[-1])
+        return records
+
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+        if self.trainer is None:
+            raise ValueError("the grpo agent acts after fit(); it has not been trained")
+        state = self.check_obs(obs)
+        legal = tuple(int(a) for a in (range(self.n_actions) if legal_moves is None
+                                       else legal_moves))
+        key = (state.tobytes(), legal)
+        if key not in self._greedy:
+            self._greedy[key] = int(self.trainer.greedy_actions([(state, legal)])[0])
+        return self._greedy[key]
+
+    def stats(self) -> dict[str, Any]:
+        """GRPO's own evaluation of the trained policy (``final`` row of the step log)."""
+        return {f"grpo_{k}": float(v) for k, v in self.final.items()
+                if np.isfinite(float(v))}
