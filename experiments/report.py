@@ -53,6 +53,7 @@ from .results import (
     write_text,
     writing,
 )
+from .stats import seed_scores_markdown
 from .summary import (
     FEW_SEEDS,
     SUMMARY_COLUMNS,
@@ -207,6 +208,7 @@ def write_report(
         params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
         title = f"{config.name} — {config.environment.id} {params}".strip()
         markdown = summary_markdown(rows, title, threshold)
+        markdown += seed_scores_markdown(episodes)
         markdown += prerender_markdown(out_dir / "prerender.json")
         markdown += results_notes(out_dir, failed)
         with replacing(out_dir, "summary.csv") as temporary:
