@@ -169,6 +169,9 @@ def run_experiment(
     :class:`ResultsFolderError` naming this process); a folder that cannot be written is a
     :class:`ResultsFolderError` too, with the finished runs kept.
     """
+    if config.tasks:
+        raise ConfigError(f"experiment {config.name!r} is a suite (it has tasks): run it with "
+                          "experiments.suite.run_suite or `langadapt run`")
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
     make_env(config).close()  # bad environment parameters fail before anything is written
     if out_dir.exists() and not out_dir.is_dir():
