@@ -2,9 +2,11 @@
 
 The modules of this package, each importing only those before it::
 
+    heldout        held-out evaluation episodes (imported by config: it checks the seeds)
     config         the experiment file (pydantic models, loading, errors naming the key)
     results        the results folder: layout, safe writing, lock, reading and checking it
     summary        the statistics of the episodes (bootstrap intervals, threshold)
+    stats          IQM, stratified bootstrap intervals, performance profiles (rliable)
     plots          learning curves, final returns, best-so-far curves
     report         summary.csv, summary.md and the plots of a results folder
     search_report  the best-so-far report of LLM policy search runs
@@ -12,6 +14,7 @@ The modules of this package, each importing only those before it::
     executors      where runs execute: the process pool; shipped adapter tables
     executors_ray  the Ray executor (Ray imported only when used)
     runner         this module: prerendering and the whole experiment
+    suite          a suite: one experiment per task, the report across tasks
     cli            the ``langadapt`` command
 
 The layout of a results folder and how it is written safely (only inside itself, whole

@@ -34,6 +34,7 @@ import numpy as np
 import yaml
 
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
+from .one_run import make_env
 from .report import write_report
 from .results import ResultsFolderError, read_episodes, replacing, write_text, writing
 from .runner import run_experiment
@@ -76,12 +77,18 @@ def run_suite(config: ExperimentConfig, out_dir: Path | None = None, resume: boo
               log: Callable[[str], None] = print) -> Path:
     """Run every task of the suite ``config`` (see the module docstring), then its report."""
     require_rliable()  # the suite report needs it: fail before hours of training
+    experiments = task_configs(config)
+    for task, experiment in experiments.items():  # a bad task fails before any training
+        try:
+            make_env(experiment).close()
+        except ConfigError as error:
+            raise ConfigError(f"{config.name}, task {task}: {error}") from None
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
     with writing(out_dir, "free some space and run again with --resume"):
         out_dir.mkdir(parents=True, exist_ok=True)
         write_text(out_dir, SUITE_FILE,
                    yaml.safe_dump(config.resolved(), sort_keys=False, allow_unicode=True))
-    for task, experiment in task_configs(config).items():
+    for task, experiment in experiments.items():
         log(f"suite {config.name}: task {task}")
         run_experiment(experiment, out_dir=out_dir / task, resume=resume, force=force,
                        progress=progress, log=log)

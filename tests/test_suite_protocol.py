@@ -116,7 +116,7 @@ def test_iqm_and_intervals_equal_rliables_on_a_fixed_array():
 def test_a_suite_is_one_experiment_per_task_and_an_unknown_goal_names_the_five(tmp_path):
     from langadapt.experiments.one_run import make_env
     from langadapt.experiments.runner import run_experiment
-    from langadapt.experiments.suite import task_configs
+    from langadapt.experiments.suite import run_suite, task_configs
 
     config = _config(tasks={"goto": {"goal": "goto"}, "bad": {"goal": "fetch"}},
                      environment={"id": SUITE, "params": {"num_dists": 2}},
@@ -128,6 +128,9 @@ def test_a_suite_is_one_experiment_per_task_and_an_unknown_goal_names_the_five(t
     with pytest.raises(ConfigError, match="goal='fetch': expected one of goto, pickup, open, "
                                           "putnext, pick_up_seq_go_to"):
         make_env(tasks["bad"])
+    with pytest.raises(ConfigError, match="protocol, task bad: environment.params: goal='fetch'"):
+        run_suite(config)  # before any task trains or anything is written
+    assert not (tmp_path / "suite").exists()
     with pytest.raises(ConfigError, match="is a suite"):
         run_experiment(config)
     with pytest.raises(ConfigError, match="tasks"):
