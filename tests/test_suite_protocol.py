@@ -176,3 +176,34 @@ def test_the_suite_report_gives_per_task_success_the_suite_iqm_and_balrogs_figur
         table = list(csv.DictReader(handle))
     assert {"adapter": "raw", "agent": "dqn", "task": "open", "seed": "1",
             "success_rate": "0.25", "episodes": "4"} in table
+
+
+def test_without_rliable_the_suite_names_the_extra_and_summaries_say_so(monkeypatch, tmp_path):
+    import sys
+
+    from langadapt.experiments.stats import seed_scores_markdown
+    from langadapt.experiments.suite import run_suite
+
+    monkeypatch.setitem(sys.modules, "rliable", None)  # import rliable now fails
+    with pytest.raises(ConfigError, match=r"need rliable .*pip install 'langadapt\[stats\]'"):
+        run_suite(_config(tasks={"goto": {"goal": "goto"}}, output=str(tmp_path / "s")))
+    assert not (tmp_path / "s").exists()
+    from langadapt.experiments.results import Episode
+
+    row = Episode("raw", "dqn", 0, "final", 0, 1.0, 3, True, 0.1, 0, 0)
+    assert "pip install 'langadapt[stats]'" in seed_scores_markdown([row])
+
+
+def test_the_shipped_suite_files_share_tasks_and_held_out_episodes():
+    from langadapt.experiments.config import load_config
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    dqn = load_config(configs / "babyai_suite.yaml")
+    llm = load_config(configs / "babyai_suite_llm.yaml")
+    assert list(dqn.tasks) == ["goto", "pickup", "open", "putnext", "pick_up_seq_go_to"]
+    assert dqn.tasks == llm.tasks and dqn.environment == llm.environment
+    assert dqn.environment.params == {"num_dists": 0}
+    assert dqn.evaluation.heldout_seeds == llm.evaluation.heldout_seeds
+    assert dqn.evaluation.heldout_seeds.count >= 100 and len(dqn.seed_list) == 5
+    assert [a.type for a in dqn.adapters] == ["raw", "language"]
+    assert [a.type for a in llm.agents] == ["llm_policy"]
