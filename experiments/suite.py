@@ -84,14 +84,14 @@ def run_suite(config: ExperimentConfig, out_dir: Path | None = None, resume: boo
         except ConfigError as error:
             raise ConfigError(f"{config.name}, task {task}: {error}") from None
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
-    with writing(out_dir, "free some space and run again with --resume"):
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_text(out_dir, SUITE_FILE,
-                   yaml.safe_dump(config.resolved(), sort_keys=False, allow_unicode=True))
     for task, experiment in experiments.items():
         log(f"suite {config.name}: task {task}")
         run_experiment(experiment, out_dir=out_dir / task, resume=resume, force=force,
                        progress=progress, log=log)
+        # after a task's folder took this suite (a refused --resume leaves the old file)
+        with writing(out_dir, "free some space and run again with --resume"):
+            write_text(out_dir, SUITE_FILE,
+                       yaml.safe_dump(config.resolved(), sort_keys=False, allow_unicode=True))
     write_suite_report(out_dir, log=log, task_reports=False)
     return out_dir
 
