@@ -37,6 +37,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ._checks import check_action, episode_over_error
+from .babyai_goals import SUITE_LEVEL_ID, register_suite_level
 from .language import LanguageSpec, register_language
 from .minigrid_describer import (
     ACTION_NAMES,
@@ -372,4 +373,5 @@ def _language(env: MiniGridBridge, **options: Any) -> LanguageSpec:
 
 
 register_language(MiniGridBridge, _language)
-register_minigrid_ids(MINIGRID_IDS)
+register_suite_level()  # BALROG's BabyAI suite (environments.babyai_suite)
+register_minigrid_ids((*MINIGRID_IDS, SUITE_LEVEL_ID))

@@ -379,15 +379,19 @@ def command_run(args: argparse.Namespace) -> int:
         executor["jobs"] = args.jobs
     config = experiment_from_dict(data, f"{args.file} with the command-line options")
     if args.check:
-        runs = len(config.adapters) * len(config.agents) * len(config.seed_list)
+        tasks = len(config.tasks or [None])
+        runs = len(config.adapters) * len(config.agents) * len(config.seed_list) * tasks
         print(f"{path}: experiment {config.name!r}, {runs} runs ({len(config.adapters)} "
-              f"adapters x {len(config.agents)} agents x {len(config.seed_list)} seeds), "
+              f"adapters x {len(config.agents)} agents x {len(config.seed_list)} seeds"
+              f"{f' x {tasks} tasks' if config.tasks else ''}), "
               f"executor {config.executor.type}, results in {args.out or config.output_dir}")
         return 0
     if args.no_progress:
         _quiet_model_loading()
     started = time.perf_counter()
-    out = run_experiment(
+    from .suite import run_suite  # a suite: one experiment per task, then its report
+
+    out = (run_suite if config.tasks else run_experiment)(
         config,
         out_dir=args.out,
         resume=args.resume,
@@ -494,8 +498,12 @@ def command_prerender(args: argparse.Namespace) -> int:
 
 def command_report(args: argparse.Namespace) -> int:
     from .report import write_report
+    from .suite import SUITE_FILE, write_suite_report
 
-    write_report(args.folder)
+    if (args.folder / SUITE_FILE).is_file():
+        write_suite_report(args.folder)
+    else:
+        write_report(args.folder)
     return 0
 
 

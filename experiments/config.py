@@ -42,6 +42,7 @@ from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
 from ..roles.instructions import InstructionsConfig, load_instruction_set
 from ..roles.reward_shaping import RewardShapingConfig
+from .heldout import check_heldout
 
 
 class ConfigError(ValueError):
@@ -59,6 +60,7 @@ MAX_JOBS = 1_024
 MAX_CPUS_PER_RUN = 1_024
 MAX_GPUS_PER_RUN = 64
 MAX_RETRIES = 100
+MAX_HELDOUT_SEED = 2**31 - 1
 
 RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor")
 """Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
@@ -188,6 +190,18 @@ class TrainingSpec(_Strict):
         return self
 
 
+class HeldOutSeeds(_Strict):
+    """The final evaluation's episodes: episode ``i`` resets with seed ``first + i``, the
+    same for every run (see :mod:`langadapt.experiments.heldout`)."""
+
+    first: Annotated[Int, Field(ge=0, le=MAX_HELDOUT_SEED)]
+    count: Annotated[Int, Field(gt=0, le=MAX_EVALUATION_EPISODES)]
+
+    @property
+    def seeds(self) -> range:
+        return range(self.first, self.first + self.count)
+
+
 class EvaluationSpec(_Strict):
     """Greedy evaluation during training and at the end."""
 
@@ -210,6 +224,11 @@ class EvaluationSpec(_Strict):
         description="also evaluate at the end of the first episode past every multiple of "
         "this many training steps",
     )
+    heldout_seeds: HeldOutSeeds | None = Field(
+        default=None,
+        description="the final evaluation plays these held-out episodes (seeds no training "
+        "episode uses, the same for every run) instead of final_episodes from seed + 10000",
+    )
     keep_best: Bool = Field(
         default=False,
         description="keep the policy of the best evaluation, restore it after training and "
@@ -223,6 +242,19 @@ class EvaluationSpec(_Strict):
                 "keep_best needs an evaluation schedule: set evaluation.every (training "
                 "episodes) or evaluation.every_steps (steps)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _one_final_count(self) -> EvaluationSpec:
+        held = self.heldout_seeds
+        if held is not None and "final_episodes" in self.model_fields_set \
+                and self.final_episodes != held.count:
+            raise ValueError(
+                f"final_episodes={self.final_episodes} but heldout_seeds.count={held.count}: "
+                "the final evaluation plays the held-out episodes; drop final_episodes"
+            )
+        if held is not None:
+            self.final_episodes = held.count
         return self
 
 
@@ -269,6 +301,12 @@ class ExperimentConfig(_Strict):
     adapters: list[AdapterSpec] = Field(min_length=1)
     agents: list[AgentSpec] = Field(min_length=1)
     training: TrainingSpec
+    tasks: dict[Label, dict[str, Any]] | None = Field(
+        default=None,
+        min_length=1,
+        description="a suite: one experiment per task, each with these environment params "
+        "added, in <output>/<task>/, and a suite report across them (experiments.suite)",
+    )
     seeds: list[Int] | Int = Field(
         default=3,
         description="a list of seeds, or a count n meaning seeds 0..n-1",
@@ -351,10 +389,15 @@ class ExperimentConfig(_Strict):
                     f"agent {agent.name!r}: per_adapter names {', '.join(unknown)}, expected "
                     f"adapter names of this experiment: {', '.join(names)}"
                 )
-        runs = len(self.adapters) * len(self.agents) * len(self.seed_list)
+        held = self.evaluation.heldout_seeds
+        if held is not None:
+            during = self.evaluation.every is not None or self.evaluation.every_steps is not None
+            check_heldout(held.seeds, self.seed_list, during)
+        runs = len(self.adapters) * len(self.agents) * len(self.seed_list) \
+            * len(self.tasks or [None])
         if runs > MAX_RUNS:
             raise ValueError(
-                f"{runs} runs (adapters x agents x seeds); expected at most {MAX_RUNS}"
+                f"{runs} runs (adapters x agents x seeds x tasks); expected at most {MAX_RUNS}"
             )
         return self
 

@@ -34,6 +34,7 @@ from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
 from ..roles.reward_shaping import RewardShaping, RewardShapingConfig
 from .config import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, experiment_from_dict
+from .heldout import HeldOutEpisodes
 from .results import Run, find_run, fresh_run_dir, run_rows, write_json
 
 FINAL_EVAL_SEED = 10_000
@@ -199,9 +200,10 @@ def train_run(
             **_retention(config),
             **({} if eval_env is env else {"eval_env": eval_env}),
         )
+    final_env = _final_env(config, eval_env)
     if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
         for episode_record in agents.evaluate(
-            agent, eval_env, episodes=config.evaluation.final_episodes,
+            agent, final_env, episodes=config.evaluation.final_episodes,
             seed=run.seed + FINAL_EVAL_SEED,
         ):
             episode_record.phase = "best"
@@ -209,7 +211,8 @@ def train_run(
             record(episode_record)
         agent.restore(records.last_policy)
     final = agents.evaluate(
-        agent, eval_env, episodes=config.evaluation.final_episodes, seed=run.seed + FINAL_EVAL_SEED
+        agent, final_env, episodes=config.evaluation.final_episodes,
+        seed=run.seed + FINAL_EVAL_SEED
     )
     trained = sum(1 for r in records if r.phase == "train")
     for episode_record in final:
@@ -284,6 +287,13 @@ def _environments(config: ExperimentConfig, run: Run, raw_env: Any, adapter: Any
         eval_env = plan.wrap(wrap(make_env(config), adapter),
                              pay=plan.config.form == "instruction")
     return env, eval_env, shaper
+
+
+def _final_env(config: ExperimentConfig, eval_env: Any) -> Any:
+    """The final evaluation's environment: the held-out episodes when the experiment names
+    them (experiments.heldout), else ``eval_env`` seeded with ``seed + FINAL_EVAL_SEED``."""
+    held = config.evaluation.heldout_seeds
+    return eval_env if held is None else HeldOutEpisodes(eval_env, held.seeds)
 
 
 def _run_stats(adapter: Any, agent: Any, *others: Any) -> dict[str, float]:

@@ -23,6 +23,11 @@ Per adapter x agent the summary gives:
 - ``train_wall_time_s``: mean wall time of a seed's training episodes, summed;
 - ``llm_calls`` and ``cache_hits``: totals over all seeds and phases.
 
+``summary.md`` then gives each adapter x agent's final success over seeds as IQM and mean
+with rliable's stratified bootstrap 95% intervals (:mod:`langadapt.experiments.stats`; a
+line naming the ``stats`` extra without rliable). A suite's report across tasks is
+:mod:`langadapt.experiments.suite`.
+
 The numbers come from :mod:`langadapt.experiments.summary`, the plots from
 :mod:`langadapt.experiments.plots`. Rebuilding holds the folder's lock and writes every file
 whole (see :mod:`langadapt.experiments.results`): a symbolic link among the folder's files
@@ -53,6 +58,7 @@ from .results import (
     write_text,
     writing,
 )
+from .stats import seed_scores_markdown
 from .summary import (
     FEW_SEEDS,
     SUMMARY_COLUMNS,
@@ -207,6 +213,7 @@ def write_report(
         params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
         title = f"{config.name} — {config.environment.id} {params}".strip()
         markdown = summary_markdown(rows, title, threshold)
+        markdown += seed_scores_markdown(episodes)
         markdown += prerender_markdown(out_dir / "prerender.json")
         markdown += results_notes(out_dir, failed)
         with replacing(out_dir, "summary.csv") as temporary:

@@ -2,9 +2,11 @@
 
 The modules of this package, each importing only those before it::
 
+    heldout        held-out evaluation episodes (imported by config: it checks the seeds)
     config         the experiment file (pydantic models, loading, errors naming the key)
     results        the results folder: layout, safe writing, lock, reading and checking it
     summary        the statistics of the episodes (bootstrap intervals, threshold)
+    stats          IQM, stratified bootstrap intervals, performance profiles (rliable)
     plots          learning curves, final returns, best-so-far curves
     report         summary.csv, summary.md and the plots of a results folder
     search_report  the best-so-far report of LLM policy search runs
@@ -12,6 +14,7 @@ The modules of this package, each importing only those before it::
     executors      where runs execute: the process pool; shipped adapter tables
     executors_ray  the Ray executor (Ray imported only when used)
     runner         this module: prerendering and the whole experiment
+    suite          a suite: one experiment per task, the report across tasks
     cli            the ``langadapt`` command
 
 The layout of a results folder and how it is written safely (only inside itself, whole
@@ -169,6 +172,9 @@ def run_experiment(
     :class:`ResultsFolderError` naming this process); a folder that cannot be written is a
     :class:`ResultsFolderError` too, with the finished runs kept.
     """
+    if config.tasks:
+        raise ConfigError(f"experiment {config.name!r} is a suite (it has tasks): run it with "
+                          "experiments.suite.run_suite or `langadapt run`")
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
     make_env(config).close()  # bad environment parameters fail before anything is written
     if out_dir.exists() and not out_dir.is_dir():
