@@ -14,15 +14,14 @@ the initial policy, is kept by definition). Then the proposer writes the next ca
 - ``proposer: random``: a uniformly random table or weights in ``[-random_scale,
   random_scale]`` (random search, the baseline with the same evaluation budget).
 
-The search is the agent protocol's ``act`` / ``learn``, trained by :func:`agents.train`
-like every agent: ``act(obs, legal, explore=True)`` runs the candidate under evaluation,
-``explore=False`` the kept policy (what :func:`agents.evaluate` and the final evaluation
-see); ``learn`` records the step and, when an episode ends, scores the round and asks for
-the next candidate. The rounds are the search's own budget: once the last one is scored
-(``rounds`` proposals after the initial policy) ``training_done`` is true and ``train``
-stops; its ``episodes`` / ``steps`` only cap the search. Evaluation, ``eval_env`` and
-``keep_best`` behave as for every agent. Every round is appended to ``log_path`` (JSON
-lines, set it before training) as it ends.
+The search is an agent whose ``act(obs, legal, explore=False)`` is the kept policy (what
+:func:`agents.evaluate` and the final evaluation see; ``explore=True`` runs the candidate),
+trained by its own learner, :class:`PolicySearchLearner` (``agent.learner()``, which
+:func:`agents.train` uses): a plain loop over rounds. The rounds are the search's own
+budget: it stops once the last one is scored (``rounds`` proposals after the initial
+policy); ``train``'s ``episodes`` / ``steps`` only cap it. Evaluation, ``eval_env`` and
+``keep_best`` are the same callbacks as for every agent. Every round is appended to
+``log_path`` (JSON lines, set it before training) as it ends.
 
 Prompts are three template files (``system.txt``, ``user.txt``, ``correction.txt``,
 ``string.Template`` syntax: ``$name``) from ``agents/templates/policy_search/`` or the folder
@@ -41,12 +40,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..agents import Agent, Discretisation
+from ..agents import (
+    Agent,
+    Budget,
+    Callback,
+    Discretisation,
+    EpisodeRecord,
+    TrainingResult,
+    TrainingRun,
+)
+from ..agents.loop import end_run, start_run
 from ..llm import LLMBackend, LLMReplyError, backend_fields, make_backend
 from .policy_families import (
     PROPOSAL_KEYS,
@@ -277,10 +286,7 @@ class LLMPolicySearch(Agent):
         self.conversation: list[dict[str, str]] = []
         self.round_log: list[dict[str, Any]] = []
         self._pending: dict[str, Any] = _entry(0, "initial")
-        self._returns: list[float] = []
         self._steps: deque[tuple[Any, int, float]] = deque(maxlen=cfg.max_trajectory_length)
-        self._episode_return = 0.0
-        self._episode_length = 0
         self.counters = dict.fromkeys(
             ("env_steps", "episodes", "rounds", "evaluated", "kept", "requests", "corrections",
              "skipped_rounds", "illegal_table_actions"), 0)
@@ -308,43 +314,21 @@ class LLMPolicySearch(Agent):
             return action
         return policy.action(x, mask)[0]
 
-    def learn(
-        self,
-        obs: Any,
-        action: int,
-        reward: float,
-        next_obs: Any,
-        terminated: bool,
-        truncated: bool,
-        next_legal_moves: Sequence[int] | None = None,
-    ) -> None:
-        """Record one step of the candidate's episode; at an episode's end, score the round
-        when its episodes are done and ask for the next candidate."""
-        a = self.check_action(action)
-        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
+    def record_step(self, obs: Any, action: int, reward: float) -> None:
+        """Remember one step of the candidate's episode for the trajectories shown."""
         x = self.check_obs(obs)
         self.counters["env_steps"] += 1
-        if self.finished:
-            return
         state: Any = (self.discretisation.index(x) if self.discretisation is not None
                       else [round(float(v), 2) for v in x])
-        self._steps.append((state, a, reward))
-        self._episode_return += reward
-        self._episode_length += 1
-        if terminated or truncated:
-            self._end_episode()
+        self._steps.append((state, action, reward))
 
-    def _end_episode(self) -> None:
-        trajectory = Trajectory(self._episode_return, self.round, self._episode_length,
-                                list(self._steps))
+    def end_episode(self, return_: float, length: int) -> None:
+        """Keep the finished episode as a trajectory (the best, worst and latest)."""
+        trajectory = Trajectory(return_, self.round, length, list(self._steps))
         self.counters["episodes"] += 1
-        self._returns.append(self._episode_return)
         self.latest_trajectory = trajectory
         self._remember(trajectory)
         self._steps.clear()
-        self._episode_return, self._episode_length = 0.0, 0
-        if len(self._returns) >= self.config.evaluation_episodes:
-            self._end_round()
 
     def _remember(self, trajectory: Trajectory) -> None:
         size = self.config.replay_buffer_size
@@ -353,8 +337,10 @@ class LLMPolicySearch(Agent):
         self.worst_trajectories = sorted(
             [*self.worst_trajectories, trajectory], key=lambda t: t.return_)[:size]
 
-    def _end_round(self) -> None:
-        score = float(np.mean(self._returns))
+    def end_round(self, returns: list[float]) -> None:
+        """Score the candidate by the mean of its episodes' ``returns``, keep it when it
+        beats the kept policy, log the round and ask for the next candidate."""
+        score = float(np.mean(returns))
         kept = self.best is None or score > self.best_return
         if kept:
             self.best, self.best_return = self.candidate, score
@@ -365,12 +351,11 @@ class LLMPolicySearch(Agent):
         self.scores.append((self.round, score, kept))
         self._log(self._pending | {
             "proposal": self.candidate.to_json(),
-            "episode_returns": list(self._returns),
+            "episode_returns": list(returns),
             "evaluated_return": score,
             "kept": kept,
             "skipped": False,
         })
-        self._returns = []
         self._next_candidate()
 
     def _next_candidate(self) -> None:
@@ -556,21 +541,12 @@ class LLMPolicySearch(Agent):
         return out
 
     # ---------------------------------------------------------------- the loop
-    learns_from_steps = False  # it scores whole episodes of a candidate
-    has_own_budget = True  # the rounds
-
-    def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
-        """Start the search afresh (:func:`agents.train` calls this first); the rounds are
-        the search's own budget, ``steps`` / ``episodes`` only cap it."""
-        super().set_training_horizon(steps, episodes)
-        self.reset_search()
-        if self.log_path is not None:
-            self.log_path.write_text("")
-
-    @property
-    def training_done(self) -> bool:
-        """True once the last round is scored: :func:`agents.train` then stops."""
-        return self.finished
+    def learner(self, override: Any = None) -> PolicySearchLearner:
+        """The search's own learner, a loop over rounds; it takes no advisor."""
+        if override is not None:
+            raise ValueError("an advisor replaces actions a step learner learns from; a "
+                             "policy search scores whole episodes of its candidates")
+        return PolicySearchLearner(self)
 
     # ------------------------------------------------------------ save / load
     def header(self) -> dict[str, Any]:
@@ -632,3 +608,59 @@ def _fmt(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isinf(value)):
         return "none"
     return f"{value:.4g}"
+
+
+class PolicySearchLearner:
+    """The loop of :class:`LLMPolicySearch`: each round runs the candidate for
+    ``evaluation_episodes`` episodes, scores it and asks for the next one, until the
+    rounds are done or the budget (``episodes`` / ``steps``, both optional) is spent."""
+
+    def __init__(self, search: LLMPolicySearch) -> None:
+        self.search = search
+
+    def learn(self, env: gym.Env, budget: Budget,
+              callbacks: Sequence[Callback] = ()) -> TrainingResult:
+        search = self.search
+        run = start_run(search, env, budget, callbacks)
+        search.reset_search()
+        if search.log_path is not None:
+            search.log_path.write_text("")
+        seed: int | None = budget.seed
+        while not search.finished:  # one round: the candidate's episodes
+            returns: list[float] = []
+            while len(returns) < search.config.evaluation_episodes:
+                if budget.spent(run.episodes, run.steps):
+                    return end_run(run)
+                record = self._episode(run, seed)
+                seed = None
+                if record is None:  # cut short by the step budget
+                    return end_run(run)
+                returns.append(record.return_)
+                if len(returns) == search.config.evaluation_episodes:
+                    search.end_round(returns)  # before the record: evaluations see the best
+                run.record(record)
+        return end_run(run)
+
+    def _episode(self, run: TrainingRun, seed: int | None) -> EpisodeRecord | None:
+        """One episode of the candidate (None when the step budget ends it first)."""
+        search, env, steps = self.search, run.env, run.budget.steps
+        started = time.perf_counter()
+        obs, info = env.reset(seed=seed)
+        ret, length, done = 0.0, 0, False
+        while not done:
+            action = search.act(obs, info.get("legal_moves"), True)
+            next_obs, reward, terminated, truncated, info = env.step(action)
+            reward, terminated, truncated = search.check_transition(reward, terminated,
+                                                                    truncated)
+            search.record_step(obs, action, reward)
+            obs = next_obs
+            ret += reward
+            length += 1
+            run.steps += 1
+            done = terminated or truncated
+            if not done and steps is not None and run.steps >= steps:
+                return None
+        search.end_episode(ret, length)
+        run.episodes += 1
+        return EpisodeRecord(run.episodes, ret, length, bool(info.get("is_success", False)),
+                             time.perf_counter() - started, "train", run.steps)

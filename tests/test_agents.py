@@ -105,7 +105,7 @@ def test_qlearning_on_384_dim_encodings_uses_exact_bytes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once, not on every step
         assert agent.act(a.copy(), explore=False) == 2
-    assert len(agent.table) == 1 and not agent.reads_description
+    assert len(agent.table) == 1 and agent.table_key == "observation"
 
 
 def test_qlearning_key_auto_follows_the_environment():
@@ -115,14 +115,14 @@ def test_qlearning_key_auto_follows_the_environment():
     raw = LanguageObservation(MazeEnv(maze="umaze"), adapters.make("raw", MazeEnv(maze="umaze")))
     on_raw = QLearningAgent(raw.observation_space, raw.action_space)
     on_raw.bind(raw)
-    assert not on_raw.reads_description  # the raw adapter's numbers are not descriptions
+    assert on_raw.table_key == "observation"  # the raw adapter's numbers are not descriptions
     plain = MazeEnv(maze="umaze")
     on_plain = QLearningAgent(plain.observation_space, plain.action_space)
     on_plain.bind(plain)
     assert on_plain.table_key == "observation"
     told = QLearningAgent(raw.observation_space, raw.action_space, dict(key="description"))
     told.bind(plain)  # told otherwise: kept
-    assert told.reads_description
+    assert told.table_key == "description"
 
 
 # ------------------------------------------------------------------ DQN target by hand
@@ -732,8 +732,7 @@ agent.bind(env)
 actions = []
 for cell in [c for c in env.unwrapped.free_cells() if c != env.unwrapped.goal]:
     obs, info = env.reset(options={"start": list(cell)})
-    seen = info["description"] if agent.reads_description else obs
-    actions.append(agent.act(seen, info["legal_moves"], False))
+    actions.append(agent.act(agent.observe(obs, info), info["legal_moves"], False))
 print(json.dumps(actions))
 """
 
@@ -752,7 +751,7 @@ def test_default_language_table_acts_identically_in_a_fresh_process_without_cach
     # built the ordinary way (no key given): a LanguageObservation supplies descriptions
     agent = QLearningAgent(env.observation_space, env.action_space, dict(alpha=0.5), seed=0)
     train(agent, env, episodes=60, seed=0, progress=False)
-    assert agent.reads_description
+    assert agent.table_key == "description"
     want = []
     for cell in [c for c in env.unwrapped.free_cells() if c != env.unwrapped.goal]:
         obs, info = env.reset(options={"start": list(cell)})

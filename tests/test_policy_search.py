@@ -422,7 +422,7 @@ def test_search_runs_through_train_and_evaluation_leaves_the_training_starts_alo
         return agent, train_starts, phases
 
     agent, plain, phases = training_starts()
-    assert agent.training_done and phases.count("train") == 7 * 2 and "eval" not in phases
+    assert agent.finished and phases.count("train") == 7 * 2 and "eval" not in phases
     _, evaluated, phases = training_starts(eval_every=2, eval_episodes=3)
     assert phases.count("eval") == 7 * 3
     assert evaluated == plain and len(set(map(tuple, plain))) == len(plain)
@@ -435,7 +435,7 @@ def test_search_with_keep_best_and_an_eval_env_behaves_like_any_agent():
     result = train(agent, env, seed=1, progress=False, eval_env=eval_env, eval_every=2,
                    eval_episodes=2, keep_best=True)
     assert result.best is not None and result.last_policy is not None
-    assert agent.training_done
+    assert agent.finished
 
 
 def test_an_advisor_on_an_agent_that_does_not_learn_from_steps_is_a_config_error():
