@@ -25,7 +25,7 @@ from .loop import (
 from .qlearning import QLearningAgent, QLearningConfig
 from .random_agent import RandomAgent
 from .registry import AGENTS, make_agent, register_agent
-from .training import EpisodeHook, Evaluations, ProgressBar, train
+from .training import train
 
 __all__ = [
     "AGENTS",
@@ -35,11 +35,8 @@ __all__ = [
     "DQNAgent",
     "DQNConfig",
     "Discretisation",
-    "EpisodeHook",
     "EpisodeRecord",
     "Evaluation",
-    "Evaluations",
-    "ProgressBar",
     "QLearningAgent",
     "QLearningConfig",
     "RandomAgent",

@@ -27,29 +27,19 @@ import numpy as np
 
 
 class Policy(Protocol):
-    """What a learner and :func:`evaluate` need of an agent (:class:`agents.base.Agent`)."""
+    """What a learner and :func:`evaluate` need of an agent (:class:`agents.base.Agent`);
+    a step learner's policy also has ``learn(obs, action, reward, next_obs, terminated,
+    truncated, next_legal_moves)``."""
 
     action_space: gym.spaces.Space
     obs_shape: tuple[int, ...]
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int: ...
-
     def observe(self, obs: Any, info: dict[str, Any]) -> Any: ...
-
     def bind(self, env: Any) -> None: ...
-
     def set_training_horizon(self, steps: int | None, episodes: int | None) -> None: ...
-
     def snapshot(self) -> Any: ...
-
     def restore(self, snapshot: Any) -> None: ...
-
-
-class StepPolicy(Policy, Protocol):
-    """A policy that learns from every transition (Q-learning, DQN)."""
-
-    def learn(self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
-              truncated: bool, next_legal_moves: Sequence[int] | None) -> None: ...
 
 
 def check_count(name: str, value: Any, minimum: int = 1, optional: bool = True) -> None:
@@ -147,17 +137,13 @@ class Budget:
 
 class Callback:
     """A hook into a learner's loop (SB3's ``BaseCallback``, reduced); callbacks run in the
-    order given. Override what you need."""
+    order given: ``on_start`` before the first episode, ``on_record`` after every record
+    (each finished training episode, each evaluation episode a callback records),
+    ``on_end`` after the last episode (not when the loop raised)."""
 
-    def on_start(self, run: TrainingRun) -> None:
-        """Before the first episode."""
-
-    def on_record(self, run: TrainingRun, record: EpisodeRecord) -> None:
-        """After every record: each finished training episode, and each evaluation episode
-        a callback records."""
-
-    def on_end(self, run: TrainingRun) -> None:
-        """After the last episode (not when the loop raised)."""
+    def on_start(self, run: TrainingRun) -> None: ...
+    def on_record(self, run: TrainingRun, record: EpisodeRecord) -> None: ...
+    def on_end(self, run: TrainingRun) -> None: ...
 
 
 @dataclass
@@ -184,7 +170,6 @@ class ActionOverride(Protocol):
     """Replaces some of the actions a policy chooses while it learns (an advisor)."""
 
     def bind(self, env: Any) -> None: ...
-
     def __call__(self, policy: Policy, obs: Any, legal_moves: Sequence[int] | None,
                  action: int, progress: float) -> int: ...
 
@@ -229,7 +214,7 @@ class StepLearner:
     """Trains a policy that learns from every transition (its ``learn(obs, action, ...)``),
     with an optional action override (an advisor) choosing some of the actions."""
 
-    def __init__(self, policy: StepPolicy, override: ActionOverride | None = None) -> None:
+    def __init__(self, policy: Any, override: ActionOverride | None = None) -> None:
         self.policy = policy
         self.override = override
 

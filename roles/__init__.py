@@ -34,7 +34,8 @@ from .instructions import (
 from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt
 from .oracles import MazeOracle, Oracle, oracle_for, register_oracle
 from .policy_families import LinearPolicy, TabularPolicy, parse_proposal, proposal_schema
-from .policy_search import LLMPolicySearch, PolicySearchConfig, load_templates
+from .policy_search import LLMPolicySearch, PolicySearchConfig
+from .policy_search_prompts import load_templates
 from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
 from .reward_shaping import RewardShaping, RewardShapingConfig, spearman_with_distance
 

@@ -24,19 +24,18 @@ policy); ``train``'s ``episodes`` / ``steps`` only cap it. Evaluation, ``eval_en
 ``log_path`` (JSON lines, set it before training) as it ends.
 
 Prompts are three template files (``system.txt``, ``user.txt``, ``correction.txt``,
-``string.Template`` syntax: ``$name``) from ``agents/templates/policy_search/`` or the folder
-given as ``templates``; :data:`TEMPLATE_VARIABLES` lists what they may use.
+``string.Template`` syntax: ``$name``) from ``roles/templates/policy_search/`` or the folder
+given as ``templates`` (:mod:`roles.policy_search_prompts`, whose
+:data:`~langadapt.roles.policy_search_prompts.TEMPLATE_VARIABLES` lists what they may use).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import string
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,7 +57,6 @@ from ..agents import (
 from ..agents.loop import end_run, start_run
 from ..llm import LLMBackend, LLMReplyError, backend_fields, make_backend
 from .policy_families import (
-    PROPOSAL_KEYS,
     LinearPolicy,
     Policy,
     TabularPolicy,
@@ -66,80 +64,11 @@ from .policy_families import (
     proposal_schema,
     random_policy,
 )
-
-TEMPLATE_DIR = Path(__file__).parent / "templates" / "policy_search"
-TEMPLATE_FILES = ("system.txt", "user.txt", "correction.txt")
-
-#: Every variable a template may use, and what it holds.
-TEMPLATE_VARIABLES: dict[str, str] = {
-    "task_hints": "the task_hints setting (what the task is, what the return means)",
-    "family": "tabular or linear",
-    "actions": "the actions, e.g. '0 = push left, 1 = push right'",
-    "n_actions": "number of actions",
-    "n_states": "number of table states (tabular; 0 for linear)",
-    "state_layout": "how a state index is built from the observation (tabular)",
-    "observation_names": "the observation's dimensions, comma-separated",
-    "parameter_shape": "the weight matrix shape, e.g. '2 x 5' (linear)",
-    "policy_description": "what the policy is and how it acts (family-specific)",
-    "output_format": "the JSON form of an answer",
-    "evaluation_episodes": "episodes each policy is evaluated on",
-    "rounds": "number of rounds (proposals) of the search",
-    "round": "this round's number (1 = first proposal)",
-    "best_policy": "the kept policy as JSON",
-    "best_return": "its mean return",
-    "last_proposal": "the last proposal as JSON ('none' before the first)",
-    "last_return": "its mean return ('none' when there is none)",
-    "last_outcome": "the last proposal, its return and whether it was kept, in words",
-    "score_history": "the recent rounds' mean returns",
-    "trajectories": "the best and worst episodes so far (state, action, reward)",
-    "max_trajectory_length": "steps of each trajectory shown (the last ones)",
-    "error": "correction only: what was wrong with the reply",
-    "reply": "correction only: the reply (empty when the backend refused it)",
-}
-
-
-class TemplateError(ValueError):
-    """A template file that is missing or uses a variable that does not exist."""
-
-
-def template_variables(text: str) -> list[str]:
-    """The ``$name`` / ``${name}`` variables a template uses (in order, once each)."""
-    names: list[str] = []
-    for match in string.Template.pattern.finditer(text):
-        name = match.group("named") or match.group("braced")
-        if name and name not in names:
-            names.append(name)
-        if match.group("invalid") is not None:
-            raise ValueError(f"a '$' at character {match.start()} starts no variable name "
-                             "(write $$ for a dollar sign)")
-    return names
-
-
-def load_templates(folder: str | Path | None = None) -> dict[str, string.Template]:
-    """The three templates of ``folder`` (default: the packaged ones), checked: TemplateError
-    naming the file for a missing one and naming file and variable for an unknown variable."""
-    folder = TEMPLATE_DIR if folder is None else Path(folder)
-    missing = [name for name in TEMPLATE_FILES if not (folder / name).is_file()]
-    if missing:
-        raise TemplateError(f"template file {folder / missing[0]} does not exist (a template "
-                            f"folder needs {', '.join(TEMPLATE_FILES)})")
-    templates = {}
-    for name in TEMPLATE_FILES:
-        path = folder / name
-        text = path.read_text(encoding="utf-8")
-        try:
-            used = template_variables(text)
-        except ValueError as error:
-            raise TemplateError(f"template file {path}: {error}") from None
-        unknown = [v for v in used if v not in TEMPLATE_VARIABLES]
-        if unknown:
-            raise TemplateError(
-                f"template file {path} uses unknown variable ${unknown[0]}"
-                + (f" (and {', '.join('$' + v for v in unknown[1:])})" if unknown[1:] else "")
-                + f"; expected variables: {', '.join(TEMPLATE_VARIABLES)}"
-            )
-        templates[name.removesuffix(".txt")] = string.Template(text)
-    return templates
+from .policy_search_prompts import (
+    Trajectory,
+    load_templates,
+    prompt_variables,
+)
 
 
 class PolicySearchConfig(BaseModel):
@@ -202,16 +131,6 @@ class PolicySearchConfig(BaseModel):
         if self.proposer == "llm":
             load_templates(self.templates)
         return self
-
-
-@dataclass
-class Trajectory:
-    """One episode as the prompt shows it: its return, round and last steps."""
-
-    return_: float
-    round: int
-    length: int
-    steps: list[tuple[Any, int, float]]
 
 
 class LLMPolicySearch(Agent):
@@ -436,86 +355,7 @@ class LLMPolicySearch(Agent):
 
     def prompt_variables(self) -> dict[str, str]:
         """The values of every :data:`TEMPLATE_VARIABLES` entry for the current round."""
-        cfg = self.config
-        key = PROPOSAL_KEYS[cfg.family]
-        if cfg.family == "tabular":
-            output_format = (f'{{"{key}": [a list of exactly {self.n_states} actions, one per '
-                             f"state in state order, each one of "
-                             f"{', '.join(map(str, range(self.n_actions)))}]}}")
-            description = (f"The policy is a table: the action to take in each of the "
-                           f"{self.n_states} states.\n"
-                           + self.discretisation.layout(self.observation_names))
-        else:
-            cols = self.obs_dim + 1
-            output_format = (f'{{"{key}": [{self.n_actions} rows, one per action, each a list '
-                             f"of {cols} numbers]}}")
-            terms = " + ".join(f"w[{i}]*{n}" for i, n in enumerate(self.observation_names))
-            description = (
-                f"The policy is linear: each action a has a row w of {cols} numbers and the "
-                f"score {terms} + w[{cols - 1}]; the action with the highest score is taken. "
-                f"The weights are a {self.n_actions} x {cols} matrix (row a = action a).")
-        last = self.last_proposal
-        if last is None:
-            last_outcome = "none yet"
-        else:
-            verdict = ("kept as the new best" if self.last_kept
-                       else f"not kept (the best stays at {_fmt(self.best_return)})")
-            last_outcome = (f"{json.dumps(_shown(last))} scored {_fmt(self.last_return)}, "
-                            f"{verdict}")
-        recent = self.scores[-cfg.history_size:] if cfg.history_size else []
-        history = ", ".join(f"{r}: {_fmt(s)}{' (kept)' if k else ''}" for r, s, k in recent)
-        return {
-            "task_hints": cfg.task_hints or "maximise the return.",
-            "family": cfg.family,
-            "actions": ", ".join(f"{i} = {n}" for i, n in enumerate(self.action_names)),
-            "n_actions": str(self.n_actions),
-            "n_states": str(self.n_states),
-            "state_layout": (self.discretisation.layout(self.observation_names)
-                             if self.discretisation is not None else ""),
-            "observation_names": ", ".join(self.observation_names),
-            "parameter_shape": (f"{self.n_actions} x {self.obs_dim + 1}"
-                                if cfg.family == "linear" else ""),
-            "policy_description": description,
-            "output_format": output_format,
-            "evaluation_episodes": str(cfg.evaluation_episodes),
-            "rounds": str(cfg.rounds),
-            "round": str(self.round),
-            "best_policy": json.dumps({key: _shown(self.best)}) if self.best else "none",
-            "best_return": _fmt(self.best_return),
-            "last_proposal": json.dumps({key: _shown(last)}) if last else "none",
-            "last_return": _fmt(self.last_return) if last else "none",
-            "last_outcome": last_outcome,
-            "score_history": history or "none yet",
-            "trajectories": self.trajectories_text(),
-            "max_trajectory_length": str(cfg.max_trajectory_length),
-            "error": "",
-            "reply": "",
-        }
-
-    def trajectories_text(self) -> str:
-        """The trajectories the prompt shows, one line each."""
-        state = "state" if self.config.family == "tabular" else "observation"
-        head = (f"Each step is ({state}, action, reward); the last "
-                f"{self.config.max_trajectory_length} steps of each episode are shown.")
-        if self.config.replay_buffer:
-            parts = [head, "Best episodes so far:"]
-            parts += [self._trajectory_line(t) for t in self.best_trajectories]
-            worst = [t for t in self.worst_trajectories
-                     if not any(t is b for b in self.best_trajectories)]
-            if worst:
-                parts.append("Worst episodes so far:")
-                parts += [self._trajectory_line(t) for t in worst]
-        elif self.latest_trajectory is not None:
-            parts = [head, "Latest episode:", self._trajectory_line(self.latest_trajectory)]
-        else:
-            parts = []
-        return "\n".join(parts)
-
-    @staticmethod
-    def _trajectory_line(t: Trajectory) -> str:
-        steps = " ".join(
-            f"({json.dumps(s, separators=(',', ':'))},{a},{_fmt(r)})" for s, a, r in t.steps)
-        return f"- return {_fmt(t.return_)} in {t.length} steps (round {t.round}): {steps}"
+        return prompt_variables(self)
 
     # ---------------------------------------------------------------- logging
     def _log(self, entry: dict[str, Any]) -> None:
@@ -588,26 +428,12 @@ def _entry(round_: int, proposer: str) -> dict[str, Any]:
             "prompt_chars": 0, "reply": None, "error": None, "llm_seconds": 0.0}
 
 
-def _shown(policy: Policy) -> Any:
-    """A policy as the prompt shows it: weights to 3 decimals (shown 16-digit weights, SmolLM2
-    copies them and its reply runs past max_tokens)."""
-    if isinstance(policy, LinearPolicy):
-        return np.round(policy.weights, 3).tolist()
-    return policy.to_json()
-
-
 def _names(given: list[str] | None, count: int, what: str, prefix: str) -> list[str]:
     if given is None:
         return [f"{prefix}{i}" for i in range(count)]
     if len(given) != count:
         raise ValueError(f"{what} has {len(given)} names, expected {count}")
     return list(given)
-
-
-def _fmt(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isinf(value)):
-        return "none"
-    return f"{value:.4g}"
 
 
 class PolicySearchLearner:

@@ -24,11 +24,11 @@ from langadapt.roles.policy_families import (
     parse_proposal,
     proposal_schema,
 )
-from langadapt.roles.policy_search import (
+from langadapt.roles.policy_search import LLMPolicySearch
+from langadapt.roles.policy_search_prompts import (
     TEMPLATE_DIR,
     TEMPLATE_FILES,
     TEMPLATE_VARIABLES,
-    LLMPolicySearch,
     TemplateError,
     load_templates,
 )
