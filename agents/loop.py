@@ -1,18 +1,13 @@
 """The learner loop: a policy acts, a learner improves it with ``learn(env, budget, callbacks)``.
 
-A *policy* is an :class:`~langadapt.agents.base.Agent`: ``act(obs, legal_moves, explore)``.
-A *learner* runs a policy in an environment and improves it; :class:`StepLearner` is the one
-for agents that update from every transition (Q-learning, DQN, the few-shot LLM policy),
-in the shape of Stable-Baselines3's ``learn()``: one loop over episodes and steps, read top
-to bottom. What happens around it is a :class:`Callback` (evaluation, keep-best, the
-caller's records, the progress bar; :mod:`agents.training`). An *action override* (an
-advisor) may replace the action the policy chose before the environment steps.
-
-Every learner seeds the environment's first reset and its action space with
-``budget.seed`` and touches no global random generator. Legal moves come from
-``info["legal_moves"]`` (``None``: every action is legal), success from the last step's
-``info["is_success"]``. What the policy sees of a step is ``policy.observe(obs, info)``: the
-observation, or for a table keyed by descriptions ``info["description"]``.
+:class:`StepLearner` trains agents that update from every transition (Q-learning, DQN) in
+the shape of Stable-Baselines3's ``learn()``: one loop over episodes and steps; evaluation,
+keep-best, records and progress are :class:`Callback` s (:mod:`agents.training`); an action
+override (an advisor) may replace the policy's action before the environment steps. A
+learner seeds the first reset and the action space with ``budget.seed`` and touches no
+global random generator. Legal moves come from ``info["legal_moves"]`` (``None``: all),
+success from the last step's ``info["is_success"]``; the policy acts on
+``policy.observe(obs, info)`` (the observation, or a Q-table's description).
 """
 
 from __future__ import annotations
@@ -102,9 +97,6 @@ class TrainingResult:
 
     def __len__(self) -> int:
         return len(self.records)
-
-    def __getitem__(self, index: int) -> EpisodeRecord:
-        return self.records[index]
 
 
 @dataclass(frozen=True)
