@@ -701,6 +701,44 @@ class _Described(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+def test_step_learner_runs_callbacks_in_order_and_takes_an_action_override():
+    from langadapt.agents import Budget, Callback, StepLearner
+
+    env = MazeEnv(maze="umaze")
+    events: list[tuple[str, int, int]] = []
+
+    class Log(Callback):
+        def on_start(self, run):
+            events.append(("start", run.episodes, run.steps))
+
+        def on_record(self, run, record):
+            events.append((record.phase, run.episodes, run.steps))
+
+        def on_end(self, run):
+            events.append(("end", run.episodes, run.steps))
+
+    class LowestMove:  # an override: every action becomes the lowest legal move
+        def bind(self, env):
+            self.env, self.progress = env, []
+
+        def __call__(self, policy, obs, legal_moves, action, progress):
+            self.progress.append(progress)
+            return min(legal_moves)
+
+    agent = QLearningAgent(env.observation_space, env.action_space, seed=0)
+    override = LowestMove()
+    result = StepLearner(agent, override).learn(env, Budget(episodes=2, seed=0), [Log()])
+    assert events[0] == ("start", 0, 0) and events[-1] == ("end", 2, result.records[-1].total_steps)
+    assert [e[:2] for e in events[1:-1]] == [("train", 1), ("train", 2)]
+    assert override.env is env and override.progress[0] == 0.0
+    assert override.progress[-1] == 0.5  # by episodes: the second of two
+    assert all(np.count_nonzero(row) == 1 for row in agent.table.values())  # learned as taken
+    with pytest.raises(ValueError, match="train needs episodes=... or steps="):
+        StepLearner(agent).learn(env, Budget(seed=0))
+    with pytest.raises(ValueError, match="steps is -1"):
+        Budget(steps=-1)
+
+
 def test_description_keyed_table_trains_on_descriptions_and_rejects_vectors():
     env = _Described(MazeEnv(maze="umaze"))
     agent = QLearningAgent(

@@ -438,6 +438,21 @@ def test_search_with_keep_best_and_an_eval_env_behaves_like_any_agent():
     assert agent.finished
 
 
+def test_the_search_learner_is_a_loop_over_rounds_and_refuses_an_advisor():
+    from langadapt.roles import LLMAdvisor
+
+    env = gym.make("langadapt/FrozenLake-v0", is_slippery=False)
+    agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=0,
+                       proposer="random", rounds=3, evaluation_episodes=2)
+    with pytest.raises(ValueError, match="policy search scores whole episodes"):
+        train(agent, env, progress=False, advisor=LLMAdvisor({"source": "random"}))
+    result = train(agent, env, progress=False, steps=10_000)
+    assert len(result) == 4 * 2 and agent.finished  # the initial policy and 3 proposals
+    assert [e["round"] for e in agent.round_log] == [0, 1, 2, 3]
+    capped = train(agent, env, progress=False, episodes=3)  # the budget caps the rounds
+    assert len(capped) == 3 and not agent.finished and agent.counters["evaluated"] == 1
+
+
 def test_an_advisor_on_an_agent_that_does_not_learn_from_steps_is_a_config_error():
     from langadapt.experiments.config import ConfigError, experiment_from_dict
 
