@@ -7,6 +7,7 @@ environments)::
     action = agent.act(obs, legal_moves=None, explore=True)
     agent.learn(obs, action, reward, next_obs, terminated, truncated, next_legal_moves=None)
     agent.save(path); agent.load(path)
+    agent.learner(advisor=None).learn(env, budget, callbacks)   # training: agents.loop
 
 ``legal_moves`` is a sequence of distinct action indices (``None`` means every action is
 legal). ``terminated`` means the episode ended in a terminal state (no bootstrapping);
@@ -136,7 +137,7 @@ class Agent:
         return StepLearner(self, override)
 
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
-        """Tell the agent how long training will run (``train()`` calls this first)."""
+        """Tell the agent how long training will run (a learner calls this first)."""
         check_count("steps", steps)
         check_count("episodes", episodes)
 
