@@ -98,6 +98,9 @@ class TrainingResult:
     def __len__(self) -> int:
         return len(self.records)
 
+    def __getitem__(self, index: int) -> EpisodeRecord:
+        return self.records[index]
+
 
 @dataclass(frozen=True)
 class Budget:
