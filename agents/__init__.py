@@ -1,8 +1,9 @@
 """RL agents that work on raw vectors, 384-dim language encodings and descriptions alike.
 
 Public names: the agents (:class:`QLearningAgent`, :class:`DQNAgent`, :class:`RandomAgent`)
-with their pydantic configs, :func:`make_agent` / :func:`register_agent`, the loop
-(:func:`train`, :func:`evaluate`, :class:`EpisodeRecord`, :class:`TrainingResult`),
+with their pydantic configs, :func:`make_agent` / :func:`register_agent`, the learner loop
+(:class:`StepLearner` with its :class:`Budget` and :class:`Callback` s, :func:`train`,
+:func:`evaluate`, :class:`EpisodeRecord`, :class:`TrainingResult`),
 :class:`Discretisation` and :func:`read_agent_file` (the one save format). Agents know only
 gymnasium spaces and the environment they are bound to; the LLM roles that act as agents
 live in :mod:`langadapt.roles`.
@@ -11,14 +12,26 @@ live in :mod:`langadapt.roles`.
 from .base import Agent, read_agent_file
 from .discretisation import Discretisation
 from .dqn import DQNAgent, DQNConfig, dqn_targets, q_network
+from .loop import (
+    Budget,
+    Callback,
+    EpisodeRecord,
+    Evaluation,
+    StepLearner,
+    TrainingResult,
+    TrainingRun,
+    evaluate,
+)
 from .qlearning import QLearningAgent, QLearningConfig
 from .random_agent import RandomAgent
 from .registry import AGENTS, make_agent, register_agent
-from .training import EpisodeRecord, Evaluation, TrainingResult, evaluate, train
+from .training import train
 
 __all__ = [
     "AGENTS",
     "Agent",
+    "Budget",
+    "Callback",
     "DQNAgent",
     "DQNConfig",
     "Discretisation",
@@ -27,7 +40,9 @@ __all__ = [
     "QLearningAgent",
     "QLearningConfig",
     "RandomAgent",
+    "StepLearner",
     "TrainingResult",
+    "TrainingRun",
     "dqn_targets",
     "evaluate",
     "make_agent",

@@ -7,6 +7,7 @@ environments)::
     action = agent.act(obs, legal_moves=None, explore=True)
     agent.learn(obs, action, reward, next_obs, terminated, truncated, next_legal_moves=None)
     agent.save(path); agent.load(path)
+    agent.learner(advisor=None).learn(env, budget, callbacks)   # training: agents.loop
 
 ``legal_moves`` is a sequence of distinct action indices (``None`` means every action is
 legal). ``terminated`` means the episode ended in a terminal state (no bootstrapping);
@@ -33,6 +34,7 @@ from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict
 
 from ..environments import check_action, check_legal_moves
+from .loop import ActionOverride, StepLearner, check_count
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -55,15 +57,6 @@ def parse_config(config: BaseModel | dict[str, Any] | None, model: type[ConfigT]
     )
 
 
-def check_count(name: str, value: Any, minimum: int = 1, optional: bool = True) -> None:
-    """ValueError unless ``value`` is an int >= ``minimum`` (or None when ``optional``)."""
-    if value is None and optional:
-        return
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        what = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-        raise ValueError(f"{name} is {value!r}, expected {what}" + (" or None" if optional else ""))
-
-
 class NoConfig(BaseModel):
     """Hyperparameters of an agent that has none: rejects any name given."""
 
@@ -81,16 +74,6 @@ class Agent:
 
     kind: ClassVar[str] = "agent"
     config_model: ClassVar[type[BaseModel]] = NoConfig
-    #: True when the agent takes the state's description (``info["description"]``) as
-    #: its observation; :func:`agents.train` and :func:`agents.evaluate` then pass it.
-    reads_description: bool = False
-    #: False for agents that do not learn from single steps (an LLM policy, a policy
-    #: search): an advisor, which replaces some of the steps' actions, makes no sense there.
-    learns_from_steps: ClassVar[bool] = True
-    #: True for agents that stop training themselves (see :attr:`training_done`), so that
-    #: :func:`agents.train` needs no episode or step budget for them.
-    has_own_budget: ClassVar[bool] = False
-
     def __init__(
         self,
         observation_space: spaces.Space,
@@ -136,20 +119,25 @@ class Agent:
         raise NotImplementedError
 
     def bind(self, env: Any) -> None:
-        """The environment the agent acts in next: :func:`agents.train` calls it before
-        training (and again after evaluating on another environment), :func:`agents.evaluate`
-        before evaluating. Agents that read more than the observation (the episode history,
+        """The environment the agent acts in next: a learner calls it before training (and
+        again after evaluating on another environment), :func:`agents.evaluate` before
+        evaluating. Agents that read more than the observation (the episode history,
         the raw state, whether the environment supplies descriptions) take it from ``env``
         here; it must be cheap when called again. The base class needs nothing."""
 
-    @property
-    def training_done(self) -> bool:
-        """True once the agent has spent a budget of its own (a policy search's rounds);
-        :func:`agents.train` then stops. Always False for the step-budgeted agents."""
-        return False
+    def observe(self, obs: Any, info: dict[str, Any]) -> Any:
+        """What the agent acts on and learns from after a reset or step: the observation
+        (a table keyed by descriptions takes ``info["description"]`` instead)."""
+        return obs
+
+    def learner(self, override: ActionOverride | None = None) -> Any:
+        """The learner that trains this agent (:func:`agents.train` calls its ``learn(env,
+        budget, callbacks)``): the step learner, with ``override`` (an advisor) choosing
+        some of the actions. Agents that learn otherwise (a policy search) return their own."""
+        return StepLearner(self, override)
 
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
-        """Tell the agent how long training will run (``train()`` calls this first)."""
+        """Tell the agent how long training will run (a learner calls this first)."""
         check_count("steps", steps)
         check_count("episodes", episodes)
 

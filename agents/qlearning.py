@@ -9,11 +9,12 @@ The table maps what the state means to one row of action values:
   more dimensions (an encoder's vector) warns once: such keys depend on the last bits of
   the encoder's output and do not survive a new process; use descriptions or bins.
 - ``key="description"``: the state's description (a 16-byte BLAKE2 hash of its text). The
-  agent then takes the description as its observation: :func:`agents.train` and
-  :func:`agents.evaluate` pass ``info["description"]``, which a
-  :class:`~langadapt.adapters.LanguageObservation` environment provides. The table does not
-  depend on the encoder's numbers (MiniLM vectors of one text differ in the last bits between
-  batch sizes), so a saved table acts identically in a new process without any cache.
+  agent then takes the description as its observation: :meth:`QLearningAgent.observe`
+  picks ``info["description"]`` (which a :class:`~langadapt.adapters.LanguageObservation`
+  environment provides) and the learner and :func:`agents.evaluate` act on what it returns.
+  The table does not depend on the encoder's numbers (MiniLM vectors of one text differ in
+  the last bits between batch sizes), so a saved table acts identically in a new process
+  without any cache.
 - ``key="observation"`` with ``bins=None``: the exact bytes of the float32
   observation - the state itself for discrete states (maze cells).
 - ``key="observation"`` with ``bins=k`` or ``bins=[k1, k2, ...]``: continuous raw states
@@ -131,10 +132,19 @@ class QLearningAgent(Agent):
         self._warned = False
 
     # ------------------------------------------------------------------- keys
-    @property
-    def reads_description(self) -> bool:  # type: ignore[override]
-        """Whether the table is keyed by the state's description."""
-        return self.table_key == "description"
+    def observe(self, obs: Any, info: dict[str, Any]) -> Any:
+        """The description (``info["description"]``) when the table is keyed by
+        descriptions, else the observation: the learner and :func:`agents.evaluate` pass
+        what this returns to :meth:`act` and :meth:`learn`."""
+        if self.table_key != "description":
+            return obs
+        text = info.get("description")
+        if not isinstance(text, str):
+            raise ValueError(
+                "the table is keyed by descriptions, but the environment gives no "
+                'info["description"]: wrap it in LanguageObservation with a text adapter'
+            )
+        return text
 
     def bind(self, env: Any) -> None:
         """Resolve ``key="auto"`` on the first environment: by description when ``env``
@@ -163,7 +173,7 @@ class QLearningAgent(Agent):
 
     def key(self, obs: Any) -> bytes:
         """The table key of an observation (bytes); ValueError when it does not fit."""
-        if self.reads_description:
+        if self.table_key == "description":
             if type(obs) is not str:
                 raise ValueError(
                     f"observation is {type(obs).__name__}, but this table is keyed by "

@@ -41,6 +41,8 @@ from ..finetune.agent import check_grpo  # importing finetune registers the grpo
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
 from ..roles.instructions import InstructionsConfig, load_instruction_set
+from ..roles.llm_policy import LLMPolicy
+from ..roles.policy_search import LLMPolicySearch
 from ..roles.reward_shaping import RewardShapingConfig
 from .heldout import check_heldout
 
@@ -572,7 +574,7 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
 def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
     """The advisor and reward-shaping blocks, and llm_policy agents only on raw states."""
     if spec.advisor is not None:
-        if not AGENTS[spec.type].learns_from_steps:
+        if issubclass(AGENTS[spec.type], (LLMPolicy, LLMPolicySearch)):
             raise ConfigError(
                 f"{source}: agents.{index}.advisor: an advisor replaces some of the actions an "
                 f"agent learns from step by step, but {spec.type} does not learn from steps; "

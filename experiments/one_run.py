@@ -153,16 +153,17 @@ def train_run(
         seed=run.seed,
         **agent_params(run.agent, run.adapter.name, config.cache_dir),
     )
-    if run.agent.advisor is not None:
-        agent = LLMAdvisor(agent,
-                           _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir))
+    advisor = None if run.agent.advisor is None else LLMAdvisor(
+        _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir), seed=run.seed)
     agent.bind(env)  # a misconfigured role fails before the first episode
+    if advisor is not None:
+        advisor.bind(env)
     started = time.perf_counter()
     rows = 0
 
     def record(episode_record) -> None:
         nonlocal last_stats, rows
-        stats = _run_stats(adapter, agent, shaper, plan)
+        stats = _run_stats(adapter, agent, advisor, shaper, plan)
         on_row(
             {
                 "adapter": run.adapter.name,
@@ -199,6 +200,7 @@ def train_run(
             on_episode=record,
             **_retention(config),
             **({} if eval_env is env else {"eval_env": eval_env}),
+            advisor=advisor,
         )
     final_env = _final_env(config, eval_env)
     if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
@@ -227,7 +229,8 @@ def train_run(
         "adapter_stats": {k: float(v) for k, v in adapter.stats().items()},
         **_agent_log(agent),
         "llm_roles": {name: role.stats() for name, role in
-                      (("agent", agent), ("reward_shaping", shaper), ("instructions", plan))
+                      (("agent", agent), ("advisor", advisor), ("reward_shaping", shaper),
+                       ("instructions", plan))
                       if hasattr(role, "stats")},
         **_instructions_record(config, run, plan, agent, env, eval_env, run_dir),
     }

@@ -2,9 +2,9 @@
 
 - the policy: :class:`LLMPolicy` (agent type ``llm_policy``), prompts from the
   environment's language spec, replies read by :class:`DiscreteActionParser`;
-- an advisor during training: :class:`LLMAdvisor` around any agent (sources ``llm``,
-  ``oracle``, ``random``), :class:`AdvisedActions` and :func:`sb3_advice_callback` for
-  Stable-Baselines3;
+- an advisor during training: :class:`LLMAdvisor`, an action override in the step
+  learner's loop (sources ``llm``, ``oracle``, ``random``), :class:`AdvisedActions` and
+  :func:`sb3_advice_callback` for Stable-Baselines3;
 - a reward signal: :class:`RewardShaping` (potential-based, or the LLM as judge);
 - an optimiser that writes whole policies: :class:`LLMPolicySearch` (agent type
   ``llm_policy_search``; tables or linear policies, proposer ``llm`` or ``random``);
@@ -21,7 +21,7 @@ package registers ``llm_policy`` and ``llm_policy_search`` with :func:`agents.ma
 
 from ..agents import register_agent
 from . import minigrid_oracle  # noqa: F401  (registers the MiniGrid/BabyAI oracles)
-from .advisor import Advice, AdvisedActions, AdvisorConfig, LLMAdvisor, sb3_advice_callback
+from .advisor import AdvisedActions, AdvisorConfig, LLMAdvisor, sb3_advice_callback
 from .counting import LLM_COUNTERS, RoleCounters, make_llm_backend
 from .instructions import (
     InstructionFollowing,
@@ -34,7 +34,8 @@ from .instructions import (
 from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt
 from .oracles import MazeOracle, Oracle, oracle_for, register_oracle
 from .policy_families import LinearPolicy, TabularPolicy, parse_proposal, proposal_schema
-from .policy_search import LLMPolicySearch, PolicySearchConfig, load_templates
+from .policy_search import LLMPolicySearch, PolicySearchConfig
+from .policy_search_prompts import load_templates
 from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
 from .reward_shaping import RewardShaping, RewardShapingConfig, spearman_with_distance
 
@@ -44,7 +45,6 @@ register_agent("llm_policy_search", LLMPolicySearch)
 __all__ = [
     "LLM_COUNTERS",
     "ActionParseError",
-    "Advice",
     "AdvisedActions",
     "AdvisorConfig",
     "DiscreteActionParser",

@@ -1,26 +1,26 @@
 """Advice during training: an LLM (or an oracle, or chance) picks some of the actions.
 
-:class:`LLMAdvisor` wraps any agent of this package. While training (``explore=True``),
-with probability ``p(t)`` the action taken is the advisor's suggestion for the state instead
-of the agent's exploratory choice (``replace: exploratory``, the default: a choice that
-differs from the agent's greedy one; ``replace: any`` replaces every choice); the agent
-still learns from every transition, the advised ones included (off-policy: Q-learning and
-DQN learn from any behaviour). ``p``
-starts at ``probability`` and falls linearly to 0 at ``decay_fraction`` of training (the
-horizon ``train()`` announces), so the advice fades away and the final policy is the
-agent's own. Evaluation (``explore=False``) never asks for advice: zero LLM calls.
+:class:`LLMAdvisor` is an action override of the step learner
+(``agents.train(agent, env, ..., advisor=LLMAdvisor(config))``): while training, with
+probability ``p(t)`` the action taken is the advisor's suggestion for the state instead of
+the agent's exploratory choice (``replace: exploratory``, the default: a choice that differs
+from the agent's greedy one; ``replace: any`` replaces every choice); the agent still learns
+from every transition, the advised ones included (off-policy: Q-learning and DQN learn from
+any behaviour). ``p`` starts at ``probability`` and falls linearly to 0 at
+``decay_fraction`` of training (the budget's progress), so the advice fades away and the
+final policy is the agent's own. Evaluation never asks for advice: zero LLM calls.
 
 Sources (``source``):
 
 - ``llm``: the LLM's action for the state (an :class:`LLMPolicy` decision: structured output
   over the legal moves; each distinct prompt costs one call per answer cache);
 - ``oracle``: a legal move on a shortest plan (:mod:`roles.oracles`; on a maze, one that
-  lowers the shortest-path (BFS) distance to the goal
-  the most - the upper bound of what advice can do;
+  lowers the shortest-path (BFS) distance to the goal the most) - the upper bound of what
+  advice can do;
 - ``random``: a uniformly random legal move - the lower bound.
 
 The advisor reads the raw state from the environment it is bound to (:meth:`LLMAdvisor.bind`,
-which the experiment runner calls), so the agent may learn from any adapter's observations.
+which the learner calls), so the agent may learn from any adapter's observations.
 
 Stable-Baselines3 (or any library with its own loop): wrap the raw environment in
 :class:`AdvisedActions` (it replaces actions during training and reports the executed one
@@ -31,7 +31,6 @@ the replay buffer stores the executed action, not the one the model proposed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -45,7 +44,7 @@ from .counting import BackendSpec, RoleCounters
 from .llm_policy import LLMPolicy
 from .oracles import Oracle, oracle_for
 
-__all__ = ["AdvisorConfig", "Advice", "LLMAdvisor", "AdvisedActions", "sb3_advice_callback"]
+__all__ = ["AdvisorConfig", "LLMAdvisor", "AdvisedActions", "sb3_advice_callback"]
 
 
 class AdvisorConfig(BaseModel):
@@ -95,21 +94,28 @@ class AdvisorConfig(BaseModel):
         return value
 
 
-class Advice:
-    """A suggestion source with its schedule and counters (used by both advisor forms)."""
+class LLMAdvisor:
+    """A suggestion source with its schedule and counters: the step learner's action
+    override, and the advice of :class:`AdvisedActions`.
+
+    Two generators seeded with ``seed``: one draws whether to take the advice, one is the
+    ``random`` source's.
+    """
 
     def __init__(
-        self, config: AdvisorConfig | dict[str, Any] | None, n_actions: int, seed: int = 0,
+        self, config: AdvisorConfig | dict[str, Any] | None = None, seed: int = 0,
         backend: Any = None,
     ) -> None:
         self.config = config if isinstance(config, AdvisorConfig) else AdvisorConfig(
             **(config or {})
         )
-        self.n_actions = n_actions
-        self.rng = np.random.default_rng(seed)
+        check_count("seed", seed, minimum=0, optional=False)
         self.seed = seed
+        self.draws = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed)
         self._backend = backend
         self.env: Any = None
+        self.n_actions = 0
         self.spec: LanguageSpec | None = None
         self.policy: LLMPolicy | None = None
         self.oracle: Oracle | None = None
@@ -125,6 +131,9 @@ class Advice:
         is built on the first call, later calls only change the environment."""
         first = self.env is None
         self.env = getattr(env, "unwrapped", env)
+        if not isinstance(env.action_space, spaces.Discrete):
+            raise ValueError(f"action_space is {env.action_space!r}, expected Discrete")
+        self.n_actions = int(env.action_space.n)
         if self.config.source == "random" or not first:
             return
         self.spec = language_for(env, **self.config.language)
@@ -141,16 +150,30 @@ class Advice:
         )
         self.policy.check_backend()
 
-    def suggest(self, obs: Any, legal_moves: Sequence[int] | None) -> int | None:
+    def __call__(self, policy: Agent, obs: Any, legal_moves: Sequence[int] | None,
+                 action: int, progress: float) -> int:
+        """The action to take instead of ``policy``'s exploratory ``action`` after
+        ``progress`` of training: the advice with probability ``p``, else ``action``."""
+        p = self.probability(progress)
+        if p <= 0.0 or self.draws.random() >= p:
+            return action
+        if self.config.replace == "exploratory" and action == policy.act(
+            obs, legal_moves, False
+        ):
+            return action  # the agent's greedy choice: tried as it is
+        advice = self.suggest(legal_moves)
+        return action if advice is None else advice
+
+    def suggest(self, legal_moves: Sequence[int] | None) -> int | None:
         """The advised action in the current state; None when the LLM's advice is less
         probable than ``min_confidence`` (counted in ``withheld``)."""
+        if self.env is None:
+            raise ValueError("the advisor needs bind(env) first")
         moves = list(range(self.n_actions)) if legal_moves is None else [int(m) for m in
                                                                           legal_moves]
         if self.config.source == "random":
             self.counters["advised"] += 1
             return int(self.rng.choice(moves))
-        if self.env is None:
-            raise ValueError(f"advisor source {self.config.source!r} needs bind(env) first")
         if self.config.source == "oracle":
             self.counters["advised"] += 1
             return self.oracle.best_move(self.env, moves)
@@ -170,106 +193,6 @@ class Advice:
         return {**stats, **self.counters}
 
 
-class LLMAdvisor(Agent):
-    """Wrap ``agent``: during training take the advice with probability ``p(t)``.
-
-    Saves, loads and evaluates as the wrapped agent; ``stats()`` counts the advice.
-    """
-
-    config_model = AdvisorConfig
-    config: AdvisorConfig
-
-    def __init__(
-        self, agent: Agent, config: AdvisorConfig | dict[str, Any] | None = None, *,
-        backend: Any = None,
-    ) -> None:
-        if not isinstance(agent, Agent):
-            raise ValueError(f"agent is {agent!r}, expected an agent of langadapt.agents")
-        super().__init__(agent.observation_space, agent.action_space, config, agent.seed)
-        self.agent = agent
-        self.kind = agent.kind
-        self.advice = Advice(self.config, self.n_actions, agent.seed, backend)
-        self.steps = 0
-        self.episodes = 0
-        self._horizon: tuple[int | None, int | None] = (None, None)
-
-    @property
-    def learns(self) -> bool:
-        return getattr(self.agent, "learns", True)
-
-    @property
-    def reads_description(self) -> bool:  # type: ignore[override]
-        return self.agent.reads_description
-
-    def bind(self, env: Any) -> None:
-        """Read the raw states from ``env`` (also binds the wrapped agent if it binds)."""
-        self.advice.bind(env)
-        inner = getattr(self.agent, "bind", None)
-        if callable(inner):
-            inner(env)
-
-    def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
-        check_count("steps", steps)
-        check_count("episodes", episodes)
-        self._horizon = (steps, episodes)
-        self.steps = self.episodes = 0
-        self.agent.set_training_horizon(steps=steps, episodes=episodes)
-
-    @property
-    def progress(self) -> float:
-        """Fraction of training done (by steps when the horizon is in steps); 0 if unknown."""
-        steps, episodes = self._horizon
-        if steps:
-            return self.steps / steps
-        if episodes:
-            return self.episodes / episodes
-        return 0.0
-
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
-        action = self.agent.act(obs, legal_moves, explore)
-        if not explore:
-            return action
-        p = self.advice.probability(self.progress)
-        if p <= 0.0 or self.rng.random() >= p:
-            return action
-        if self.config.replace == "exploratory" and action == self.agent.act(
-            obs, legal_moves, False
-        ):
-            return action  # the agent's greedy choice: tried as it is
-        advice = self.advice.suggest(obs, legal_moves)
-        return action if advice is None else advice
-
-    def learn(
-        self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
-        truncated: bool, next_legal_moves: Sequence[int] | None = None,
-    ) -> None:
-        self.agent.learn(obs, action, reward, next_obs, terminated, truncated, next_legal_moves)
-        self.steps += 1
-        if terminated or truncated:
-            self.episodes += 1
-
-    def stats(self) -> dict[str, float]:
-        """The advice's counters (``advised``, ``llm_calls``, ...) plus the wrapped agent's."""
-        stats = self.advice.stats()
-        inner = getattr(self.agent, "stats", None)
-        if callable(inner):
-            for key, value in inner().items():
-                stats[key] = stats.get(key, 0) + value
-        return stats
-
-    def save(self, path: str | Path) -> None:
-        self.agent.save(path)
-
-    def load(self, path: str | Path) -> None:
-        self.agent.load(path)
-
-    def snapshot(self) -> Any:
-        return self.agent.snapshot()
-
-    def restore(self, snapshot: Any) -> None:
-        self.agent.restore(snapshot)
-
-
 class AdvisedActions(gym.Wrapper):
     """A gymnasium wrapper that takes the advice with probability ``p(t)`` (for libraries
     with their own training loop, e.g. Stable-Baselines3).
@@ -286,14 +209,11 @@ class AdvisedActions(gym.Wrapper):
     ) -> None:
         super().__init__(env)
         check_count("total_steps", total_steps, optional=False)
-        if not isinstance(env.action_space, spaces.Discrete):
-            raise ValueError(f"action_space is {env.action_space!r}, expected Discrete")
-        self.advice = Advice(config, int(env.action_space.n), seed, backend)
+        self.advice = LLMAdvisor(config, seed, backend)
         self.advice.bind(env)
         self.total_steps = int(total_steps)
         self.steps = 0
         self.training = True
-        self.rng = np.random.default_rng(seed)
         self._legal: list[int] | None = None
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
@@ -306,8 +226,8 @@ class AdvisedActions(gym.Wrapper):
         if self.training:
             p = self.advice.probability(self.steps / self.total_steps)
             self.steps += 1
-            if p > 0.0 and self.rng.random() < p:
-                action = self.advice.suggest(None, self._legal)
+            if p > 0.0 and self.advice.draws.random() < p:
+                action = self.advice.suggest(self._legal)
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._legal = info.get("legal_moves")
         info["executed_action"] = action

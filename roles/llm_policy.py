@@ -128,7 +128,6 @@ class LLMPolicy(Agent):
     """
 
     kind: ClassVar[str] = "llm_policy"
-    learns_from_steps: ClassVar[bool] = False
     config_model = LLMPolicyConfig
     config: LLMPolicyConfig
 

@@ -14,42 +14,49 @@ the initial policy, is kept by definition). Then the proposer writes the next ca
 - ``proposer: random``: a uniformly random table or weights in ``[-random_scale,
   random_scale]`` (random search, the baseline with the same evaluation budget).
 
-The search is the agent protocol's ``act`` / ``learn``, trained by :func:`agents.train`
-like every agent: ``act(obs, legal, explore=True)`` runs the candidate under evaluation,
-``explore=False`` the kept policy (what :func:`agents.evaluate` and the final evaluation
-see); ``learn`` records the step and, when an episode ends, scores the round and asks for
-the next candidate. The rounds are the search's own budget: once the last one is scored
-(``rounds`` proposals after the initial policy) ``training_done`` is true and ``train``
-stops; its ``episodes`` / ``steps`` only cap the search. Evaluation, ``eval_env`` and
-``keep_best`` behave as for every agent. Every round is appended to ``log_path`` (JSON
-lines, set it before training) as it ends.
+The search is an agent whose ``act(obs, legal, explore=False)`` is the kept policy (what
+:func:`agents.evaluate` and the final evaluation see; ``explore=True`` runs the candidate),
+trained by its own learner, :class:`PolicySearchLearner` (``agent.learner()``, which
+:func:`agents.train` uses): a plain loop over rounds. The rounds are the search's own
+budget: it stops once the last one is scored (``rounds`` proposals after the initial
+policy); ``train``'s ``episodes`` / ``steps`` only cap it. Evaluation, ``eval_env`` and
+``keep_best`` are the same callbacks as for every agent. Every round is appended to
+``log_path`` (JSON lines, set it before training) as it ends.
 
 Prompts are three template files (``system.txt``, ``user.txt``, ``correction.txt``,
-``string.Template`` syntax: ``$name``) from ``agents/templates/policy_search/`` or the folder
-given as ``templates``; :data:`TEMPLATE_VARIABLES` lists what they may use.
+``string.Template`` syntax: ``$name``) from ``roles/templates/policy_search/`` or the folder
+given as ``templates`` (:mod:`roles.policy_search_prompts`, whose
+:data:`~langadapt.roles.policy_search_prompts.TEMPLATE_VARIABLES` lists what they may use).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import string
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..agents import Agent, Discretisation
+from ..agents import (
+    Agent,
+    Budget,
+    Callback,
+    Discretisation,
+    EpisodeRecord,
+    TrainingResult,
+    TrainingRun,
+)
+from ..agents.loop import end_run, start_run
 from ..llm import LLMBackend, LLMReplyError, backend_fields, make_backend
 from .policy_families import (
-    PROPOSAL_KEYS,
     LinearPolicy,
     Policy,
     TabularPolicy,
@@ -57,80 +64,11 @@ from .policy_families import (
     proposal_schema,
     random_policy,
 )
-
-TEMPLATE_DIR = Path(__file__).parent / "templates" / "policy_search"
-TEMPLATE_FILES = ("system.txt", "user.txt", "correction.txt")
-
-#: Every variable a template may use, and what it holds.
-TEMPLATE_VARIABLES: dict[str, str] = {
-    "task_hints": "the task_hints setting (what the task is, what the return means)",
-    "family": "tabular or linear",
-    "actions": "the actions, e.g. '0 = push left, 1 = push right'",
-    "n_actions": "number of actions",
-    "n_states": "number of table states (tabular; 0 for linear)",
-    "state_layout": "how a state index is built from the observation (tabular)",
-    "observation_names": "the observation's dimensions, comma-separated",
-    "parameter_shape": "the weight matrix shape, e.g. '2 x 5' (linear)",
-    "policy_description": "what the policy is and how it acts (family-specific)",
-    "output_format": "the JSON form of an answer",
-    "evaluation_episodes": "episodes each policy is evaluated on",
-    "rounds": "number of rounds (proposals) of the search",
-    "round": "this round's number (1 = first proposal)",
-    "best_policy": "the kept policy as JSON",
-    "best_return": "its mean return",
-    "last_proposal": "the last proposal as JSON ('none' before the first)",
-    "last_return": "its mean return ('none' when there is none)",
-    "last_outcome": "the last proposal, its return and whether it was kept, in words",
-    "score_history": "the recent rounds' mean returns",
-    "trajectories": "the best and worst episodes so far (state, action, reward)",
-    "max_trajectory_length": "steps of each trajectory shown (the last ones)",
-    "error": "correction only: what was wrong with the reply",
-    "reply": "correction only: the reply (empty when the backend refused it)",
-}
-
-
-class TemplateError(ValueError):
-    """A template file that is missing or uses a variable that does not exist."""
-
-
-def template_variables(text: str) -> list[str]:
-    """The ``$name`` / ``${name}`` variables a template uses (in order, once each)."""
-    names: list[str] = []
-    for match in string.Template.pattern.finditer(text):
-        name = match.group("named") or match.group("braced")
-        if name and name not in names:
-            names.append(name)
-        if match.group("invalid") is not None:
-            raise ValueError(f"a '$' at character {match.start()} starts no variable name "
-                             "(write $$ for a dollar sign)")
-    return names
-
-
-def load_templates(folder: str | Path | None = None) -> dict[str, string.Template]:
-    """The three templates of ``folder`` (default: the packaged ones), checked: TemplateError
-    naming the file for a missing one and naming file and variable for an unknown variable."""
-    folder = TEMPLATE_DIR if folder is None else Path(folder)
-    missing = [name for name in TEMPLATE_FILES if not (folder / name).is_file()]
-    if missing:
-        raise TemplateError(f"template file {folder / missing[0]} does not exist (a template "
-                            f"folder needs {', '.join(TEMPLATE_FILES)})")
-    templates = {}
-    for name in TEMPLATE_FILES:
-        path = folder / name
-        text = path.read_text(encoding="utf-8")
-        try:
-            used = template_variables(text)
-        except ValueError as error:
-            raise TemplateError(f"template file {path}: {error}") from None
-        unknown = [v for v in used if v not in TEMPLATE_VARIABLES]
-        if unknown:
-            raise TemplateError(
-                f"template file {path} uses unknown variable ${unknown[0]}"
-                + (f" (and {', '.join('$' + v for v in unknown[1:])})" if unknown[1:] else "")
-                + f"; expected variables: {', '.join(TEMPLATE_VARIABLES)}"
-            )
-        templates[name.removesuffix(".txt")] = string.Template(text)
-    return templates
+from .policy_search_prompts import (
+    Trajectory,
+    load_templates,
+    prompt_variables,
+)
 
 
 class PolicySearchConfig(BaseModel):
@@ -193,16 +131,6 @@ class PolicySearchConfig(BaseModel):
         if self.proposer == "llm":
             load_templates(self.templates)
         return self
-
-
-@dataclass
-class Trajectory:
-    """One episode as the prompt shows it: its return, round and last steps."""
-
-    return_: float
-    round: int
-    length: int
-    steps: list[tuple[Any, int, float]]
 
 
 class LLMPolicySearch(Agent):
@@ -277,10 +205,7 @@ class LLMPolicySearch(Agent):
         self.conversation: list[dict[str, str]] = []
         self.round_log: list[dict[str, Any]] = []
         self._pending: dict[str, Any] = _entry(0, "initial")
-        self._returns: list[float] = []
         self._steps: deque[tuple[Any, int, float]] = deque(maxlen=cfg.max_trajectory_length)
-        self._episode_return = 0.0
-        self._episode_length = 0
         self.counters = dict.fromkeys(
             ("env_steps", "episodes", "rounds", "evaluated", "kept", "requests", "corrections",
              "skipped_rounds", "illegal_table_actions"), 0)
@@ -308,43 +233,21 @@ class LLMPolicySearch(Agent):
             return action
         return policy.action(x, mask)[0]
 
-    def learn(
-        self,
-        obs: Any,
-        action: int,
-        reward: float,
-        next_obs: Any,
-        terminated: bool,
-        truncated: bool,
-        next_legal_moves: Sequence[int] | None = None,
-    ) -> None:
-        """Record one step of the candidate's episode; at an episode's end, score the round
-        when its episodes are done and ask for the next candidate."""
-        a = self.check_action(action)
-        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
+    def record_step(self, obs: Any, action: int, reward: float) -> None:
+        """Remember one step of the candidate's episode for the trajectories shown."""
         x = self.check_obs(obs)
         self.counters["env_steps"] += 1
-        if self.finished:
-            return
         state: Any = (self.discretisation.index(x) if self.discretisation is not None
                       else [round(float(v), 2) for v in x])
-        self._steps.append((state, a, reward))
-        self._episode_return += reward
-        self._episode_length += 1
-        if terminated or truncated:
-            self._end_episode()
+        self._steps.append((state, action, reward))
 
-    def _end_episode(self) -> None:
-        trajectory = Trajectory(self._episode_return, self.round, self._episode_length,
-                                list(self._steps))
+    def end_episode(self, return_: float, length: int) -> None:
+        """Keep the finished episode as a trajectory (the best, worst and latest)."""
+        trajectory = Trajectory(return_, self.round, length, list(self._steps))
         self.counters["episodes"] += 1
-        self._returns.append(self._episode_return)
         self.latest_trajectory = trajectory
         self._remember(trajectory)
         self._steps.clear()
-        self._episode_return, self._episode_length = 0.0, 0
-        if len(self._returns) >= self.config.evaluation_episodes:
-            self._end_round()
 
     def _remember(self, trajectory: Trajectory) -> None:
         size = self.config.replay_buffer_size
@@ -353,8 +256,10 @@ class LLMPolicySearch(Agent):
         self.worst_trajectories = sorted(
             [*self.worst_trajectories, trajectory], key=lambda t: t.return_)[:size]
 
-    def _end_round(self) -> None:
-        score = float(np.mean(self._returns))
+    def end_round(self, returns: list[float]) -> None:
+        """Score the candidate by the mean of its episodes' ``returns``, keep it when it
+        beats the kept policy, log the round and ask for the next candidate."""
+        score = float(np.mean(returns))
         kept = self.best is None or score > self.best_return
         if kept:
             self.best, self.best_return = self.candidate, score
@@ -365,12 +270,11 @@ class LLMPolicySearch(Agent):
         self.scores.append((self.round, score, kept))
         self._log(self._pending | {
             "proposal": self.candidate.to_json(),
-            "episode_returns": list(self._returns),
+            "episode_returns": list(returns),
             "evaluated_return": score,
             "kept": kept,
             "skipped": False,
         })
-        self._returns = []
         self._next_candidate()
 
     def _next_candidate(self) -> None:
@@ -451,86 +355,7 @@ class LLMPolicySearch(Agent):
 
     def prompt_variables(self) -> dict[str, str]:
         """The values of every :data:`TEMPLATE_VARIABLES` entry for the current round."""
-        cfg = self.config
-        key = PROPOSAL_KEYS[cfg.family]
-        if cfg.family == "tabular":
-            output_format = (f'{{"{key}": [a list of exactly {self.n_states} actions, one per '
-                             f"state in state order, each one of "
-                             f"{', '.join(map(str, range(self.n_actions)))}]}}")
-            description = (f"The policy is a table: the action to take in each of the "
-                           f"{self.n_states} states.\n"
-                           + self.discretisation.layout(self.observation_names))
-        else:
-            cols = self.obs_dim + 1
-            output_format = (f'{{"{key}": [{self.n_actions} rows, one per action, each a list '
-                             f"of {cols} numbers]}}")
-            terms = " + ".join(f"w[{i}]*{n}" for i, n in enumerate(self.observation_names))
-            description = (
-                f"The policy is linear: each action a has a row w of {cols} numbers and the "
-                f"score {terms} + w[{cols - 1}]; the action with the highest score is taken. "
-                f"The weights are a {self.n_actions} x {cols} matrix (row a = action a).")
-        last = self.last_proposal
-        if last is None:
-            last_outcome = "none yet"
-        else:
-            verdict = ("kept as the new best" if self.last_kept
-                       else f"not kept (the best stays at {_fmt(self.best_return)})")
-            last_outcome = (f"{json.dumps(_shown(last))} scored {_fmt(self.last_return)}, "
-                            f"{verdict}")
-        recent = self.scores[-cfg.history_size:] if cfg.history_size else []
-        history = ", ".join(f"{r}: {_fmt(s)}{' (kept)' if k else ''}" for r, s, k in recent)
-        return {
-            "task_hints": cfg.task_hints or "maximise the return.",
-            "family": cfg.family,
-            "actions": ", ".join(f"{i} = {n}" for i, n in enumerate(self.action_names)),
-            "n_actions": str(self.n_actions),
-            "n_states": str(self.n_states),
-            "state_layout": (self.discretisation.layout(self.observation_names)
-                             if self.discretisation is not None else ""),
-            "observation_names": ", ".join(self.observation_names),
-            "parameter_shape": (f"{self.n_actions} x {self.obs_dim + 1}"
-                                if cfg.family == "linear" else ""),
-            "policy_description": description,
-            "output_format": output_format,
-            "evaluation_episodes": str(cfg.evaluation_episodes),
-            "rounds": str(cfg.rounds),
-            "round": str(self.round),
-            "best_policy": json.dumps({key: _shown(self.best)}) if self.best else "none",
-            "best_return": _fmt(self.best_return),
-            "last_proposal": json.dumps({key: _shown(last)}) if last else "none",
-            "last_return": _fmt(self.last_return) if last else "none",
-            "last_outcome": last_outcome,
-            "score_history": history or "none yet",
-            "trajectories": self.trajectories_text(),
-            "max_trajectory_length": str(cfg.max_trajectory_length),
-            "error": "",
-            "reply": "",
-        }
-
-    def trajectories_text(self) -> str:
-        """The trajectories the prompt shows, one line each."""
-        state = "state" if self.config.family == "tabular" else "observation"
-        head = (f"Each step is ({state}, action, reward); the last "
-                f"{self.config.max_trajectory_length} steps of each episode are shown.")
-        if self.config.replay_buffer:
-            parts = [head, "Best episodes so far:"]
-            parts += [self._trajectory_line(t) for t in self.best_trajectories]
-            worst = [t for t in self.worst_trajectories
-                     if not any(t is b for b in self.best_trajectories)]
-            if worst:
-                parts.append("Worst episodes so far:")
-                parts += [self._trajectory_line(t) for t in worst]
-        elif self.latest_trajectory is not None:
-            parts = [head, "Latest episode:", self._trajectory_line(self.latest_trajectory)]
-        else:
-            parts = []
-        return "\n".join(parts)
-
-    @staticmethod
-    def _trajectory_line(t: Trajectory) -> str:
-        steps = " ".join(
-            f"({json.dumps(s, separators=(',', ':'))},{a},{_fmt(r)})" for s, a, r in t.steps)
-        return f"- return {_fmt(t.return_)} in {t.length} steps (round {t.round}): {steps}"
+        return prompt_variables(self)
 
     # ---------------------------------------------------------------- logging
     def _log(self, entry: dict[str, Any]) -> None:
@@ -556,21 +381,12 @@ class LLMPolicySearch(Agent):
         return out
 
     # ---------------------------------------------------------------- the loop
-    learns_from_steps = False  # it scores whole episodes of a candidate
-    has_own_budget = True  # the rounds
-
-    def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:
-        """Start the search afresh (:func:`agents.train` calls this first); the rounds are
-        the search's own budget, ``steps`` / ``episodes`` only cap it."""
-        super().set_training_horizon(steps, episodes)
-        self.reset_search()
-        if self.log_path is not None:
-            self.log_path.write_text("")
-
-    @property
-    def training_done(self) -> bool:
-        """True once the last round is scored: :func:`agents.train` then stops."""
-        return self.finished
+    def learner(self, override: Any = None) -> PolicySearchLearner:
+        """The search's own learner, a loop over rounds; it takes no advisor."""
+        if override is not None:
+            raise ValueError("an advisor replaces actions a step learner learns from; a "
+                             "policy search scores whole episodes of its candidates")
+        return PolicySearchLearner(self)
 
     # ------------------------------------------------------------ save / load
     def header(self) -> dict[str, Any]:
@@ -612,14 +428,6 @@ def _entry(round_: int, proposer: str) -> dict[str, Any]:
             "prompt_chars": 0, "reply": None, "error": None, "llm_seconds": 0.0}
 
 
-def _shown(policy: Policy) -> Any:
-    """A policy as the prompt shows it: weights to 3 decimals (shown 16-digit weights, SmolLM2
-    copies them and its reply runs past max_tokens)."""
-    if isinstance(policy, LinearPolicy):
-        return np.round(policy.weights, 3).tolist()
-    return policy.to_json()
-
-
 def _names(given: list[str] | None, count: int, what: str, prefix: str) -> list[str]:
     if given is None:
         return [f"{prefix}{i}" for i in range(count)]
@@ -628,7 +436,57 @@ def _names(given: list[str] | None, count: int, what: str, prefix: str) -> list[
     return list(given)
 
 
-def _fmt(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isinf(value)):
-        return "none"
-    return f"{value:.4g}"
+class PolicySearchLearner:
+    """The loop of :class:`LLMPolicySearch`: each round runs the candidate for
+    ``evaluation_episodes`` episodes, scores it and asks for the next one, until the
+    rounds are done or the budget (``episodes`` / ``steps``, both optional) is spent."""
+
+    def __init__(self, search: LLMPolicySearch) -> None:
+        self.search = search
+
+    def learn(self, env: gym.Env, budget: Budget,
+              callbacks: Sequence[Callback] = ()) -> TrainingResult:
+        search = self.search
+        run = start_run(search, env, budget, callbacks)
+        search.reset_search()
+        if search.log_path is not None:
+            search.log_path.write_text("")
+        seed: int | None = budget.seed
+        while not search.finished:  # one round: the candidate's episodes
+            returns: list[float] = []
+            while len(returns) < search.config.evaluation_episodes:
+                if budget.spent(run.episodes, run.steps):
+                    return end_run(run)
+                record = self._episode(run, seed)
+                seed = None
+                if record is None:  # cut short by the step budget
+                    return end_run(run)
+                returns.append(record.return_)
+                if len(returns) == search.config.evaluation_episodes:
+                    search.end_round(returns)  # before the record: evaluations see the best
+                run.record(record)
+        return end_run(run)
+
+    def _episode(self, run: TrainingRun, seed: int | None) -> EpisodeRecord | None:
+        """One episode of the candidate (None when the step budget ends it first)."""
+        search, env, steps = self.search, run.env, run.budget.steps
+        started = time.perf_counter()
+        obs, info = env.reset(seed=seed)
+        ret, length, done = 0.0, 0, False
+        while not done:
+            action = search.act(obs, info.get("legal_moves"), True)
+            next_obs, reward, terminated, truncated, info = env.step(action)
+            reward, terminated, truncated = search.check_transition(reward, terminated,
+                                                                    truncated)
+            search.record_step(obs, action, reward)
+            obs = next_obs
+            ret += reward
+            length += 1
+            run.steps += 1
+            done = terminated or truncated
+            if not done and steps is not None and run.steps >= steps:
+                return None
+        search.end_episode(ret, length)
+        run.episodes += 1
+        return EpisodeRecord(run.episodes, ret, length, bool(info.get("is_success", False)),
+                             time.perf_counter() - started, "train", run.steps)

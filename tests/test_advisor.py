@@ -37,21 +37,18 @@ def test_bad_schedules_are_errors_naming_the_value(settings: dict, message: str)
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
         AdvisorConfig(**settings)
     with pytest.raises(ValueError):
-        LLMAdvisor(qlearner(maze()), settings)
+        LLMAdvisor(settings)
 
 
 def test_oracle_needs_a_maze() -> None:
     env = gym.make("langadapt/CartPole-v0")
-    agent = make_agent("random", env.observation_space, env.action_space)
     with pytest.raises(ValueError, match="source 'oracle': no oracle can plan on "
                                          "langadapt/CartPole-v0; oracles exist for: MazeEnv"):
-        LLMAdvisor(agent, {"source": "oracle"}).bind(env)
+        LLMAdvisor({"source": "oracle"}).bind(env)
 
 
 def test_schedule_decays_to_zero_at_the_fraction() -> None:
-    advisor = LLMAdvisor(qlearner(maze()), {"source": "random", "probability": 0.8,
-                                           "decay_fraction": 0.5})
-    advice = advisor.advice
+    advice = LLMAdvisor({"source": "random", "probability": 0.8, "decay_fraction": 0.5})
     assert advice.probability(0.0) == pytest.approx(0.8)
     assert advice.probability(0.25) == pytest.approx(0.4)
     assert advice.probability(0.5) == 0.0 and advice.probability(0.9) == 0.0
@@ -59,7 +56,7 @@ def test_schedule_decays_to_zero_at_the_fraction() -> None:
 
 def test_oracle_advice_is_a_shortest_path_move() -> None:
     env = maze("large")
-    advisor = LLMAdvisor(qlearner(env), {"source": "oracle", "probability": 1.0})
+    advisor = LLMAdvisor({"source": "oracle", "probability": 1.0})
     advisor.bind(env)
     base = env.unwrapped
     distance = bfs_distances(base.grid, base.goal)
@@ -68,7 +65,7 @@ def test_oracle_advice_is_a_shortest_path_move() -> None:
             continue
         env.reset(options={"start": cell})
         legal = base.legal_moves_at(cell)
-        move = advisor.advice.suggest(None, legal)
+        move = advisor.suggest(legal)
         target = (cell[0] + ACTION_DELTAS[move][0], cell[1] + ACTION_DELTAS[move][1])
         assert distance[target] == distance[cell] - 1
 
@@ -76,10 +73,10 @@ def test_oracle_advice_is_a_shortest_path_move() -> None:
 def test_llm_advice_costs_at_most_one_call_per_prompt_and_none_at_evaluation() -> None:
     env = maze("medium")
     backend = ScriptedBackend(script=first_legal)
-    advisor = LLMAdvisor(qlearner(env), {"source": "llm", "probability": 0.9,
-                                        "decay_fraction": 0.8}, backend=backend)
-    advisor.bind(env)
-    train(advisor, env, episodes=30, seed=0, progress=False)
+    advisor = LLMAdvisor({"source": "llm", "probability": 0.9, "decay_fraction": 0.8},
+                         backend=backend)
+    agent = qlearner(env)
+    train(agent, env, episodes=30, seed=0, progress=False, advisor=advisor)
     stats = advisor.stats()
     assert stats["advised"] > 0
     assert stats["llm_calls"] == len(set(backend.asked)) == len(backend.asked) > 0
@@ -87,7 +84,7 @@ def test_llm_advice_costs_at_most_one_call_per_prompt_and_none_at_evaluation() -
     assert stats["decisions"] == stats["advised"]
     assert stats["llm_calls"] + stats["llm_cache_hits"] <= stats["decisions"]
     assert stats["llm_fallbacks"] == stats["parse_failures"] == 0
-    evaluate(advisor, env, episodes=5, seed=1)
+    evaluate(agent, env, episodes=5, seed=1)
     assert advisor.stats() == stats  # greedy evaluation never asks
     assert advisor.stats()["llm_calls"] == stats["llm_calls"]
 
@@ -95,14 +92,13 @@ def test_llm_advice_costs_at_most_one_call_per_prompt_and_none_at_evaluation() -
 def test_advice_stops_after_the_decay_and_the_agent_learns_it() -> None:
     env = maze("medium")
     inner = qlearner(env)
-    advisor = LLMAdvisor(inner, {"source": "oracle", "probability": 1.0, "decay_fraction": 0.5})
-    advisor.bind(env)
+    advisor = LLMAdvisor({"source": "oracle", "probability": 1.0, "decay_fraction": 0.5})
     advised = []  # advice counted after each training episode
-    train(advisor, env, episodes=10, seed=0, progress=False,
+    train(inner, env, episodes=10, seed=0, progress=False, advisor=advisor,
           on_episode=lambda r: advised.append(advisor.stats()["advised"]))
     assert advised[0] > 0  # p = 1 at the start: every exploratory choice is advised
     assert advised[4] == advised[-1]  # after half of the 10 episodes: never again
-    records = evaluate(advisor, env, episodes=1, seed=0)
+    records = evaluate(inner, env, episodes=1, seed=0)
     assert records[0].success  # p=1 oracle advice for half the episodes teaches the path
 
 
@@ -156,7 +152,7 @@ def test_advisor_in_an_experiment_file(tmp_path) -> None:
     out = run_experiment(load_config(path), out_dir=tmp_path / "out", progress=False,
                          log=lambda _: None)
     done = json.loads(next((out / "runs").glob("*/done.json")).read_text())
-    assert done["llm_roles"]["agent"]["advised"] > 0
+    assert done["llm_roles"]["advisor"]["advised"] > 0
     data["agents"][0]["advisor"]["probability"] = 2
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"agents\.0\.advisor\.probability.*expected a number"):
@@ -170,8 +166,8 @@ def test_only_exploratory_choices_are_replaced_unless_any() -> None:
         greedy = make_agent("dqn", env.observation_space, env.action_space, hidden_sizes=[8],
                             learning_starts=0, exploration_initial_eps=0.0,
                             exploration_final_eps=0.0)
-        advisor = LLMAdvisor(greedy, {"source": "random", "probability": 1.0,
-                                      "decay_fraction": 1.0, "replace": replace})
-        train(advisor, env, episodes=3, seed=0, progress=False)
+        advisor = LLMAdvisor({"source": "random", "probability": 1.0, "decay_fraction": 1.0,
+                              "replace": replace})
+        train(greedy, env, episodes=3, seed=0, progress=False, advisor=advisor)
         counts[replace] = advisor.stats()["advised"]
     assert counts["exploratory"] == 0 and counts["any"] > 0

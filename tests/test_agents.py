@@ -105,7 +105,7 @@ def test_qlearning_on_384_dim_encodings_uses_exact_bytes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once, not on every step
         assert agent.act(a.copy(), explore=False) == 2
-    assert len(agent.table) == 1 and not agent.reads_description
+    assert len(agent.table) == 1 and agent.table_key == "observation"
 
 
 def test_qlearning_key_auto_follows_the_environment():
@@ -115,14 +115,14 @@ def test_qlearning_key_auto_follows_the_environment():
     raw = LanguageObservation(MazeEnv(maze="umaze"), adapters.make("raw", MazeEnv(maze="umaze")))
     on_raw = QLearningAgent(raw.observation_space, raw.action_space)
     on_raw.bind(raw)
-    assert not on_raw.reads_description  # the raw adapter's numbers are not descriptions
+    assert on_raw.table_key == "observation"  # the raw adapter's numbers are not descriptions
     plain = MazeEnv(maze="umaze")
     on_plain = QLearningAgent(plain.observation_space, plain.action_space)
     on_plain.bind(plain)
     assert on_plain.table_key == "observation"
     told = QLearningAgent(raw.observation_space, raw.action_space, dict(key="description"))
     told.bind(plain)  # told otherwise: kept
-    assert told.reads_description
+    assert told.table_key == "description"
 
 
 # ------------------------------------------------------------------ DQN target by hand
@@ -701,6 +701,44 @@ class _Described(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+def test_step_learner_runs_callbacks_in_order_and_takes_an_action_override():
+    from langadapt.agents import Budget, Callback, StepLearner
+
+    env = MazeEnv(maze="umaze")
+    events: list[tuple[str, int, int]] = []
+
+    class Log(Callback):
+        def on_start(self, run):
+            events.append(("start", run.episodes, run.steps))
+
+        def on_record(self, run, record):
+            events.append((record.phase, run.episodes, run.steps))
+
+        def on_end(self, run):
+            events.append(("end", run.episodes, run.steps))
+
+    class LowestMove:  # an override: every action becomes the lowest legal move
+        def bind(self, env):
+            self.env, self.progress = env, []
+
+        def __call__(self, policy, obs, legal_moves, action, progress):
+            self.progress.append(progress)
+            return min(legal_moves)
+
+    agent = QLearningAgent(env.observation_space, env.action_space, seed=0)
+    override = LowestMove()
+    result = StepLearner(agent, override).learn(env, Budget(episodes=2, seed=0), [Log()])
+    assert events[0] == ("start", 0, 0) and events[-1] == ("end", 2, result.records[-1].total_steps)
+    assert [e[:2] for e in events[1:-1]] == [("train", 1), ("train", 2)]
+    assert override.env is env and override.progress[0] == 0.0
+    assert override.progress[-1] == 0.5  # by episodes: the second of two
+    assert all(np.count_nonzero(row) == 1 for row in agent.table.values())  # learned as taken
+    with pytest.raises(ValueError, match="train needs episodes=... or steps="):
+        StepLearner(agent).learn(env, Budget(seed=0))
+    with pytest.raises(ValueError, match="steps is -1"):
+        Budget(steps=-1)
+
+
 def test_description_keyed_table_trains_on_descriptions_and_rejects_vectors():
     env = _Described(MazeEnv(maze="umaze"))
     agent = QLearningAgent(
@@ -732,8 +770,7 @@ agent.bind(env)
 actions = []
 for cell in [c for c in env.unwrapped.free_cells() if c != env.unwrapped.goal]:
     obs, info = env.reset(options={"start": list(cell)})
-    seen = info["description"] if agent.reads_description else obs
-    actions.append(agent.act(seen, info["legal_moves"], False))
+    actions.append(agent.act(agent.observe(obs, info), info["legal_moves"], False))
 print(json.dumps(actions))
 """
 
@@ -752,7 +789,7 @@ def test_default_language_table_acts_identically_in_a_fresh_process_without_cach
     # built the ordinary way (no key given): a LanguageObservation supplies descriptions
     agent = QLearningAgent(env.observation_space, env.action_space, dict(alpha=0.5), seed=0)
     train(agent, env, episodes=60, seed=0, progress=False)
-    assert agent.reads_description
+    assert agent.table_key == "description"
     want = []
     for cell in [c for c in env.unwrapped.free_cells() if c != env.unwrapped.goal]:
         obs, info = env.reset(options={"start": list(cell)})

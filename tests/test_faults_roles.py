@@ -70,7 +70,7 @@ def test_policy_search_skips_rounds_of_bad_replies_without_opening_the_breaker(
             vary_seed=vary_seed, llm=_ollama(fake, breaker_failures=3))
         with caplog.at_level(logging.WARNING, logger="langadapt"):
             train(agent, lake, seed=0, progress=False)
-    assert agent.training_done
+    assert agent.finished
     assert agent.counters["skipped_rounds"] == 5 and agent.counters["requests"] == 10
     assert agent.stats()["llm_breaker_skips"] == 0  # reply problems are not outages
     failures = [r for r in caplog.records if "LLM call failed" in r.getMessage()]
@@ -128,11 +128,11 @@ def test_advice_below_min_confidence_is_withheld():
     unsure = _scoring_backend(lambda r: 1.0)  # uniform over the legal moves: p = 1/3
     agent = QLearningAgent(env.observation_space, env.action_space, {"epsilon_start": 1.0})
     for floor, advised in ((0.5, 0), (0.2, 1)):
-        advisor = LLMAdvisor(agent, {"source": "llm", "probability": 1.0, "replace": "any",
-                                     "min_confidence": floor}, backend=unsure)
+        advisor = LLMAdvisor({"source": "llm", "probability": 1.0, "replace": "any",
+                              "min_confidence": floor}, backend=unsure)
         advisor.bind(env)
-        advisor.set_training_horizon(episodes=10)
-        advisor.act(obs, info["legal_moves"], explore=True)
+        action = agent.act(obs, info["legal_moves"], explore=True)
+        advisor(agent, obs, info["legal_moves"], action, progress=0.0)
         stats = advisor.stats()
         assert (stats["advised"], stats["withheld"]) == (advised, 1 - advised)
 

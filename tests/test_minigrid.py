@@ -296,12 +296,12 @@ def test_oracle_advice_reaches_the_goal_more_often():
             env = make_minigrid(DOORKEY, max_steps=30)
             agent = agents.make_agent("qlearning", env.observation_space, env.action_space,
                                       seed=seed, epsilon_start=1.0, epsilon_min=1.0)
-            if advised:
-                agent = LLMAdvisor(agent, {"source": "oracle", "probability": 0.9,
-                                           "replace": "any", "decay_fraction": 1.0})
+            advisor = LLMAdvisor({"source": "oracle", "probability": 0.9, "replace": "any",
+                                  "decay_fraction": 1.0}, seed=seed) if advised else None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # a table keyed by 254-dim observations
-                records = agents.train(agent, env, episodes=8, seed=seed, progress=False)
+                records = agents.train(agent, env, episodes=8, seed=seed, progress=False,
+                                       advisor=advisor)
             wins += [r.success for r in records if r.phase == "train"]
         outcomes[advised] = (sum(wins), len(wins) - sum(wins))
     assert outcomes[True][0] > outcomes[False][0]

@@ -24,11 +24,11 @@ from langadapt.roles.policy_families import (
     parse_proposal,
     proposal_schema,
 )
-from langadapt.roles.policy_search import (
+from langadapt.roles.policy_search import LLMPolicySearch
+from langadapt.roles.policy_search_prompts import (
     TEMPLATE_DIR,
     TEMPLATE_FILES,
     TEMPLATE_VARIABLES,
-    LLMPolicySearch,
     TemplateError,
     load_templates,
 )
@@ -422,7 +422,7 @@ def test_search_runs_through_train_and_evaluation_leaves_the_training_starts_alo
         return agent, train_starts, phases
 
     agent, plain, phases = training_starts()
-    assert agent.training_done and phases.count("train") == 7 * 2 and "eval" not in phases
+    assert agent.finished and phases.count("train") == 7 * 2 and "eval" not in phases
     _, evaluated, phases = training_starts(eval_every=2, eval_episodes=3)
     assert phases.count("eval") == 7 * 3
     assert evaluated == plain and len(set(map(tuple, plain))) == len(plain)
@@ -435,7 +435,22 @@ def test_search_with_keep_best_and_an_eval_env_behaves_like_any_agent():
     result = train(agent, env, seed=1, progress=False, eval_env=eval_env, eval_every=2,
                    eval_episodes=2, keep_best=True)
     assert result.best is not None and result.last_policy is not None
-    assert agent.training_done
+    assert agent.finished
+
+
+def test_the_search_learner_is_a_loop_over_rounds_and_refuses_an_advisor():
+    from langadapt.roles import LLMAdvisor
+
+    env = gym.make("langadapt/FrozenLake-v0", is_slippery=False)
+    agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=0,
+                       proposer="random", rounds=3, evaluation_episodes=2)
+    with pytest.raises(ValueError, match="policy search scores whole episodes"):
+        train(agent, env, progress=False, advisor=LLMAdvisor({"source": "random"}))
+    result = train(agent, env, progress=False, steps=10_000)
+    assert len(result) == 4 * 2 and agent.finished  # the initial policy and 3 proposals
+    assert [e["round"] for e in agent.round_log] == [0, 1, 2, 3]
+    capped = train(agent, env, progress=False, episodes=3)  # the budget caps the rounds
+    assert len(capped) == 3 and not agent.finished and agent.counters["evaluated"] == 1
 
 
 def test_an_advisor_on_an_agent_that_does_not_learn_from_steps_is_a_config_error():

@@ -63,7 +63,6 @@ def follow_rate(agent: Any, env: Any, episodes: int = 10, seed: int = 0,
     base = wrapper.unwrapped
     if hasattr(agent, "bind"):
         agent.bind(env)
-    text = bool(getattr(agent, "reads_description", False))
     done = truth_done = success = 0
     lengths = []
     for n in range(episodes):
@@ -78,8 +77,7 @@ def follow_rate(agent: Any, env: Any, episodes: int = 10, seed: int = 0,
         k = advance(k)
         length = 0
         while True:
-            action = agent.act(info["description"] if text else obs, info.get("legal_moves"),
-                               False)
+            action = agent.act(agent.observe(obs, info), info.get("legal_moves"), False)
             obs, _, terminated, truncated, info = env.step(action)
             length += 1
             k = advance(k)

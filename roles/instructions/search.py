@@ -281,7 +281,6 @@ def _batched_episodes(wrapper: Any) -> Callable[..., Any]:
 def _stepped_episodes(env: gym.Env, agent: Any) -> Callable[..., Any]:
     """Episodes on ``env`` itself (random moves or ``agent``), yielding (key, None, text,
     obs) per state from ``info["description"]``."""
-    reads_text = bool(getattr(agent, "reads_description", False))
     if agent is not None and callable(getattr(agent, "bind", None)):
         agent.bind(env)
 
@@ -303,7 +302,7 @@ def _stepped_episodes(env: gym.Env, agent: Any) -> Callable[..., Any]:
             if agent is None:
                 action = _random_move(info, env, rng)
             else:
-                action = int(agent.act(text if reads_text else obs, info.get("legal_moves"),
+                action = int(agent.act(agent.observe(obs, info), info.get("legal_moves"),
                                        True))
             obs, _, terminated, truncated, info = env.step(action)
             done = terminated or truncated

@@ -1,0 +1,295 @@
+"""The learner loop: a policy acts, a learner improves it with ``learn(env, budget, callbacks)``.
+
+:class:`StepLearner` trains agents that update from every transition (Q-learning, DQN) in
+the shape of Stable-Baselines3's ``learn()``: one loop over episodes and steps; evaluation,
+keep-best, records and progress are :class:`Callback` s (:mod:`agents.training`); an action
+override (an advisor) may replace the policy's action before the environment steps. A
+learner seeds the first reset and the action space with ``budget.seed`` and touches no
+global random generator. Legal moves come from ``info["legal_moves"]`` (``None``: all),
+success from the last step's ``info["is_success"]``; the policy acts on
+``policy.observe(obs, info)`` (the observation, or a Q-table's description).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+
+class Policy(Protocol):
+    """What a learner and :func:`evaluate` need of an agent (:class:`agents.base.Agent`);
+    a step learner's policy also has ``learn(obs, action, reward, next_obs, terminated,
+    truncated, next_legal_moves)``."""
+
+    action_space: gym.spaces.Space
+    obs_shape: tuple[int, ...]
+
+    def act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int: ...
+    def observe(self, obs: Any, info: dict[str, Any]) -> Any: ...
+    def bind(self, env: Any) -> None: ...
+    def set_training_horizon(self, steps: int | None, episodes: int | None) -> None: ...
+    def snapshot(self) -> Any: ...
+    def restore(self, snapshot: Any) -> None: ...
+
+
+def check_count(name: str, value: Any, minimum: int = 1, optional: bool = True) -> None:
+    """ValueError unless ``value`` is an int >= ``minimum`` (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        what = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise ValueError(f"{name} is {value!r}, expected {what}" + (" or None" if optional else ""))
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished episode.
+
+    ``episode``: training episodes completed when the record was made (for a training
+    episode, its 1-based index; evaluation episodes run after training episode ``episode``).
+    ``return_``: undiscounted sum of rewards. ``length``: steps. ``success``: the last step's
+    ``info["is_success"]``. ``wall_time``: seconds this episode took (acting, environment and,
+    in training, learning). ``phase``: ``"train"`` or ``"eval"``. ``total_steps``: training
+    environment steps taken so far.
+    """
+
+    episode: int
+    return_: float
+    length: int
+    success: bool
+    wall_time: float
+    phase: str
+    total_steps: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Evaluation:
+    """One greedy evaluation round during training: after ``episode`` training episodes and
+    ``total_steps`` steps, the mean return over its episodes."""
+
+    episode: int
+    total_steps: int
+    mean_return: float
+
+
+@dataclass
+class TrainingResult:
+    """What a learner returns: the records (iterating over the result yields them), and with
+    keep-best the evaluation that chose the retained policy (``best``), the last evaluation
+    (``last``, of the final policy) and a snapshot of the final policy (``last_policy``, for
+    ``agent.restore``)."""
+
+    records: list[EpisodeRecord] = field(default_factory=list)
+    best: Evaluation | None = None
+    last: Evaluation | None = None
+    last_policy: Any = None
+
+    def __iter__(self) -> Iterator[EpisodeRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> EpisodeRecord:
+        return self.records[index]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a learner trains: ``episodes`` and / or ``steps`` (whichever is reached
+    first; ``None`` = no limit) and the ``seed`` of the first reset and the action space."""
+
+    episodes: int | None = None
+    steps: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_count("episodes", self.episodes)
+        check_count("steps", self.steps)
+        check_count("seed", self.seed, minimum=0, optional=False)
+
+    def spent(self, episodes: int, steps: int) -> bool:
+        return (self.episodes is not None and episodes >= self.episodes) or (
+            self.steps is not None and steps >= self.steps)
+
+    def progress(self, episodes: int, steps: int) -> float:
+        """Fraction spent: by steps when there is a step budget, else by episodes (0 when
+        there is neither)."""
+        if self.steps:
+            return steps / self.steps
+        if self.episodes:
+            return episodes / self.episodes
+        return 0.0
+
+
+class Callback:
+    """A hook into a learner's loop (SB3's ``BaseCallback``, reduced); callbacks run in the
+    order given: ``on_start`` before the first episode, ``on_record`` after every record
+    (each finished training episode, each evaluation episode a callback records),
+    ``on_end`` after the last episode (not when the loop raised)."""
+
+    def on_start(self, run: TrainingRun) -> None: ...
+    def on_record(self, run: TrainingRun, record: EpisodeRecord) -> None: ...
+    def on_end(self, run: TrainingRun) -> None: ...
+
+
+@dataclass
+class TrainingRun:
+    """The state of one ``learn`` call that callbacks see: the policy, the training
+    environment, the budget, the counters and the result being built."""
+
+    policy: Policy
+    env: gym.Env
+    budget: Budget
+    callbacks: Sequence[Callback] = ()
+    result: TrainingResult = field(default_factory=TrainingResult)
+    episodes: int = 0
+    steps: int = 0
+
+    def record(self, record: EpisodeRecord) -> None:
+        """Add ``record`` to the result and show it to every callback."""
+        self.result.records.append(record)
+        for callback in self.callbacks:
+            callback.on_record(self, record)
+
+
+class ActionOverride(Protocol):
+    """Replaces some of the actions a policy chooses while it learns (an advisor)."""
+
+    def bind(self, env: Any) -> None: ...
+    def __call__(self, policy: Policy, obs: Any, legal_moves: Sequence[int] | None,
+                 action: int, progress: float) -> int: ...
+
+
+def check_env(agent: Policy, env: gym.Env) -> None:
+    """ValueError unless ``env`` is a gymnasium env with the agent's spaces."""
+    if not isinstance(env, gym.Env):
+        raise ValueError(f"env is {env!r}, expected a gymnasium.Env")
+    if env.action_space != agent.action_space:
+        raise ValueError(
+            f"env action_space is {env.action_space!r}, but the agent was built for "
+            f"{agent.action_space!r}"
+        )
+    shape = tuple(env.observation_space.shape or ())
+    if shape != agent.obs_shape:
+        raise ValueError(
+            f"env observation shape is {shape}, but the agent was built for {agent.obs_shape}"
+        )
+
+
+def start_run(policy: Policy, env: gym.Env, budget: Budget,
+              callbacks: Sequence[Callback]) -> TrainingRun:
+    """The common start of every learner: check and bind, seed the action space, tell the
+    policy the budget, start the callbacks."""
+    check_env(policy, env)
+    env.action_space.seed(budget.seed)
+    policy.bind(env)
+    policy.set_training_horizon(steps=budget.steps, episodes=budget.episodes)
+    run = TrainingRun(policy, env, budget, list(callbacks))
+    for callback in run.callbacks:
+        callback.on_start(run)
+    return run
+
+
+def end_run(run: TrainingRun) -> TrainingResult:
+    for callback in run.callbacks:
+        callback.on_end(run)
+    return run.result
+
+
+class StepLearner:
+    """Trains a policy that learns from every transition (its ``learn(obs, action, ...)``),
+    with an optional action override (an advisor) choosing some of the actions."""
+
+    def __init__(self, policy: Any, override: ActionOverride | None = None) -> None:
+        self.policy = policy
+        self.override = override
+
+    def learn(self, env: gym.Env, budget: Budget,
+              callbacks: Sequence[Callback] = ()) -> TrainingResult:
+        """Train until the budget is spent; an episode cut short by the step budget is not
+        recorded."""
+        if budget.episodes is None and budget.steps is None:
+            raise ValueError("train needs episodes=... or steps=... (or both); got neither")
+        policy, override = self.policy, self.override
+        run = start_run(policy, env, budget, callbacks)
+        if override is not None:
+            override.bind(env)
+        act, learn, observe, step = policy.act, policy.learn, policy.observe, env.step
+        reset_seed: int | None = budget.seed
+        while not budget.spent(run.episodes, run.steps):
+            started = time.perf_counter()
+            obs, info = env.reset(seed=reset_seed)
+            reset_seed = None
+            obs, legal = observe(obs, info), info.get("legal_moves")
+            ret, length, done = 0.0, 0, False
+            while not done:
+                action = act(obs, legal, True)
+                if override is not None:
+                    progress = budget.progress(run.episodes, run.steps)
+                    action = override(policy, obs, legal, action, progress)
+                next_obs, reward, terminated, truncated, info = step(action)
+                next_obs, next_legal = observe(next_obs, info), info.get("legal_moves")
+                learn(obs, action, reward, next_obs, terminated, truncated, next_legal)
+                obs, legal = next_obs, next_legal
+                ret += float(reward)
+                length += 1
+                run.steps += 1
+                done = terminated or truncated
+                if not done and budget.steps is not None and run.steps >= budget.steps:
+                    return end_run(run)  # cut short: not an episode
+            run.episodes += 1
+            run.record(EpisodeRecord(
+                episode=run.episodes, return_=ret, length=length,
+                success=bool(info.get("is_success", False)),
+                wall_time=time.perf_counter() - started, phase="train", total_steps=run.steps,
+            ))
+        return end_run(run)
+
+
+def evaluate(
+    agent: Policy,
+    env: gym.Env,
+    episodes: int,
+    seed: int,
+    total_steps: int = 0,
+    after_episode: int = 0,
+) -> list[EpisodeRecord]:
+    """Run ``episodes`` greedy episodes without learning.
+
+    The first reset uses ``seed`` and later ones continue the environment's RNG, so the
+    same ``seed`` gives the same sequence of initial states.
+    """
+    check_count("episodes", episodes, optional=False)
+    check_count("seed", seed, minimum=0, optional=False)
+    check_count("total_steps", total_steps, minimum=0, optional=False)
+    check_count("after_episode", after_episode, minimum=0, optional=False)
+    check_env(agent, env)
+    agent.bind(env)
+    records = []
+    reset_seed: int | None = seed
+    for _ in range(episodes):
+        started = time.perf_counter()
+        obs, info = env.reset(seed=reset_seed)
+        reset_seed = None
+        ret, length, done = 0.0, 0, False
+        while not done:
+            action = agent.act(agent.observe(obs, info), info.get("legal_moves"), False)
+            obs, reward, terminated, truncated, info = env.step(action)
+            ret += float(reward)
+            length += 1
+            done = terminated or truncated
+        records.append(EpisodeRecord(
+            episode=after_episode, return_=ret, length=length,
+            success=bool(info.get("is_success", False)),
+            wall_time=time.perf_counter() - started, phase="eval", total_steps=total_steps,
+        ))
+    return records

@@ -1,0 +1,200 @@
+"""The prompts of :class:`~langadapt.roles.LLMPolicySearch`: its three template files
+(``system.txt``, ``user.txt``, ``correction.txt``, ``string.Template`` syntax: ``$name``),
+checked when loaded, and the values of their variables for a round."""
+
+from __future__ import annotations
+
+import json
+import math
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .policy_families import PROPOSAL_KEYS, LinearPolicy, Policy
+
+TEMPLATE_DIR = Path(__file__).parent / "templates" / "policy_search"
+TEMPLATE_FILES = ("system.txt", "user.txt", "correction.txt")
+
+#: Every variable a template may use, and what it holds.
+TEMPLATE_VARIABLES: dict[str, str] = {
+    "task_hints": "the task_hints setting (what the task is, what the return means)",
+    "family": "tabular or linear",
+    "actions": "the actions, e.g. '0 = push left, 1 = push right'",
+    "n_actions": "number of actions",
+    "n_states": "number of table states (tabular; 0 for linear)",
+    "state_layout": "how a state index is built from the observation (tabular)",
+    "observation_names": "the observation's dimensions, comma-separated",
+    "parameter_shape": "the weight matrix shape, e.g. '2 x 5' (linear)",
+    "policy_description": "what the policy is and how it acts (family-specific)",
+    "output_format": "the JSON form of an answer",
+    "evaluation_episodes": "episodes each policy is evaluated on",
+    "rounds": "number of rounds (proposals) of the search",
+    "round": "this round's number (1 = first proposal)",
+    "best_policy": "the kept policy as JSON",
+    "best_return": "its mean return",
+    "last_proposal": "the last proposal as JSON ('none' before the first)",
+    "last_return": "its mean return ('none' when there is none)",
+    "last_outcome": "the last proposal, its return and whether it was kept, in words",
+    "score_history": "the recent rounds' mean returns",
+    "trajectories": "the best and worst episodes so far (state, action, reward)",
+    "max_trajectory_length": "steps of each trajectory shown (the last ones)",
+    "error": "correction only: what was wrong with the reply",
+    "reply": "correction only: the reply (empty when the backend refused it)",
+}
+
+
+class TemplateError(ValueError):
+    """A template file that is missing or uses a variable that does not exist."""
+
+
+def template_variables(text: str) -> list[str]:
+    """The ``$name`` / ``${name}`` variables a template uses (in order, once each)."""
+    names: list[str] = []
+    for match in string.Template.pattern.finditer(text):
+        name = match.group("named") or match.group("braced")
+        if name and name not in names:
+            names.append(name)
+        if match.group("invalid") is not None:
+            raise ValueError(f"a '$' at character {match.start()} starts no variable name "
+                             "(write $$ for a dollar sign)")
+    return names
+
+
+def load_templates(folder: str | Path | None = None) -> dict[str, string.Template]:
+    """The three templates of ``folder`` (default: the packaged ones), checked: TemplateError
+    naming the file for a missing one and naming file and variable for an unknown variable."""
+    folder = TEMPLATE_DIR if folder is None else Path(folder)
+    missing = [name for name in TEMPLATE_FILES if not (folder / name).is_file()]
+    if missing:
+        raise TemplateError(f"template file {folder / missing[0]} does not exist (a template "
+                            f"folder needs {', '.join(TEMPLATE_FILES)})")
+    templates = {}
+    for name in TEMPLATE_FILES:
+        path = folder / name
+        text = path.read_text(encoding="utf-8")
+        try:
+            used = template_variables(text)
+        except ValueError as error:
+            raise TemplateError(f"template file {path}: {error}") from None
+        unknown = [v for v in used if v not in TEMPLATE_VARIABLES]
+        if unknown:
+            raise TemplateError(
+                f"template file {path} uses unknown variable ${unknown[0]}"
+                + (f" (and {', '.join('$' + v for v in unknown[1:])})" if unknown[1:] else "")
+                + f"; expected variables: {', '.join(TEMPLATE_VARIABLES)}"
+            )
+        templates[name.removesuffix(".txt")] = string.Template(text)
+    return templates
+
+
+@dataclass
+class Trajectory:
+    """One episode as the prompt shows it: its return, round and last steps."""
+
+    return_: float
+    round: int
+    length: int
+    steps: list[tuple[Any, int, float]]
+
+
+def prompt_variables(search: Any) -> dict[str, str]:
+    """The values of every :data:`TEMPLATE_VARIABLES` entry for ``search``'s current round
+    (an :class:`~langadapt.roles.LLMPolicySearch`)."""
+    cfg = search.config
+    key = PROPOSAL_KEYS[cfg.family]
+    if cfg.family == "tabular":
+        output_format = (f'{{"{key}": [a list of exactly {search.n_states} actions, one per '
+                         f"state in state order, each one of "
+                         f"{', '.join(map(str, range(search.n_actions)))}]}}")
+        description = (f"The policy is a table: the action to take in each of the "
+                       f"{search.n_states} states.\n"
+                       + search.discretisation.layout(search.observation_names))
+    else:
+        cols = search.obs_dim + 1
+        output_format = (f'{{"{key}": [{search.n_actions} rows, one per action, each a list '
+                         f"of {cols} numbers]}}")
+        terms = " + ".join(f"w[{i}]*{n}" for i, n in enumerate(search.observation_names))
+        description = (
+            f"The policy is linear: each action a has a row w of {cols} numbers and the "
+            f"score {terms} + w[{cols - 1}]; the action with the highest score is taken. "
+            f"The weights are a {search.n_actions} x {cols} matrix (row a = action a).")
+    last = search.last_proposal
+    if last is None:
+        last_outcome = "none yet"
+    else:
+        verdict = ("kept as the new best" if search.last_kept
+                   else f"not kept (the best stays at {fmt(search.best_return)})")
+        last_outcome = (f"{json.dumps(shown(last))} scored {fmt(search.last_return)}, "
+                        f"{verdict}")
+    recent = search.scores[-cfg.history_size:] if cfg.history_size else []
+    history = ", ".join(f"{r}: {fmt(s)}{' (kept)' if k else ''}" for r, s, k in recent)
+    return {
+        "task_hints": cfg.task_hints or "maximise the return.",
+        "family": cfg.family,
+        "actions": ", ".join(f"{i} = {n}" for i, n in enumerate(search.action_names)),
+        "n_actions": str(search.n_actions),
+        "n_states": str(search.n_states),
+        "state_layout": (search.discretisation.layout(search.observation_names)
+                         if search.discretisation is not None else ""),
+        "observation_names": ", ".join(search.observation_names),
+        "parameter_shape": (f"{search.n_actions} x {search.obs_dim + 1}"
+                            if cfg.family == "linear" else ""),
+        "policy_description": description,
+        "output_format": output_format,
+        "evaluation_episodes": str(cfg.evaluation_episodes),
+        "rounds": str(cfg.rounds),
+        "round": str(search.round),
+        "best_policy": json.dumps({key: shown(search.best)}) if search.best else "none",
+        "best_return": fmt(search.best_return),
+        "last_proposal": json.dumps({key: shown(last)}) if last else "none",
+        "last_return": fmt(search.last_return) if last else "none",
+        "last_outcome": last_outcome,
+        "score_history": history or "none yet",
+        "trajectories": trajectories_text(search),
+        "max_trajectory_length": str(cfg.max_trajectory_length),
+        "error": "",
+        "reply": "",
+    }
+
+
+def trajectories_text(search: Any) -> str:
+    """The trajectories the prompt shows, one line each."""
+    state = "state" if search.config.family == "tabular" else "observation"
+    head = (f"Each step is ({state}, action, reward); the last "
+            f"{search.config.max_trajectory_length} steps of each episode are shown.")
+    if search.config.replay_buffer:
+        parts = [head, "Best episodes so far:"]
+        parts += [_trajectory_line(t) for t in search.best_trajectories]
+        worst = [t for t in search.worst_trajectories
+                 if not any(t is b for b in search.best_trajectories)]
+        if worst:
+            parts.append("Worst episodes so far:")
+            parts += [_trajectory_line(t) for t in worst]
+    elif search.latest_trajectory is not None:
+        parts = [head, "Latest episode:", _trajectory_line(search.latest_trajectory)]
+    else:
+        parts = []
+    return "\n".join(parts)
+
+
+def _trajectory_line(t: Trajectory) -> str:
+    steps = " ".join(
+        f"({json.dumps(s, separators=(',', ':'))},{a},{fmt(r)})" for s, a, r in t.steps)
+    return f"- return {fmt(t.return_)} in {t.length} steps (round {t.round}): {steps}"
+
+
+def shown(policy: Policy) -> Any:
+    """A policy as the prompt shows it: weights to 3 decimals (shown 16-digit weights, SmolLM2
+    copies them and its reply runs past max_tokens)."""
+    if isinstance(policy, LinearPolicy):
+        return np.round(policy.weights, 3).tolist()
+    return policy.to_json()
+
+
+def fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isinf(value)):
+        return "none"
+    return f"{value:.4g}"
