@@ -142,7 +142,6 @@ class GRPOAgent(Agent):
 
     kind: ClassVar[str] = "grpo"
     config_model = GRPOAgentConfig
-    learns_from_steps: ClassVar[bool] = False
 
     def __init__(self, observation_space: Any, action_space: Any,
                  config: GRPOAgentConfig | dict[str, Any] | None = None, seed: int = 0) -> None:
