@@ -4,10 +4,10 @@ It is ``llm_policy`` in structured mode (the default) on the ``transformers`` ba
 trainable. The prompt is exactly the one `LLMPolicy` sends (`decision_messages`: the
 environment's language spec and the ``{"action": N}`` instruction). The policy is the softmax,
 over the **legal** actions only, of exactly the scores the backend's structured replies use
-(`reply_log_probs`): the log-probability of each candidate reply ``{"action": N}`` plus end
-of turn, computed on the prompt's KV cache (GLAM / TWOSOME scoring). Every sampled action is
-legal, its log-probability is exact, and ``llm_policy`` with the saved adapter and
-temperature 0 takes this policy's greedy action in every state.
+(the transformers backend's `text_log_probs`): the log-probability of each candidate reply
+``{"action": N}`` plus end of turn, computed on the prompt's KV cache (GLAM / TWOSOME
+scoring). Every sampled action is legal, its log-probability is exact, and ``llm_policy``
+with the saved adapter and temperature 0 takes this policy's greedy action in every state.
 
 ``progress=False`` loads the model without any progress bar (`no_loading_bars`: the bars of
 transformers and huggingface_hub and the GGUF conversion bar, restored afterwards).
@@ -27,17 +27,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..environments import LanguageSpec
-from ..llm.schema import reply_text
+from ..llm.schema import finite_values, reply_text
 from ..llm.transformers_backend import (
     chat_prompt_ids,
     continuation_log_probs,
-    finite_schema_values,
     load_causal_lm,
     reply_token_ids,
     require_finetune,
-    shared_prefix_log_probs,
 )
 from ..roles import DiscreteActionParser, check_legal, decision_messages
+from .hf_model import shared_prefix_log_probs
 
 __all__ = ["LoRASettings", "LoRAPolicy", "no_loading_bars"]
 
@@ -182,7 +181,7 @@ class LoRAPolicy:
         for state, legal in states:
             moves = check_legal(self.spec, legal)
             # the values the backend scores for the action schema llm_policy sends
-            values = finite_schema_values(self.parser.schema(moves))
+            values = finite_values(self.parser.schema(moves))
             if [v["action"] for v in values] != list(moves):
                 raise ValueError(f"the action schema of {moves} gives {values}; expected "
                                  "one {'action': N} per legal move, in order")

@@ -43,8 +43,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..agents import make_agent, train
 from ..environments import MazeEnv, language_for
 from ..environments.minigrid import is_minigrid_id, make_minigrid
-from ..llm.transformers_backend import check_causal_lm
 from .grpo import GRPOSettings, GRPOTrainer, append_row, read_checkpoint
+from .hf_model import check_causal_lm
 from .policy import LoRAPolicy, LoRASettings
 from .tasks import MazeTask, MiniGridTask
 

