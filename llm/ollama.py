@@ -1,22 +1,12 @@
 """`OllamaBackend`: answers from an Ollama server through the official `ollama` client.
 
-Generation options are sent as Ollama's ``temperature``, ``seed``, ``num_ctx`` and
-``num_predict`` (Ollama is not reproducible without a fixed ``num_ctx``). Structured output
-uses the ``format`` parameter with the JSON schema (Ollama 0.5 or newer).
-
-Model identity: the digest the server reports for the model (``/api/tags``), read once per
-backend object on first use; when the server cannot be reached then, the model name is used
-(answers cached under the digest are found again once the server answers).
-
-Time: ``timeout`` bounds one attempt as a whole — connecting, sending and the whole reply,
-not each read (a server trickling its reply a byte at a time is cut off at ``timeout``);
-the base class's ``deadline`` bounds the whole call, retries included.
-
-Faults: every transport error of the client (connection refused or reset, the server dying
-mid-request, timeouts), HTTP 429 and HTTP 5xx answers are retried — after the server's
-``Retry-After`` when it sends one (at most ``max_retry_after``) — then reported with host
-and model. A missing model is a `ModelNotFoundError` naming ``ollama pull <model>``.
-``host`` is checked on construction (scheme http/https, a port from 1 to 65535).
+Options go as Ollama's ``temperature``, ``seed``, ``num_ctx`` and ``num_predict``; a JSON
+schema goes in ``format`` (Ollama 0.5 or newer). Identity in cache keys: the digest the
+server lists for the model (``/api/tags``), read once; the model name when the server
+cannot be reached then. ``timeout`` bounds one attempt as a whole (not each read), the
+base class's ``deadline`` the whole call. Transport errors, timeouts, HTTP 429 and 5xx are
+retried by the base class (after the server's ``Retry-After``); a missing model is a
+`ModelNotFoundError` naming ``ollama pull <model>``.
 """
 
 from __future__ import annotations
