@@ -2,15 +2,19 @@
 
 The backend (`langadapt.llm.transformers_backend`) loads a causal LM and scores replies
 (`load_causal_lm`, `continuation_log_probs`): the policy trains exactly those scores.
-Fine-tuning adds two things of its own: a check that a model directory is a causal LM
-before a run starts (`check_causal_lm`), and scoring a batch of prompts with the prefix they
-share encoded once (`shared_prefix_log_probs`).
+Fine-tuning adds what is its own: a check that a model directory is a causal LM before a
+run starts (`check_causal_lm`), scoring a batch of prompts with the prefix they share
+encoded once (`shared_prefix_log_probs`), and loading a model without progress bars
+(`no_loading_bars`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,7 @@ from ..llm.transformers_backend import (
     resolve_model_source,
 )
 
-__all__ = ["check_causal_lm", "shared_prefix_log_probs"]
+__all__ = ["check_causal_lm", "no_loading_bars", "shared_prefix_log_probs"]
 
 
 def check_causal_lm(model: str | os.PathLike[str]) -> Path:
@@ -73,3 +77,36 @@ def shared_prefix_log_probs(lm: Any, prompts: Sequence[Sequence[int]],
     prefix = [(layer.keys, layer.values) for layer in cache.layers]
     return [continuation_log_probs(lm, p[shared:], c, prefix=prefix)
             for p, c in zip(prompts, continuations, strict=True)]
+
+
+@contextlib.contextmanager
+def no_loading_bars() -> Iterator[None]:
+    """No progress bar while a model loads: transformers' (``Loading weights``, checkpoint
+    shards), huggingface_hub's and the plain tqdm bar of transformers' GGUF conversion; each
+    is put back as it was on exit."""
+    import huggingface_hub.utils as hub_utils
+    from transformers.utils import logging as transformers_logging
+
+    bars_on = transformers_logging.is_progress_bar_enabled()
+    hub_off = hub_utils.are_progress_bars_disabled()
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # pragma: no cover - transformers without GGUF support
+        gguf_utils = None
+    gguf_tqdm = getattr(gguf_utils, "tqdm", None)
+    transformers_logging.disable_progress_bar()  # also huggingface_hub's bars
+    if gguf_tqdm is not None:
+        gguf_utils.tqdm = functools.partial(gguf_tqdm, disable=True)
+    try:
+        yield
+    finally:
+        if gguf_tqdm is not None:
+            gguf_utils.tqdm = gguf_tqdm
+        with warnings.catch_warnings():  # hub: "cannot enable, HF_HUB_DISABLE_... is set"
+            warnings.simplefilter("ignore")
+            if bars_on:
+                transformers_logging.enable_progress_bar()
+            if hub_off:
+                hub_utils.disable_progress_bars()
+            else:
+                hub_utils.enable_progress_bars()

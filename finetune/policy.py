@@ -16,10 +16,8 @@ transformers and huggingface_hub and the GGUF conversion bar, restored afterward
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,44 +34,11 @@ from ..llm.transformers_backend import (
     require_finetune,
 )
 from ..roles import DiscreteActionParser, check_legal, decision_messages
-from .hf_model import shared_prefix_log_probs
+from .hf_model import no_loading_bars, shared_prefix_log_probs
 
-__all__ = ["LoRASettings", "LoRAPolicy", "no_loading_bars"]
+__all__ = ["LoRASettings", "LoRAPolicy"]
 
 State = tuple[Any, tuple[int, ...]]
-
-
-@contextlib.contextmanager
-def no_loading_bars() -> Iterator[None]:
-    """No progress bar while a model loads: transformers' (``Loading weights``, checkpoint
-    shards), huggingface_hub's and the plain tqdm bar of transformers' GGUF conversion; each
-    is put back as it was on exit."""
-    import huggingface_hub.utils as hub_utils
-    from transformers.utils import logging as transformers_logging
-
-    bars_on = transformers_logging.is_progress_bar_enabled()
-    hub_off = hub_utils.are_progress_bars_disabled()
-    try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:  # pragma: no cover - transformers without GGUF support
-        gguf_utils = None
-    gguf_tqdm = getattr(gguf_utils, "tqdm", None)
-    transformers_logging.disable_progress_bar()  # also huggingface_hub's bars
-    if gguf_tqdm is not None:
-        gguf_utils.tqdm = functools.partial(gguf_tqdm, disable=True)
-    try:
-        yield
-    finally:
-        if gguf_tqdm is not None:
-            gguf_utils.tqdm = gguf_tqdm
-        with warnings.catch_warnings():  # hub: "cannot enable, HF_HUB_DISABLE_... is set"
-            warnings.simplefilter("ignore")
-            if bars_on:
-                transformers_logging.enable_progress_bar()
-            if hub_off:
-                hub_utils.disable_progress_bars()
-            else:
-                hub_utils.enable_progress_bars()
 
 
 class LoRASettings(BaseModel):

@@ -425,7 +425,7 @@ def test_no_loading_bars_turns_every_loading_bar_off_and_back(tiny_model_dir, um
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as transformers_logging
 
-    from langadapt.finetune.policy import no_loading_bars
+    from langadapt.finetune.hf_model import no_loading_bars
 
     transformers_logging.enable_progress_bar()
     gguf_tqdm = gguf_utils.tqdm
