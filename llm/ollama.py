@@ -26,6 +26,7 @@ from .errors import (
     LLMUnavailableError,
     ModelNotFoundError,
     StructuredOutputError,
+    one_line,
 )
 from .urls import check_http_url
 
@@ -41,11 +42,6 @@ DEFAULT_OLLAMA_MODEL = "llama3.2"
 def default_host() -> str:
     """``$OLLAMA_HOST`` when set, else ``http://127.0.0.1:11434``."""
     return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
-
-
-def _brief(text: Any, limit: int = 200) -> str:
-    text = str(text)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _tagged(name: str) -> str:
@@ -181,18 +177,18 @@ class OllamaBackend(LLMBackend):
                 wait = retry_after_from(error)
                 asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
                 raise Transient(LLMError(
-                    f"{self.where()} answered HTTP {status}: {_brief(error.error)}{asked}"),
+                    f"{self.where()} answered HTTP {status}: {one_line(error.error)}{asked}"),
                     wait) from error
             if status == 404:
                 raise ModelNotFoundError(
                     f"the Ollama server at {self.host} does not have model {self.model!r} "
-                    f"({_brief(error.error)}); download it with `ollama pull {self.model}`"
+                    f"({one_line(error.error)}); download it with `ollama pull {self.model}`"
                 ) from error
             if schema is not None and "format" in str(error.error).lower():
                 raise StructuredOutputError(
                     f"{self.where()} rejected the JSON schema in `format` "
-                    f"({_brief(error.error)}); {self.structured_output_hint()}") from error
-            raise LLMError(f"{self.where()} rejected the request: {_brief(error.error)} "
+                    f"({one_line(error.error)}); {self.structured_output_hint()}") from error
+            raise LLMError(f"{self.where()} rejected the request: {one_line(error.error)} "
                            f"(HTTP {status})") from error
         except (json.JSONDecodeError, pydantic.ValidationError, httpx.DecodingError) as error:
             raise LLMReplyError(

@@ -31,6 +31,7 @@ from .errors import (
     LLMUnavailableError,
     ModelNotFoundError,
     StructuredOutputError,
+    one_line,
 )
 from .urls import check_http_url
 
@@ -52,12 +53,6 @@ def check_base_url(url: str) -> str:
     if split.query or split.fragment:
         raise ValueError(f"base_url={url!r}: a query or fragment does not belong in it; {example}")
     return url.rstrip("/")
-
-
-def _one_line(text: Any, limit: int = 200) -> str:
-    """``text`` on one line (whitespace runs folded), at most ``limit`` characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else f"{flat[:limit]}... ({len(flat):,} characters)"
 
 
 def _schema_name(schema: dict) -> str:
@@ -177,7 +172,7 @@ class OpenAIBackend(LLMBackend):
         text = str(text)
         if made is not None and made.key and made.key != DUMMY_API_KEY:
             text = text.replace(made.key, "***")
-        return _one_line(text)
+        return one_line(text)
 
     # ---- what a backend supplies ------------------------------------------------------
     def where(self) -> str:

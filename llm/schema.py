@@ -20,7 +20,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from .errors import StructuredOutputError
+from .errors import StructuredOutputError, one_line
 
 __all__ = ["MAX_CANDIDATES", "MAX_JSON_DEPTH", "MAX_REPLY_CHARS", "QUOTE_CHARS", "check_schema",
            "enumerate_replies", "finite_values", "json_depth", "parse_json_reply",
@@ -47,8 +47,8 @@ def check_schema(schema: Any) -> dict[str, Any]:
     try:
         _validator(schema)
     except SchemaError as error:
-        raise ValueError(f"schema={_brief(repr(schema))} is not a valid JSON schema: "
-                         f"{error.json_path}: {_brief(error.message)}") from None
+        raise ValueError(f"schema={one_line(repr(schema))} is not a valid JSON schema: "
+                         f"{error.json_path}: {one_line(error.message)}") from None
     return schema
 
 
@@ -137,12 +137,8 @@ def _validator_of(text: str) -> Draft202012Validator:
 def schema_errors(value: Any, schema: Any) -> list[str]:
     """Where ``value`` breaks ``schema`` (an empty list when it fits), each error as
     ``<JSON path>: <what was expected>``, e.g. ``$.action: 7 is not one of [0, 1, 2]``."""
-    return [f"{error.json_path}: {_brief(error.message)}"
+    return [f"{error.json_path}: {one_line(error.message)}"
             for error in _validator(schema).iter_errors(value)]
-
-
-def _brief(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 # ---- schemas whose values can be listed ---------------------------------------------------
