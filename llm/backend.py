@@ -199,6 +199,14 @@ class LLMBackend(BaseModel):
     def where(self) -> str:
         return f"{type(self).__name__}"
 
+    def attempt_end(self, timeout: float, deadline: float | None) -> tuple[float, str]:
+        """The ``time.monotonic()`` instant one attempt ends by — ``timeout`` s from now, or
+        the call's ``deadline`` when that comes first — and that limit in words."""
+        end = time.monotonic() + timeout
+        if deadline is not None and deadline < end:
+            return deadline, f"the call's deadline={self.deadline} s"
+        return end, f"timeout={timeout} s"
+
     def check_schema_support(self, schema: dict) -> None:
         """Raise `StructuredOutputError` for a schema this backend cannot enforce (checked
         before the cache, and not counted as a failed call)."""

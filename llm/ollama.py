@@ -104,14 +104,11 @@ class OllamaBackend(LLMBackend):
                 "num_ctx": self.context_length,
                 "num_predict": self.max_tokens if max_tokens is None else max_tokens}
 
-    def _unreachable(self, error: BaseException, by_deadline: bool) -> LLMUnavailableError:
+    def _unreachable(self, error: BaseException, limit: str) -> LLMUnavailableError:
         import httpx  # imported with the client already (see _new_client)
 
         if isinstance(error, httpx.TimeoutException):
-            limit = (f"the call's deadline={self.deadline} s" if by_deadline
-                     else f"timeout={self.timeout} s")
-            return LLMUnavailableError(
-                f"{self.where()} did not answer within {limit}")
+            return LLMUnavailableError(f"{self.where()} did not answer within {limit}")
         if isinstance(error, (ConnectionError, httpx.ConnectError)):
             return LLMUnavailableError(
                 f"no Ollama server is answering at {self.host} (model {self.model!r}). Start "
@@ -164,13 +161,12 @@ class OllamaBackend(LLMBackend):
         from .transport import retry_after_from
 
         client = self.client
-        end = time.monotonic() + self.timeout
-        by_deadline = deadline is not None and deadline < end
+        end, limit = self.attempt_end(self.timeout, deadline)
         try:
-            with self.runtime.built("transport").until(deadline if by_deadline else end):
+            with self.runtime.built("transport").until(end):
                 return self._chat_once(client, messages, schema, max_tokens, seed)
         except (ConnectionError, httpx.TransportError) as error:
-            raise Transient(self._unreachable(error, by_deadline)) from error
+            raise Transient(self._unreachable(error, limit)) from error
         except ollama.ResponseError as error:
             status = error.status_code
             if status >= 500 or status == 429:

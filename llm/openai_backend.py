@@ -216,15 +216,12 @@ class OpenAIBackend(LLMBackend):
         made = self._client()
         import openai
 
-        end = time.monotonic() + self.timeout
-        by_deadline = deadline is not None and deadline < end
+        end, limit = self.attempt_end(self.timeout, deadline)
         try:
-            with made.transport.until(deadline if by_deadline else end):
+            with made.transport.until(end):
                 reply = self._create(made.client, messages, schema, max_tokens,
                                      self.seed if seed is None else seed)
         except openai.APITimeoutError as error:
-            limit = (f"the call's deadline={self.deadline} s" if by_deadline
-                     else f"timeout={self.timeout} s")
             raise Transient(LLMUnavailableError(
                 f"{self.where()} did not answer within {limit}")) from error
         except openai.APIConnectionError as error:

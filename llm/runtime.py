@@ -46,14 +46,8 @@ class BackendRuntime:
         self._built: dict[str, Any] = {}
         self._seen: set[str] = set()
 
-    # ---- copies are fresh -------------------------------------------------------------
-    def __copy__(self) -> BackendRuntime:
-        return BackendRuntime()
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> BackendRuntime:
-        return BackendRuntime()
-
     def __reduce__(self) -> tuple[type[BackendRuntime], tuple[()]]:
+        """Copies (``copy``, ``deepcopy``) and pickles are fresh runtimes."""
         return (BackendRuntime, ())
 
     def __repr__(self) -> str:
