@@ -276,17 +276,10 @@ class LLMBackend(BaseModel):
             self.check_schema_support(check_schema(schema))
         n = self._call_max_tokens(max_tokens)
         seed = self._call_seed(seed)
-        key = self.request_key(messages, schema, n, seed)
-        hit = self.cache.get(key)
-        if hit is not None:
-            self.runtime.count("llm_cache_hits")
-            return hit
-        text = self._ask(messages, schema, n, seed)
-        self._store(key, text, {
-            "backend": self.name, "identity": self.identity, "model": self.model_label(),
-            "options": self.options(n, seed), "schema": schema, "messages": messages,
-        })
-        return text
+        return self._cached(
+            self.request_key(messages, schema, n, seed),
+            lambda: self._ask(messages, schema, n, seed),
+            {"options": self.options(n, seed), "schema": schema, "messages": messages})
 
     def score(self, messages: Sequence[Mapping[str, str]], replies: Sequence[str], *,
               seed: int | None = None) -> list[float]:
@@ -306,25 +299,33 @@ class LLMBackend(BaseModel):
             raise self._cannot_score()
         seed = self._call_seed(seed)
         options = self.score_options(seed)
-        key = score_key(self.name, self.identity, options, replies, messages)
+        return self._cached(
+            score_key(self.name, self.identity, options, replies, messages),
+            lambda: self._call(lambda extra: self.compute_scores(messages, replies, **extra),
+                               lambda result: self._check_scores(result, replies),
+                               seed, always=True),
+            {"options": options, "replies": replies, "messages": messages},
+            read=lambda text: self._check_scores(json.loads(text), replies), write=json.dumps)
+
+    def _cached(self, key: str, ask: Any, meta: dict[str, Any], read: Any = None,
+                write: Any = None) -> Any:
+        """The value stored under ``key`` (``read`` from its text; an entry that cannot be
+        read is asked again, not overwritten), else ``ask()``, stored as ``write(value)``
+        with ``meta`` and this backend's name, identity and model."""
         hit = self.cache.get(key)
         if hit is not None:
             try:
-                scores = self._check_scores(json.loads(hit), replies)
+                value = hit if read is None else read(hit)
             except (ValueError, LLMError):
-                scores = None  # an unreadable entry is asked again (and not overwritten)
-            if scores is not None:
+                value = None
+            if value is not None:
                 self.runtime.count("llm_cache_hits")
-                return scores
-        scores = self._call(
-            lambda extra: self.compute_scores(messages, replies, **extra),
-            lambda result: self._check_scores(result, replies),
-            seed, always=True)
-        self._store(key, json.dumps(scores), {
+                return value
+        value = ask()
+        self._store(key, value if write is None else write(value), {
             "backend": self.name, "identity": self.identity, "model": self.model_label(),
-            "options": options, "replies": replies, "messages": messages,
-        })
-        return scores
+            **meta})
+        return value
 
     def score_options(self, seed: int | None = None) -> dict[str, Any]:
         """The options in a scoring request's cache key: the call's seed (None: the
