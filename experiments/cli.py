@@ -596,7 +596,7 @@ def command_doctor(args: argparse.Namespace) -> int:
     from importlib.metadata import PackageNotFoundError, version
 
     from ..llm import native_check
-    from ..llm.llamacpp import default_gguf_path
+    from ..llm.gguf_check import default_gguf_path
 
     try:
         print(f"llama-cpp-python {version('llama-cpp-python')}")

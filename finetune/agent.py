@@ -94,7 +94,7 @@ def check_grpo(env: Any, params: dict[str, Any]) -> None:
                          f"(langadapt/Maze-v0) or a MiniGrid/BabyAI level allows; {name} is "
                          "neither")
     if config.model is not None:
-        from ..llm.transformers_backend import check_causal_lm
+        from .hf_model import check_causal_lm
 
         try:
             check_causal_lm(config.model)

@@ -4,10 +4,10 @@ It is ``llm_policy`` in structured mode (the default) on the ``transformers`` ba
 trainable. The prompt is exactly the one `LLMPolicy` sends (`decision_messages`: the
 environment's language spec and the ``{"action": N}`` instruction). The policy is the softmax,
 over the **legal** actions only, of exactly the scores the backend's structured replies use
-(`reply_log_probs`): the log-probability of each candidate reply ``{"action": N}`` plus end
-of turn, computed on the prompt's KV cache (GLAM / TWOSOME scoring). Every sampled action is
-legal, its log-probability is exact, and ``llm_policy`` with the saved adapter and
-temperature 0 takes this policy's greedy action in every state.
+(the transformers backend's `text_log_probs`): the log-probability of each candidate reply
+``{"action": N}`` plus end of turn, computed on the prompt's KV cache (GLAM / TWOSOME
+scoring). Every sampled action is legal, its log-probability is exact, and ``llm_policy``
+with the saved adapter and temperature 0 takes this policy's greedy action in every state.
 
 ``progress=False`` loads the model without any progress bar (`no_loading_bars`: the bars of
 transformers and huggingface_hub and the GGUF conversion bar, restored afterwards).
@@ -16,10 +16,8 @@ transformers and huggingface_hub and the GGUF conversion bar, restored afterward
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,54 +25,20 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..environments import LanguageSpec
-from ..llm.schema import reply_text
+from ..llm.schema import finite_values, reply_text
 from ..llm.transformers_backend import (
     chat_prompt_ids,
     continuation_log_probs,
-    finite_schema_values,
     load_causal_lm,
     reply_token_ids,
     require_finetune,
-    shared_prefix_log_probs,
 )
 from ..roles import DiscreteActionParser, check_legal, decision_messages
+from .hf_model import no_loading_bars, shared_prefix_log_probs
 
-__all__ = ["LoRASettings", "LoRAPolicy", "no_loading_bars"]
+__all__ = ["LoRASettings", "LoRAPolicy"]
 
 State = tuple[Any, tuple[int, ...]]
-
-
-@contextlib.contextmanager
-def no_loading_bars() -> Iterator[None]:
-    """No progress bar while a model loads: transformers' (``Loading weights``, checkpoint
-    shards), huggingface_hub's and the plain tqdm bar of transformers' GGUF conversion; each
-    is put back as it was on exit."""
-    import huggingface_hub.utils as hub_utils
-    from transformers.utils import logging as transformers_logging
-
-    bars_on = transformers_logging.is_progress_bar_enabled()
-    hub_off = hub_utils.are_progress_bars_disabled()
-    try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:  # pragma: no cover - transformers without GGUF support
-        gguf_utils = None
-    gguf_tqdm = getattr(gguf_utils, "tqdm", None)
-    transformers_logging.disable_progress_bar()  # also huggingface_hub's bars
-    if gguf_tqdm is not None:
-        gguf_utils.tqdm = functools.partial(gguf_tqdm, disable=True)
-    try:
-        yield
-    finally:
-        if gguf_tqdm is not None:
-            gguf_utils.tqdm = gguf_tqdm
-        with warnings.catch_warnings():  # hub: "cannot enable, HF_HUB_DISABLE_... is set"
-            warnings.simplefilter("ignore")
-            if bars_on:
-                transformers_logging.enable_progress_bar()
-            if hub_off:
-                hub_utils.disable_progress_bars()
-            else:
-                hub_utils.enable_progress_bars()
 
 
 class LoRASettings(BaseModel):
@@ -182,7 +146,7 @@ class LoRAPolicy:
         for state, legal in states:
             moves = check_legal(self.spec, legal)
             # the values the backend scores for the action schema llm_policy sends
-            values = finite_schema_values(self.parser.schema(moves))
+            values = finite_values(self.parser.schema(moves))
             if [v["action"] for v in values] != list(moves):
                 raise ValueError(f"the action schema of {moves} gives {values}; expected "
                                  "one {'action': N} per legal move, in order")

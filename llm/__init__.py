@@ -28,8 +28,8 @@ from .errors import (
     StructuredOutputError,
 )
 from .factory import BACKENDS, backend_fields, make_backend
-from .gguf_check import check_gguf
-from .llamacpp import LlamaCppBackend, default_gguf_path
+from .gguf_check import check_gguf, default_gguf_path
+from .llamacpp import LlamaCppBackend
 from .ollama import OllamaBackend, default_host
 from .openai_backend import OpenAIBackend
 from .runtime import BackendRuntime

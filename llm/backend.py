@@ -1,82 +1,26 @@
 """`LLMBackend`: the base of every LLM source — cache, retries, deadline, circuit breaker,
-counters.
+counters (docs/llm.md says what each does and what it costs).
 
-**Settings apart from state.** A backend is a pydantic model of settings, validated on
-construction and then fixed (frozen). What changes while it runs — counters, circuit
-breaker, warning throttle, answer-cache handle, resolved model identity, a client or
-loaded model, the lock — lives in one plain `langadapt.llm.runtime.BackendRuntime`
-(``backend.runtime``). A copy of a backend (``model_copy``, ``copy``, ``deepcopy``,
-pickling) is another backend with a fresh runtime; to vary an option per call, pass it to
-the call instead.
+A backend is a frozen pydantic model of settings; what changes while it runs lives in one
+`BackendRuntime` (``backend.runtime``), and a copy of a backend starts with a fresh one.
+``chat(messages, schema=None, max_tokens=None, *, seed=None)`` generates (``complete`` is
+its two-message form); ``score(messages, replies, *, seed=None)`` gives the natural-log
+probability of each whole candidate reply (backends with ``supports_scoring``); the roles
+call `langadapt.llm.scoring.decide`, which picks one of the two.
 
-**The calls.** ``chat(messages, schema=None, max_tokens=None, *, seed=None) -> str`` is the
-one call that generates; ``complete(system, user, schema=None, max_tokens=None, *,
-seed=None)`` is its two-message form. ``max_tokens`` and ``seed`` override the settings for
-that call only and are part of the cache key; every call, whatever its seed, goes through
-the backend's one circuit breaker, warning throttle and counters.
+A subclass supplies ``generate(messages, schema, max_tokens, *, seed, deadline) -> str``
+(one attempt; ``deadline`` is the ``time.monotonic()`` instant the call must end by; raise
+`Transient` for a fault worth retrying, an `LLMError` for the others; a ``generate``
+without ``seed`` / ``deadline`` is called without them), ``resolve_identity() -> str``
+(the model's identity in cache keys), ``where() -> str`` (for messages) and, to score,
+``compute_scores(messages, replies, *, seed, deadline) -> list[float]``.
 
-**Scoring known replies.** ``score(messages, replies, *, seed=None) -> list[float]``: the
-natural-log probability of each whole candidate reply (its tokens, then the chat
-template's end-of-turn token) as the assistant's answer to ``messages``, exactly, with one
-evaluation of the shared prompt per call. Only backends with ``supports_scoring`` (class
-attribute: llama.cpp and transformers) can; the others raise an `LLMError` saying so,
-before any request. Cached like answers (key: backend, identity, `score_options` — the
-call's seed and ``context_length`` —, the replies in order, the messages; the value: the
-list as JSON text), so a rerun makes no call; counted in ``llm_calls`` /
-``llm_cache_hits``, retried, bounded and guarded by the breaker like ``chat``; a failed
-call is never cached. A result with NaN or +inf, of the wrong length, or with every reply
-at -inf is an `LLMReplyError` naming the backend — never a silent uniform choice. The
-roles do not call it directly but `langadapt.llm.scoring.decide(backend, messages,
-schema, *, max_tokens=None, seed=None, rng=None, temperature=None) -> Decision`, which
-scores the values of a schema that `langadapt.llm.schema.enumerate_replies` can list and
-generates otherwise.
-
-A subclass supplies (the last only to score):
-
-- ``generate(messages, schema, max_tokens, *, seed, deadline) -> str``: one attempt;
-  ``seed`` is the call's seed, ``deadline`` the ``time.monotonic()`` instant by which
-  the whole call must end (None: no deadline). Raise `Transient` for a fault worth
-  retrying (transport error, timeout, HTTP 429 or 5xx; with the server's ``Retry-After``
-  when it sent one), an `LLMError` for the others. A ``generate`` without the ``seed`` /
-  ``deadline`` parameters is called without them;
-- ``resolve_identity() -> str``: the model's identity in cache keys;
-- ``where() -> str``: "Ollama at <host> (model <name>)", for messages;
-- to score (``supports_scoring = True``): ``compute_scores(messages, replies, *, seed,
-  deadline) -> list[float]``, one attempt, the same rules as ``generate``.
-
-Around it the base class
-
-- answers from the cache (key: backend, identity, options incl. the call's seed and
-  max_tokens, schema, messages) — a failed call is never cached. A cache file that cannot
-  be written (read-only file or folder, full disk) costs one warning naming it and is
-  used read-only for the rest of the run; the answer just fetched is returned all the
-  same (see `langadapt.llm.store`);
-- retries `Transient` faults ``retries`` times: after the server's ``Retry-After``
-  (seconds or an HTTP date) when it gave one, at most ``max_retry_after`` s, else with
-  exponential backoff (``backoff`` s, doubling, at most ``max_backoff``); then raises one
-  plain error naming host, model and attempts;
-- bounds the whole call, retries and waits included, by ``deadline`` seconds (None: no
-  bound beyond the backend's per-attempt ``timeout``): no retry starts, and no wait is
-  begun, that would end past it;
-- checks every reply: text of at most ``max_reply_chars`` characters (default 1,000,000;
-  longer is an `LLMReplyError`, not cached), non-empty, and with a schema JSON parsed by
-  `parse_json_reply` (nesting at most `MAX_JSON_DEPTH` levels, checked before
-  ``json.loads``) that fits the schema, else `StructuredOutputError` (never an unparsed
-  reply). Messages quote at most 200 characters of a reply;
-- opens a circuit breaker after ``breaker_failures`` outages in a row (transport errors,
-  timeouts, HTTP errors; an unusable reply from a server that answered is counted in
-  ``llm_failures`` and warned about, but is no outage and resets the count): for
-  ``breaker_cooldown`` seconds no request is sent and calls fail at once with
-  `LLMUnavailableError` (counted in ``llm_breaker_skips``); then one call tries again;
-- logs failures as aggregated warnings (one at once, then at most one a minute with the
-  count of the failures in between, and one when the breaker opens);
-- counts: ``llm_calls`` (requests made), ``llm_cache_hits``, ``llm_failures``,
-  ``llm_fallbacks`` (answers its users replaced, see `record_fallback`), ``llm_seconds``,
-  ``llm_breaker_skips``, ``llm_retries``; ``llm_scored`` / ``llm_generated`` (decisions
-  `decide` took by scoring / by generating); ``llm_prompt_tokens`` (prompt tokens of the
-  requests made) and ``llm_prompt_tokens_reused`` (the part of them served from an
-  in-process prefix cache: llama.cpp; the tokens evaluated are the difference; 0 where a
-  backend cannot tell).
+Around it the base class answers from the cache (a failed call is never cached; a cache
+that cannot be written costs one warning), retries `Transient` faults after the server's
+``Retry-After`` or with exponential backoff, bounds the whole call by ``deadline``, checks
+every reply (size, non-empty, JSON that fits the schema), opens a circuit breaker after
+``breaker_failures`` outages in a row, throttles failure warnings, and counts
+(`STATS_KEYS`).
 """
 
 from __future__ import annotations
@@ -261,6 +205,14 @@ class LLMBackend(BaseModel):
     def where(self) -> str:
         return f"{type(self).__name__}"
 
+    def attempt_end(self, timeout: float, deadline: float | None) -> tuple[float, str]:
+        """The ``time.monotonic()`` instant one attempt ends by — ``timeout`` s from now, or
+        the call's ``deadline`` when that comes first — and that limit in words."""
+        end = time.monotonic() + timeout
+        if deadline is not None and deadline < end:
+            return deadline, f"the call's deadline={self.deadline} s"
+        return end, f"timeout={timeout} s"
+
     def check_schema_support(self, schema: dict) -> None:
         """Raise `StructuredOutputError` for a schema this backend cannot enforce (checked
         before the cache, and not counted as a failed call)."""
@@ -330,17 +282,10 @@ class LLMBackend(BaseModel):
             self.check_schema_support(check_schema(schema))
         n = self._call_max_tokens(max_tokens)
         seed = self._call_seed(seed)
-        key = self.request_key(messages, schema, n, seed)
-        hit = self.cache.get(key)
-        if hit is not None:
-            self.runtime.count("llm_cache_hits")
-            return hit
-        text = self._ask(messages, schema, n, seed)
-        self._store(key, text, {
-            "backend": self.name, "identity": self.identity, "model": self.model_label(),
-            "options": self.options(n, seed), "schema": schema, "messages": messages,
-        })
-        return text
+        return self._cached(
+            self.request_key(messages, schema, n, seed),
+            lambda: self._ask(messages, schema, n, seed),
+            {"options": self.options(n, seed), "schema": schema, "messages": messages})
 
     def score(self, messages: Sequence[Mapping[str, str]], replies: Sequence[str], *,
               seed: int | None = None) -> list[float]:
@@ -360,25 +305,33 @@ class LLMBackend(BaseModel):
             raise self._cannot_score()
         seed = self._call_seed(seed)
         options = self.score_options(seed)
-        key = score_key(self.name, self.identity, options, replies, messages)
+        return self._cached(
+            score_key(self.name, self.identity, options, replies, messages),
+            lambda: self._call(lambda extra: self.compute_scores(messages, replies, **extra),
+                               lambda result: self._check_scores(result, replies),
+                               seed, always=True),
+            {"options": options, "replies": replies, "messages": messages},
+            read=lambda text: self._check_scores(json.loads(text), replies), write=json.dumps)
+
+    def _cached(self, key: str, ask: Any, meta: dict[str, Any], read: Any = None,
+                write: Any = None) -> Any:
+        """The value stored under ``key`` (``read`` from its text; an entry that cannot be
+        read is asked again, not overwritten), else ``ask()``, stored as ``write(value)``
+        with ``meta`` and this backend's name, identity and model."""
         hit = self.cache.get(key)
         if hit is not None:
             try:
-                scores = self._check_scores(json.loads(hit), replies)
+                value = hit if read is None else read(hit)
             except (ValueError, LLMError):
-                scores = None  # an unreadable entry is asked again (and not overwritten)
-            if scores is not None:
+                value = None
+            if value is not None:
                 self.runtime.count("llm_cache_hits")
-                return scores
-        scores = self._call(
-            lambda extra: self.compute_scores(messages, replies, **extra),
-            lambda result: self._check_scores(result, replies),
-            seed, always=True)
-        self._store(key, json.dumps(scores), {
+                return value
+        value = ask()
+        self._store(key, value if write is None else write(value), {
             "backend": self.name, "identity": self.identity, "model": self.model_label(),
-            "options": options, "replies": replies, "messages": messages,
-        })
-        return scores
+            **meta})
+        return value
 
     def score_options(self, seed: int | None = None) -> dict[str, Any]:
         """The options in a scoring request's cache key: the call's seed (None: the

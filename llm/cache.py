@@ -1,15 +1,11 @@
 """The answer cache: LLM replies keyed by everything that shaped them, in memory and on disk.
 
-Key: SHA-256 of (backend, model identity, generation options, JSON schema, messages); the
-scores of candidate replies (`LLMBackend.score`) are stored the same way, as JSON text of
-the list of log-probabilities, under `score_key` (the replies in place of the schema). The
-model identity is the GGUF file's content hash (llama.cpp) or the digest the Ollama server
-reports (its name when the server cannot be reached), so a renamed copy of a model shares
-its answers and a changed file does not. Only real answers are stored, never failures.
-The store is `langadapt.llm.store.SQLiteStore` (shared rules for corruption, timeouts, size).
-
-JSONL export/import moves answers between machines: one object per line with ``backend``,
-``identity``, ``model``, ``options``, ``schema``, ``messages``, ``answer`` and ``created``.
+Key: SHA-256 of (backend, model identity, options, JSON schema, messages) — `answer_key`;
+the scores of candidate replies under `score_key`, as JSON text. The model identity is a
+content hash (a GGUF file's: `file_sha256`) or the digest a server reports, so a renamed
+copy of a model shares its answers and a changed file does not. Only real answers are
+stored. The store is `langadapt.llm.store.SQLiteStore`; JSONL export and import move
+answers between machines.
 """
 
 from __future__ import annotations

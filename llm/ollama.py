@@ -1,22 +1,12 @@
 """`OllamaBackend`: answers from an Ollama server through the official `ollama` client.
 
-Generation options are sent as Ollama's ``temperature``, ``seed``, ``num_ctx`` and
-``num_predict`` (Ollama is not reproducible without a fixed ``num_ctx``). Structured output
-uses the ``format`` parameter with the JSON schema (Ollama 0.5 or newer).
-
-Model identity: the digest the server reports for the model (``/api/tags``), read once per
-backend object on first use; when the server cannot be reached then, the model name is used
-(answers cached under the digest are found again once the server answers).
-
-Time: ``timeout`` bounds one attempt as a whole — connecting, sending and the whole reply,
-not each read (a server trickling its reply a byte at a time is cut off at ``timeout``);
-the base class's ``deadline`` bounds the whole call, retries included.
-
-Faults: every transport error of the client (connection refused or reset, the server dying
-mid-request, timeouts), HTTP 429 and HTTP 5xx answers are retried — after the server's
-``Retry-After`` when it sends one (at most ``max_retry_after``) — then reported with host
-and model. A missing model is a `ModelNotFoundError` naming ``ollama pull <model>``.
-``host`` is checked on construction (scheme http/https, a port from 1 to 65535).
+Options go as Ollama's ``temperature``, ``seed``, ``num_ctx`` and ``num_predict``; a JSON
+schema goes in ``format`` (Ollama 0.5 or newer). Identity in cache keys: the digest the
+server lists for the model (``/api/tags``), read once; the model name when the server
+cannot be reached then. ``timeout`` bounds one attempt as a whole (not each read), the
+base class's ``deadline`` the whole call. Transport errors, timeouts, HTTP 429 and 5xx are
+retried by the base class (after the server's ``Retry-After``); a missing model is a
+`ModelNotFoundError` naming ``ollama pull <model>``.
 """
 
 from __future__ import annotations
@@ -36,6 +26,7 @@ from .errors import (
     LLMUnavailableError,
     ModelNotFoundError,
     StructuredOutputError,
+    one_line,
 )
 from .urls import check_http_url
 
@@ -51,11 +42,6 @@ DEFAULT_OLLAMA_MODEL = "llama3.2"
 def default_host() -> str:
     """``$OLLAMA_HOST`` when set, else ``http://127.0.0.1:11434``."""
     return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
-
-
-def _brief(text: Any, limit: int = 200) -> str:
-    text = str(text)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _tagged(name: str) -> str:
@@ -118,14 +104,11 @@ class OllamaBackend(LLMBackend):
                 "num_ctx": self.context_length,
                 "num_predict": self.max_tokens if max_tokens is None else max_tokens}
 
-    def _unreachable(self, error: BaseException, by_deadline: bool) -> LLMUnavailableError:
+    def _unreachable(self, error: BaseException, limit: str) -> LLMUnavailableError:
         import httpx  # imported with the client already (see _new_client)
 
         if isinstance(error, httpx.TimeoutException):
-            limit = (f"the call's deadline={self.deadline} s" if by_deadline
-                     else f"timeout={self.timeout} s")
-            return LLMUnavailableError(
-                f"{self.where()} did not answer within {limit}")
+            return LLMUnavailableError(f"{self.where()} did not answer within {limit}")
         if isinstance(error, (ConnectionError, httpx.ConnectError)):
             return LLMUnavailableError(
                 f"no Ollama server is answering at {self.host} (model {self.model!r}). Start "
@@ -178,31 +161,30 @@ class OllamaBackend(LLMBackend):
         from .transport import retry_after_from
 
         client = self.client
-        end = time.monotonic() + self.timeout
-        by_deadline = deadline is not None and deadline < end
+        end, limit = self.attempt_end(self.timeout, deadline)
         try:
-            with self.runtime.built("transport").until(deadline if by_deadline else end):
+            with self.runtime.built("transport").until(end):
                 return self._chat_once(client, messages, schema, max_tokens, seed)
         except (ConnectionError, httpx.TransportError) as error:
-            raise Transient(self._unreachable(error, by_deadline)) from error
+            raise Transient(self._unreachable(error, limit)) from error
         except ollama.ResponseError as error:
             status = error.status_code
             if status >= 500 or status == 429:
                 wait = retry_after_from(error)
                 asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
                 raise Transient(LLMError(
-                    f"{self.where()} answered HTTP {status}: {_brief(error.error)}{asked}"),
+                    f"{self.where()} answered HTTP {status}: {one_line(error.error)}{asked}"),
                     wait) from error
             if status == 404:
                 raise ModelNotFoundError(
                     f"the Ollama server at {self.host} does not have model {self.model!r} "
-                    f"({_brief(error.error)}); download it with `ollama pull {self.model}`"
+                    f"({one_line(error.error)}); download it with `ollama pull {self.model}`"
                 ) from error
             if schema is not None and "format" in str(error.error).lower():
                 raise StructuredOutputError(
                     f"{self.where()} rejected the JSON schema in `format` "
-                    f"({_brief(error.error)}); {self.structured_output_hint()}") from error
-            raise LLMError(f"{self.where()} rejected the request: {_brief(error.error)} "
+                    f"({one_line(error.error)}); {self.structured_output_hint()}") from error
+            raise LLMError(f"{self.where()} rejected the request: {one_line(error.error)} "
                            f"(HTTP {status})") from error
         except (json.JSONDecodeError, pydantic.ValidationError, httpx.DecodingError) as error:
             raise LLMReplyError(

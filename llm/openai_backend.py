@@ -1,51 +1,17 @@
-"""`OpenAIBackend`: answers from any OpenAI-compatible server through the official `openai`
-client — llama.cpp's ``llama-server``, llama-cpp-python's ``python -m llama_cpp.server``,
-vLLM, LM Studio, Ollama's ``/v1``, or OpenAI itself.
+"""`OpenAIBackend`: any OpenAI-compatible server (llama.cpp's ``llama-server``,
+llama-cpp-python's server, vLLM, LM Studio, Ollama's ``/v1``, OpenAI) through the official
+`openai` client, an optional extra imported when the first client is built
+(docs/llm.md, "OpenAI-compatible servers").
 
-``base_url`` is the server's API root (``http://127.0.0.1:8000/v1``); ``model`` the name the
-server knows the model by. Requests are ``POST {base_url}/chat/completions`` with
-``temperature``, ``seed`` and ``max_tokens`` (``max_completion_tokens`` for a server that
-asks for it). ``context_length`` is not sent (the server fixes its own context): it tells
-the adapters how long their prompts may be, and is part of the cache key like every option.
-
-The API key: ``api_key_env`` names the environment variable holding it (default
-``OPENAI_API_KEY``); the key is read from there when the client is built, kept only in the
-client (in the runtime, never copied, pickled or cached) and cut out of every error message.
-A missing variable is one `LLMError` naming it. ``api_key_env: null`` sends a dummy key, for
-local servers that need none.
-
-Structured output: the JSON schema goes in ``response_format`` as
-``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` (OpenAI, vLLM,
-llama-server, LM Studio). A server that refuses that type but takes a schema with
-``{"type": "json_object", "schema": ...}`` (llama-cpp-python's server) gets that form
-instead, decided on the first structured call and kept for the backend
-(``structured_output: auto``; or pin ``json_schema`` / ``json_object``). The reply is checked
-against the schema by the base class; a server that ignores the schema is a
-`StructuredOutputError` naming the server, the model and the fix.
-
-Model identity (cache keys): ``openai:<base_url>#<model>``, plus ``@<id>`` the id the server
-lists for it (``GET /models``) when that differs from the name (llama-cpp-python's server
-lists the GGUF file it serves) — read once per backend object; when the server cannot be
-reached then, or lists nothing that fits, the identity is base URL and model only. A model
-name that is an alias the server resolves later (OpenAI's ``gpt-4o``) is cached under the
-alias: pin a dated name for caches that stay true.
-
-Time: ``timeout`` bounds one attempt as a whole (connecting, sending, the whole reply — not
-each read); the base class's ``deadline`` bounds the whole call, retries included. The
-client's own retries are off (``max_retries=0``): the base class retries.
-
-Faults: a transport error (nothing listening, the server dying mid-request), a timeout,
-HTTP 429 and 5xx are retried — after the server's ``Retry-After`` (or ``retry-after-ms``) when
-it sends one — then end in one line naming base URL and model. HTTP 401/403 (the key), 404
-(no such model, or ``base_url`` is not an OpenAI-compatible server), other 4xx and replies
-without a message are not retried. Nothing failed is cached.
-
-Log-probabilities: chat completions give the log-probabilities of the tokens the server
-*generated*, not of a reply chosen beforehand, so this backend cannot score known replies
-exactly: ``supports_scoring = False``, and roles decide by generation (with the schema).
-
-The `openai` package is optional (``pip install 'langadapt[openai]'``); it is imported when
-the first client is built, never with this module.
+``base_url`` is the API root (``http://127.0.0.1:8000/v1``). The API key is read from the
+environment variable ``api_key_env`` names (None: a dummy key), kept only in the client and
+cut out of every error message. A JSON schema goes in ``response_format`` as
+``json_schema``, or as ``json_object`` with a schema for a server that refuses the first
+(``structured_output: auto`` decides on the first structured call). Identity in cache
+keys: ``openai:<base_url>#<model>``, plus ``@<id>`` the server lists for it when that
+differs. ``timeout`` bounds one attempt as a whole; the client's own retries are off (the
+base class retries transport errors, timeouts, HTTP 429 and 5xx). Chat completions give no
+log-probability of a reply chosen beforehand: ``supports_scoring`` is False.
 """
 
 from __future__ import annotations
@@ -65,6 +31,7 @@ from .errors import (
     LLMUnavailableError,
     ModelNotFoundError,
     StructuredOutputError,
+    one_line,
 )
 from .urls import check_http_url
 
@@ -86,12 +53,6 @@ def check_base_url(url: str) -> str:
     if split.query or split.fragment:
         raise ValueError(f"base_url={url!r}: a query or fragment does not belong in it; {example}")
     return url.rstrip("/")
-
-
-def _one_line(text: Any, limit: int = 200) -> str:
-    """``text`` on one line (whitespace runs folded), at most ``limit`` characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else f"{flat[:limit]}... ({len(flat):,} characters)"
 
 
 def _schema_name(schema: dict) -> str:
@@ -211,7 +172,7 @@ class OpenAIBackend(LLMBackend):
         text = str(text)
         if made is not None and made.key and made.key != DUMMY_API_KEY:
             text = text.replace(made.key, "***")
-        return _one_line(text)
+        return one_line(text)
 
     # ---- what a backend supplies ------------------------------------------------------
     def where(self) -> str:
@@ -255,15 +216,12 @@ class OpenAIBackend(LLMBackend):
         made = self._client()
         import openai
 
-        end = time.monotonic() + self.timeout
-        by_deadline = deadline is not None and deadline < end
+        end, limit = self.attempt_end(self.timeout, deadline)
         try:
-            with made.transport.until(deadline if by_deadline else end):
+            with made.transport.until(end):
                 reply = self._create(made.client, messages, schema, max_tokens,
                                      self.seed if seed is None else seed)
         except openai.APITimeoutError as error:
-            limit = (f"the call's deadline={self.deadline} s" if by_deadline
-                     else f"timeout={self.timeout} s")
             raise Transient(LLMUnavailableError(
                 f"{self.where()} did not answer within {limit}")) from error
         except openai.APIConnectionError as error:

@@ -1,22 +1,10 @@
 """`BackendRuntime`: the mutable state of one backend object, apart from its settings.
 
-An `LLMBackend` is a frozen pydantic model of settings; everything that changes while it
-runs lives in the one `BackendRuntime` it holds (``backend.runtime``):
-
-- the counters (`STATS_KEYS`; ``llm_scored`` / ``llm_generated`` count the decisions
-  `langadapt.llm.scoring.decide` took by each path, ``llm_prompt_tokens`` /
-  ``llm_prompt_tokens_reused`` the prompt tokens of the requests made and the part of them
-  served from an in-process prefix cache — 0 for backends that cannot tell);
-- the circuit breaker: failed calls in a row, until when it is open, the last error;
-- the warning throttle: when the last warning was logged, failures not warned about since;
-- things built once on first use and then shared by every call: the answer cache, the
-  resolved model identity, a backend's client or loaded model (`once`);
-- why ``make_backend("auto")`` chose the backend (``choice_reason``);
-- one re-entrant lock guarding all of it.
-
-One runtime per backend object, however many calls (with whatever per-call seed) go
-through it. A copy of a backend (``copy.copy``, ``model_copy``, ``deepcopy``, pickling) is
-another backend: it starts with a fresh runtime — settings are copied, state is not.
+The counters (`STATS_KEYS`), the circuit breaker (failures in a row, open until, the last
+error), the warning throttle, what is built once and shared by every call (`once`: the
+answer cache, the model's identity, a client or a loaded model), why ``make_backend("auto")``
+chose the backend, and one re-entrant lock guarding it all. A copy (``copy``, ``deepcopy``,
+pickling) is a fresh runtime: settings are copied, state is not.
 """
 
 from __future__ import annotations
@@ -58,14 +46,8 @@ class BackendRuntime:
         self._built: dict[str, Any] = {}
         self._seen: set[str] = set()
 
-    # ---- copies are fresh -------------------------------------------------------------
-    def __copy__(self) -> BackendRuntime:
-        return BackendRuntime()
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> BackendRuntime:
-        return BackendRuntime()
-
     def __reduce__(self) -> tuple[type[BackendRuntime], tuple[()]]:
+        """Copies (``copy``, ``deepcopy``) and pickles are fresh runtimes."""
         return (BackendRuntime, ())
 
     def __repr__(self) -> str:

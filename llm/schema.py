@@ -1,5 +1,4 @@
-"""Parsing a JSON reply within bounds, and checking it against a JSON schema (the subset
-structured output uses).
+"""Parsing a JSON reply within bounds, and checking it against a JSON schema.
 
 `parse_json_reply(text)` is the one way the LLM layer (and the roles) turn a reply into a
 JSON value: a reply longer than `MAX_REPLY_CHARS` characters or nested deeper than
@@ -7,20 +6,21 @@ JSON value: a reply longer than `MAX_REPLY_CHARS` characters or nested deeper th
 sees it, so a reply of 5,000 nested ``[`` is one error, not a RecursionError. Error
 messages quote at most `QUOTE_CHARS` characters of a reply (`quote_reply`).
 
-Supported keywords: ``type`` (one or a list), ``enum``, ``const``, ``properties``,
-``required``, ``additionalProperties`` (bool or schema), ``items``, ``minItems``,
-``maxItems``, ``minLength``, ``maxLength``, ``minimum``, ``maximum``, ``exclusiveMinimum``,
-``exclusiveMaximum``, ``anyOf``, ``oneOf``, ``allOf``, local ``$ref`` (``#/$defs/...``,
-``#/definitions/...``). Other keywords are not checked.
+`schema_errors(value, schema)` checks a value against a JSON schema (draft 2020-12) with
+``jsonschema``, each error naming the JSON path and what was expected.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from typing import Any
 
-from .errors import StructuredOutputError
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from .errors import StructuredOutputError, one_line
 
 __all__ = ["MAX_CANDIDATES", "MAX_JSON_DEPTH", "MAX_REPLY_CHARS", "QUOTE_CHARS", "check_schema",
            "enumerate_replies", "finite_values", "json_depth", "parse_json_reply",
@@ -35,10 +35,6 @@ QUOTE_CHARS = 200
 #: Most candidate values `enumerate_replies` lists (more: None, generate instead).
 MAX_CANDIDATES = 256
 
-_TYPES: dict[str, Any] = {
-    "object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
-}
-
 
 def check_schema(schema: Any) -> dict[str, Any]:
     """``schema`` as a JSON-serialisable dict, else ValueError."""
@@ -48,6 +44,11 @@ def check_schema(schema: Any) -> dict[str, Any]:
         json.dumps(schema)
     except (TypeError, ValueError) as error:
         raise ValueError(f"schema={schema!r} is not JSON-serialisable: {error}") from None
+    try:
+        _validator(schema)
+    except SchemaError as error:
+        raise ValueError(f"schema={one_line(repr(schema))} is not a valid JSON schema: "
+                         f"{error.json_path}: {one_line(error.message)}") from None
     return schema
 
 
@@ -121,86 +122,23 @@ def parse_json_reply(text: Any, *, max_chars: int = MAX_REPLY_CHARS,
             f"{quote_reply(text)}") from None
 
 
-def _brief(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+def _validator(schema: Any) -> Draft202012Validator:
+    """The validator of ``schema`` (built once per schema text)."""
+    return _validator_of(json.dumps(schema, sort_keys=True))
 
 
-def _is(value: Any, kind: str) -> bool:
-    if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    expected = _TYPES.get(kind)
-    return expected is not None and isinstance(value, expected) and not (
-        expected is not bool and isinstance(value, bool))
+@functools.lru_cache(maxsize=256)
+def _validator_of(text: str) -> Draft202012Validator:
+    schema = json.loads(text)
+    Draft202012Validator.check_schema(schema)  # SchemaError for one that is not a schema
+    return Draft202012Validator(schema)
 
 
-def schema_errors(value: Any, schema: Any, root: Any = None, where: str = "$") -> list[str]:
-    """Where ``value`` breaks ``schema`` (an empty list when it fits)."""
-    root = schema if root is None else root
-    if schema is True or schema == {}:
-        return []
-    if schema is False:
-        return [f"{where}: no value is allowed here"]
-    if "$ref" in schema:
-        target: Any = root
-        for part in str(schema["$ref"]).lstrip("#/").split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        return schema_errors(value, target, root, where)
-    errors: list[str] = []
-    kinds = schema.get("type")
-    if kinds is not None:
-        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
-        if not any(_is(value, k) for k in kinds):
-            return [f"{where}: {_brief(value)} is not of type {'/'.join(kinds)}"]
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{where}: {_brief(value)} is not one of {_brief(schema['enum'])}")
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{where}: {_brief(value)} is not {_brief(schema['const'])}")
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        for name in schema.get("required", []):
-            if name not in value:
-                errors.append(f"{where}: missing property {name!r}")
-        extra = schema.get("additionalProperties", True)
-        for name, item in value.items():
-            if name in props:
-                errors += schema_errors(item, props[name], root, f"{where}.{name}")
-            elif extra is False:
-                errors.append(f"{where}: unexpected property {_brief(name)}")
-            elif isinstance(extra, dict):
-                errors += schema_errors(item, extra, root, f"{where}.{name}")
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            errors.append(f"{where}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{where}: more than {schema['maxItems']} items")
-        if isinstance(schema.get("items"), dict):
-            for i, item in enumerate(value):
-                errors += schema_errors(item, schema["items"], root, f"{where}[{i}]")
-    if isinstance(value, str):
-        if len(value) < schema.get("minLength", 0):
-            errors.append(f"{where}: shorter than {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{where}: longer than {schema['maxLength']} characters")
-    if _is(value, "number"):
-        for word, bad in (("minimum", value < schema.get("minimum", value)),
-                          ("maximum", value > schema.get("maximum", value)),
-                          ("exclusiveMinimum", "exclusiveMinimum" in schema
-                           and value <= schema["exclusiveMinimum"]),
-                          ("exclusiveMaximum", "exclusiveMaximum" in schema
-                           and value >= schema["exclusiveMaximum"])):
-            if bad:
-                errors.append(f"{where}: {_brief(value)} breaks {word}={schema[word]!r}")
-    for sub in schema.get("allOf", []):
-        errors += schema_errors(value, sub, root, where)
-    for word in ("anyOf", "oneOf"):
-        if word in schema and not any(not schema_errors(value, s, root, where)
-                                      for s in schema[word]):
-            errors.append(f"{where}: {_brief(value)} matches none of {word}")
-    return errors
+def schema_errors(value: Any, schema: Any) -> list[str]:
+    """Where ``value`` breaks ``schema`` (an empty list when it fits), each error as
+    ``<JSON path>: <what was expected>``, e.g. ``$.action: 7 is not one of [0, 1, 2]``."""
+    return [f"{error.json_path}: {one_line(error.message)}"
+            for error in _validator(schema).iter_errors(value)]
 
 
 # ---- schemas whose values can be listed ---------------------------------------------------

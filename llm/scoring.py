@@ -1,22 +1,11 @@
 """`decide`: one LLM decision among known replies — scored when it can be, generated when not.
 
-Every role that chooses among a known set of replies (an action, a yes/no, a score on a
-scale) calls `decide(backend, messages, schema)`:
-
-- **scored** — when the schema's valid values can be listed (`enumerate_replies`: an
-  object whose properties are all ``enum`` / ``const`` / ``boolean`` fields, e.g.
-  ``{"action": enum [1, 3]}``) and the backend has ``supports_scoring`` (llama.cpp,
-  transformers): `LLMBackend.score` gives the log-probability of each candidate's reply
-  text, the probabilities are their softmax (divided by ``temperature`` first), and the
-  value is the most probable one (``rng`` None; ties go to the first) or a sample drawn
-  with ``rng`` (a ``numpy.random.Generator``);
-- **generated** — otherwise (free-form values, or a backend without log-probabilities,
-  such as Ollama): ``backend.chat(messages, schema=schema)``, the reply parsed; no
-  probabilities. Sampling is then the backend's own (its ``temperature`` setting).
-
-Each decision counts in the backend's ``llm_scored`` or ``llm_generated``, and its request
-in ``llm_calls`` / ``llm_cache_hits`` as usual (a scored decision asked before is answered
-from the cache).
+Every role that chooses among known replies (an action, yes/no, a score on a scale) calls
+`decide(backend, messages, schema)`. When the schema's values can be listed
+(`enumerate_replies`) and the backend has ``supports_scoring``, `LLMBackend.score` gives
+the log-probability of each candidate's reply text and the value is the most probable (or
+a sample drawn with ``rng`` from their softmax); otherwise the backend generates with the
+schema. Each decision counts in ``llm_scored`` or ``llm_generated``.
 """
 
 from __future__ import annotations

@@ -125,13 +125,7 @@ class SQLiteStore:
             try:
                 self._open()
             except sqlite3.DatabaseError as error:
-                if _is_unwritable(error):
-                    self._open_read_only(error)
-                elif _is_corrupt(error):
-                    self._recover(error)
-                else:
-                    raise CacheError(
-                        f"{what} {str(self.path)!r} cannot be opened: {error}") from error
+                self._on_error(error)
 
     # ---- the file ------------------------------------------------------------------
     def _open(self) -> None:
@@ -247,15 +241,8 @@ class SQLiteStore:
         try:
             return op(self._db)
         except sqlite3.DatabaseError as error:
-            if _is_unwritable(error):  # e.g. the folder became read-only: no -shm file
-                self._open_read_only(error)
-            elif _is_corrupt(error):
-                self._recover(error)
-            else:
-                raise CacheError(f"{self.what} {str(self.path)!r}: {error}") from error
-            if self._db is None:
-                return default
-            return op(self._db)
+            self._on_error(error)  # e.g. the folder became read-only: no -shm file
+            return default if self._db is None else op(self._db)
 
     def _write(self, op: Callable[[sqlite3.Connection], Any]) -> None:
         """``op(connection)`` for a write: skipped once the file is read-only; a write the
@@ -267,14 +254,20 @@ class SQLiteStore:
         try:
             op(self._db)
         except sqlite3.DatabaseError as error:
-            if _is_unwritable(error):
-                self._stop_writing(error)
-            elif _is_corrupt(error):
-                self._recover(error)
-                if self._db is not None and not self.read_only:
-                    self._write(op)
-            else:
-                raise CacheError(f"{self.what} {str(self.path)!r}: {error}") from error
+            self._on_error(error, writing=True)
+            if self._db is not None and not self.read_only:  # a fresh file after corruption
+                self._write(op)
+
+    def _on_error(self, error: sqlite3.DatabaseError, writing: bool = False) -> None:
+        """After a database error: a file that cannot be written is used read-only (or, for
+        reading, reopened read-only); a corrupt one is moved aside and replaced; any other
+        error is a `CacheError` naming the file."""
+        if _is_unwritable(error):
+            self._stop_writing(error) if writing else self._open_read_only(error)
+        elif _is_corrupt(error):
+            self._recover(error)
+        else:
+            raise CacheError(f"{self.what} {str(self.path)!r}: {error}") from error
 
     # ---- reading -------------------------------------------------------------------
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:

@@ -11,19 +11,19 @@ Replies: greedy (``temperature`` 0) or sampled text after the model's chat templ
 Structured output: a schema whose valid values form a small finite set (``enum``,
 ``const``, booleans, and objects of such fields — the LLM policy's action schema) is
 answered by scoring every candidate JSON text (plus end of turn) as the whole reply
-(:func:`reply_log_probs`) and taking the best (sampling from the softmax over them when
+(:func:`text_log_probs`) and taking the best (sampling from the softmax over them when
 ``temperature`` > 0); other schemas raise `StructuredOutputError`.
 
-:func:`load_causal_lm` and :func:`reply_log_probs` are what GRPO fine-tuning
+:func:`load_causal_lm` and :func:`continuation_log_probs` are what GRPO fine-tuning
 (``langadapt.finetune``) shares with this backend: its policy is the softmax of exactly
 these scores, so ``llm_policy`` (structured mode) with a trained adapter acts as trained.
+What only fine-tuning needs lives in ``langadapt.finetune.hf_model``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import itertools
 import json
 import os
 import shutil
@@ -37,30 +37,24 @@ from pydantic import Field, field_validator
 from .backend import LLMBackend
 from .cache import file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
-from .gguf_check import check_gguf
-from .llamacpp import default_gguf_path
-from .schema import reply_text
+from .gguf_check import check_gguf, default_gguf_path
+from .schema import MAX_CANDIDATES, finite_values, reply_text
 
 __all__ = [
     "FINETUNE_PACKAGES",
     "TransformersBackend",
     "chat_prompt_ids",
-    "check_causal_lm",
     "continuation_log_probs",
-    "finite_schema_values",
     "load_causal_lm",
-    "require_finetune",
-    "reply_log_probs",
+    "model_identity",
     "reply_token_ids",
-    "shared_prefix_log_probs",
+    "require_finetune",
     "resolve_model_source",
     "text_log_probs",
 ]
 
 #: The import names the ``finetune`` extra provides.
 FINETUNE_PACKAGES: tuple[str, ...] = ("transformers", "peft", "gguf")
-#: Most candidate JSON values a structured reply is chosen from.
-MAX_CANDIDATES = 256
 
 
 def require_finetune(*packages: str) -> None:
@@ -158,27 +152,6 @@ def _float32_copy(source: Path, identity: str) -> Path:
     return target
 
 
-def check_causal_lm(model: str | os.PathLike[str]) -> Path:
-    """The model's source (`resolve_model_source`), and for a model directory a check,
-    from its ``config.json`` alone, that transformers knows it as a causal language model;
-    ValueError naming the model and its configuration class otherwise."""
-    source = resolve_model_source(model)
-    if source.is_dir():
-        require_finetune("transformers")
-        from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
-
-        try:
-            config = AutoConfig.from_pretrained(source)
-        except (ValueError, OSError) as error:
-            raise ValueError(f"model {str(source)!r}: config.json is not readable "
-                             f"({str(error).splitlines()[0][:160]})") from None
-        if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
-            raise ValueError(f"model {str(source)!r} ({type(config).__name__}) is not a causal "
-                             "language model; expected one transformers loads with "
-                             "AutoModelForCausalLM")
-    return source
-
-
 _LOADED: dict[str, tuple[Any, Any]] = {}
 _LOAD_LOCK = threading.Lock()
 
@@ -223,7 +196,8 @@ def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Se
 
     The prompt is encoded once; when a continuation is longer than one token its remaining
     tokens run as one batch on the prompt's KV cache. ``prefix``: the key/value tensors of
-    tokens already encoded before ``prompt_ids`` (`shared_prefix_log_probs`).
+    tokens already encoded before ``prompt_ids`` (fine-tuning's
+    ``langadapt.finetune.hf_model.shared_prefix_log_probs``).
     """
     import torch  # the optional finetune extra: imported when used
     from transformers import DynamicCache
@@ -252,37 +226,6 @@ def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Se
     return scores + torch.stack(extra)
 
 
-def shared_prefix_log_probs(lm: Any, prompts: Sequence[Sequence[int]],
-                            continuations: Sequence[Sequence[Sequence[int]]]) -> list[Any]:
-    """`continuation_log_probs` for each prompt and its continuations, with the token prefix
-    that all ``prompts`` share (the system prompt, say) encoded once for the batch.
-
-    The same quantities up to float rounding (differences of order 1e-6 in log-probability:
-    attention over a cached prefix sums in another order); at least one token of each prompt
-    runs after the prefix. With grad on, the gradient flows through the shared prefix too.
-    GRPO samples and trains with it; `reply_log_probs` (what ``llm_policy`` acts with) encodes
-    each prompt whole.
-    """
-    import torch
-
-    if len(prompts) != len(continuations) or not prompts:
-        raise ValueError(f"{len(prompts)} prompts and {len(continuations)} continuation lists: "
-                         "expected one list per prompt, at least one prompt")
-    shared = min(len(p) for p in prompts) - 1
-    first = prompts[0]
-    for p in prompts[1:]:
-        shared = next((i for i in range(shared) if p[i] != first[i]), shared)
-    if len(prompts) == 1 or shared < 1:
-        return [continuation_log_probs(lm, p, c) for p, c in zip(prompts, continuations,
-                                                                  strict=True)]
-    device = next(lm.parameters()).device
-    cache = lm(torch.tensor([list(first[:shared])], device=device), use_cache=True,
-               logits_to_keep=1).past_key_values
-    prefix = [(layer.keys, layer.values) for layer in cache.layers]
-    return [continuation_log_probs(lm, p[shared:], c, prefix=prefix)
-            for p, c in zip(prompts, continuations, strict=True)]
-
-
 def reply_token_ids(tokenizer: Any, replies: Sequence[str]) -> list[list[int]]:
     """Token ids of each reply followed by end of turn (the tokenizer's ``eos_token``)."""
     end = tokenizer.eos_token_id
@@ -296,18 +239,6 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     return list(tokenizer(text, add_special_tokens=False).input_ids)
 
 
-def reply_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
-                    values: Sequence[Any]) -> Any:
-    """Log-probability (a torch vector, with grad when grad is on) that the assistant's whole
-    reply to ``messages`` is the canonical text of each value (`reply_text`, what
-    `langadapt.llm.decide` scores) followed by end of turn.
-
-    The structured replies of `TransformersBackend` and the GRPO policy both use it, so a
-    trained adapter acts through ``llm_policy`` exactly as it was trained.
-    """
-    return text_log_probs(lm, tokenizer, messages, [reply_text(v) for v in values])
-
-
 def text_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
                    replies: Sequence[str]) -> Any:
     """Log-probability (a torch vector, with grad when grad is on) that the assistant's whole
@@ -317,39 +248,6 @@ def text_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
     (`langadapt.llm.enumerate_replies`)."""
     return continuation_log_probs(lm, chat_prompt_ids(tokenizer, messages),
                                   reply_token_ids(tokenizer, replies))
-
-
-def finite_schema_values(schema: Any, limit: int = MAX_CANDIDATES) -> list[Any] | None:
-    """Every value valid against ``schema`` when they form a finite set of at most ``limit``
-    (``enum``, ``const``, ``boolean``, ``null`` and objects of such fields), else None."""
-    if not isinstance(schema, dict):
-        return None
-    if "const" in schema:
-        return [schema["const"]]
-    if "enum" in schema:
-        return list(schema["enum"])[:limit] if len(schema["enum"]) <= limit else None
-    kind = schema.get("type")
-    if kind == "boolean":
-        return [False, True]
-    if kind == "null":
-        return [None]
-    if kind != "object" or not isinstance(schema.get("properties"), dict):
-        return None
-    properties = schema["properties"]
-    if set(schema.get("required", ())) != set(properties):
-        return None
-    choices = []
-    for name, sub in properties.items():
-        values = finite_schema_values(sub, limit)
-        if values is None:
-            return None
-        choices.append([(name, v) for v in values])
-    total = 1
-    for values in choices:
-        total *= len(values)
-    if total > limit:
-        return None
-    return [dict(combo) for combo in itertools.product(*choices)]
 
 
 class TransformersBackend(LLMBackend):
@@ -451,13 +349,13 @@ class TransformersBackend(LLMBackend):
     def _structured(self, messages: list[dict[str, str]], schema: dict, generator: Any) -> str:
         import torch  # the optional finetune extra: imported when used
 
-        values = finite_schema_values(schema)
+        values = finite_values(schema)
         if not values:
             raise StructuredOutputError(
                 f"{self.where()} cannot honour this schema: its valid values are not a finite "
                 f"set of at most {MAX_CANDIDATES}; {self.structured_output_hint()}")
         lm, tokenizer = self.language_model()
-        scores = reply_log_probs(lm, tokenizer, messages, values)
+        scores = text_log_probs(lm, tokenizer, messages, [reply_text(v) for v in values])
         if self.temperature > 0:
             probs = (scores / self.temperature).softmax(-1)
             best = int(torch.multinomial(probs, 1, generator=generator))

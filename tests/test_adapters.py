@@ -842,7 +842,7 @@ def test_public_entry_points_reject_wrong_types_with_value_errors():
 def test_frozenlake_through_the_language_and_llm_adapters(tmp_path):
     """FrozenLake's language spec serves the language adapter (rule sentences) and the LLM
     adapter (its prompt holds the describer's sentence and the action names)."""
-    from langadapt.llm.testing import FakeOllama
+    from fake_ollama import FakeOllama
 
     lake = FrozenLakeEnv(is_slippery=False)
     language = LanguageObservation(FrozenLakeEnv(is_slippery=False),

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_ollama import FakeOllama
 
 from langadapt import __version__
 from langadapt.experiments import cli
-from langadapt.llm.testing import FakeOllama
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGADAPT = Path(sys.executable).with_name("langadapt")

@@ -277,7 +277,7 @@ def test_episodes_record_llm_fallbacks(finished):
 
 
 def test_a_summary_says_plainly_when_descriptions_were_fallbacks(tmp_path):
-    from langadapt.llm.testing import FakeOllama
+    from fake_ollama import FakeOllama
 
     with FakeOllama(models=("tiny",), mode="empty") as server:  # every reply is empty
         llm = {"type": "llm", "settings": {"backend": "ollama", "model": "tiny",

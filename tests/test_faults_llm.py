@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from adapter_fixtures import CountingEncoder
+from fake_ollama import FakeOllama
 
 from langadapt import adapters, environments
 from langadapt.adapters.llm import OllamaAdapter
 from langadapt.llm import AnswerCache, LLMError, LLMUnavailableError, OllamaBackend
-from langadapt.llm.testing import FakeOllama
 
 TESTS = Path(__file__).resolve().parent
 
@@ -29,7 +29,7 @@ _SERVER = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {tests!r})
-    from langadapt.llm.testing import FakeOllama
+    from fake_ollama import FakeOllama
 
     def reply(body):
         print("CHAT", flush=True)  # the request is open now

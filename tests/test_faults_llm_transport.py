@@ -7,7 +7,7 @@
 - Row 13: a truncated GGUF, a blank model, a host with a port out of range;
 - Row 7: one breaker and one warning throttle however many per-call seeds.
 
-Servers are `langadapt.llm.testing.FakeOllama` on 127.0.0.1 with small timeouts.
+Servers are `FakeOllama` (tests/fake_ollama.py) on 127.0.0.1 with small timeouts.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from adapter_fixtures import CountingEncoder
+from fake_ollama import FakeOllama
 from pydantic import ValidationError
 
 from langadapt import adapters
@@ -40,7 +41,6 @@ from langadapt.llm import (
     default_gguf_path,
     parse_json_reply,
 )
-from langadapt.llm.testing import FakeOllama
 
 MSGS = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from experiment_fixtures import LANGADAPT, QUIET, raw_config
+from fake_ollama import FakeOllama, example_for
 
 from langadapt.experiments import cli, one_run, results
 from langadapt.experiments import report as report_module
@@ -34,7 +35,6 @@ from langadapt.experiments.results import (
 )
 from langadapt.experiments.runner import check_results, finished_runs, run_experiment, runs_of
 from langadapt.experiments.search_report import run_curves
-from langadapt.llm.testing import FakeOllama, example_for
 
 
 @pytest.fixture()

@@ -15,10 +15,10 @@ import logging
 
 import gymnasium as gym
 import pytest
+from fake_ollama import FakeOllama
 
 import langadapt.environments  # noqa: F401  (registers the ids)
 from langadapt.agents import make_agent, train
-from langadapt.llm.testing import FakeOllama
 from langadapt.roles import LLMPolicy
 
 NESTED = "[" * 5000

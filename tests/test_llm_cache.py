@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from fake_ollama import FakeOllama
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +29,6 @@ from langadapt.llm import (
     make_backend,
     schema_errors,
 )
-from langadapt.llm.testing import FakeOllama
 
 OPTS = {"temperature": 0.0, "max_tokens": 96, "seed": 0, "context_length": 2048}
 MSGS = [{"role": "system", "content": "sys"}, {"role": "user", "content": "p"}]

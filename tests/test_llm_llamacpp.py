@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_ollama import FakeOllama
 from pydantic import ValidationError
 
 from langadapt import environments
 from langadapt.adapters.llm import LlamaCppAdapter, OllamaAdapter
 from langadapt.llm import LlamaCppBackend, default_gguf_path
-from langadapt.llm.testing import FakeOllama
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,7 +24,7 @@ from langadapt.roles.llm_policy import LLMPolicy
 from langadapt.roles.prompts import ActionParseError, DiscreteActionParser, format_state
 
 sys.path.insert(0, str(Path(__file__).parent))
-from langadapt.llm.testing import FakeOllama  # noqa: E402
+from fake_ollama import FakeOllama  # noqa: E402
 
 
 class ScriptedBackend(LLMBackend):

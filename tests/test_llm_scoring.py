@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+from fake_ollama import FakeOllama
 
 from langadapt.llm import (
     STATS_KEYS,
@@ -23,7 +24,6 @@ from langadapt.llm import (
     reply_text,
 )
 from langadapt.llm.scoring import softmax
-from langadapt.llm.testing import FakeOllama
 
 ACTION = {"type": "object", "properties": {"action": {"type": "integer", "enum": [1, 3]}},
           "required": ["action"], "additionalProperties": False}

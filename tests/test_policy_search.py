@@ -11,6 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from fake_ollama import FakeOllama
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,6 @@ from hypothesis import strategies as st
 import langadapt.environments  # noqa: F401  (registers the ids)
 from langadapt.agents import Discretisation, make_agent, train
 from langadapt.llm import schema_errors
-from langadapt.llm.testing import FakeOllama
 from langadapt.roles.policy_families import (
     LinearPolicy,
     parse_proposal,

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from fake_ollama import FakeOllama
 
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.executors import ShippedAdapter, ship
@@ -32,7 +33,6 @@ from langadapt.experiments.runner import (
     run_experiment,
     runs_of,
 )
-from langadapt.llm.testing import FakeOllama
 
 LANGADAPT = Path(sys.executable).parent / "langadapt"
 RAY = Path(sys.executable).parent / "ray"

@@ -3,8 +3,7 @@
 Figures (``run()`` returns them; ``python -m langadapt.experiments.benchmarks.llm_roles_bench
 --part NAME`` runs one part):
 
-- ``parse``: structured decoding on llama.cpp (SmolLM2) and through the fake Ollama server
-  (``langadapt.llm.testing``, which honours ``format``) over distinct prompts (random maze
+- ``parse``: structured decoding on llama.cpp (SmolLM2) over distinct prompts (random maze
   cells with random legal-move sets, and random CartPole states): the share of decisions
   that yield a legal action; text mode on llama.cpp: parse rate, recovered by the correction
   re-prompt, fallbacks. Then the same decisions again on the same cache: LLM calls of a rerun.
@@ -31,7 +30,6 @@ import numpy as np
 from ... import environments  # noqa: F401
 from ...agents import RandomAgent, evaluate
 from ...llm import make_backend
-from ...llm.testing import FakeOllama
 from ...roles.llm_policy import LLMPolicy
 from ...roles.reward_shaping import RewardShaping, spearman_with_distance
 
@@ -85,7 +83,7 @@ def _decide_all(backend: Any, states: list, decoding: str) -> dict[str, float]:
 
 
 def parse_part(n: int, text_n: int, cache_dir: Path) -> dict[str, float]:
-    """Parse rates on llama.cpp (structured and text) and the fake Ollama server."""
+    """Parse rates on llama.cpp (structured and text)."""
 
     figures: dict[str, float] = {}
     states = _states(n, seed=0)
@@ -111,17 +109,6 @@ def parse_part(n: int, text_n: int, cache_dir: Path) -> dict[str, float]:
         "llamacpp_text_fallbacks": text["llm_fallbacks"],
         "llamacpp_text_legal_share": 1 - text["llm_fallbacks"] / asked,
     })
-
-    with FakeOllama(models=["llama3.2"]) as fake:
-        spec = {"backend": "ollama", "host": fake.host, "model": "llama3.2", "cache_path": None}
-        ollama = _decide_all(make_backend(spec), states, "structured")
-        schemas = sum(isinstance(b.get("format"), dict) for b in fake.chat_bodies)
-        figures.update({
-            "ollama_structured_decisions": ollama["decisions"],
-            "ollama_structured_legal_share": ollama["legal_share"],
-            "ollama_requests_with_schema": schemas,
-            "ollama_calls": ollama["llm_calls"],
-        })
     return figures
 
 
