@@ -59,6 +59,9 @@ MAX_JOBS = 1_024
 MAX_CPUS_PER_RUN = 1_024
 MAX_GPUS_PER_RUN = 64
 MAX_RETRIES = 100
+MAX_YAML_VALUES = 100_000
+"""Most values (scalars, lists, mappings) an experiment file may hold with its YAML aliases
+expanded: nine levels of nine aliases are 637 bytes but 387 million values."""
 
 RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor")
 """Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
@@ -495,7 +498,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
     if not path.is_file():
         raise ConfigError(f"{path}: no such experiment file")
     try:
-        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+        data = load_yaml(path.read_bytes().decode("utf-8"), path)
     except UnicodeDecodeError as error:
         raise ConfigError(
             f"{path}: not a UTF-8 text file (byte {error.start}: {error.reason}); save it as UTF-8"
@@ -503,6 +506,55 @@ def load_config(path: str | Path) -> ExperimentConfig:
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
     return experiment_from_dict(data, path)
+
+
+def load_yaml(text: str, source: Path | str = "<config>") -> Any:
+    """``yaml.safe_load(text)``, refusing (ConfigError naming ``source``) a document of more
+    than :data:`MAX_YAML_VALUES` values once its aliases are expanded, a recursive alias and
+    nesting too deep to read: an alias is cheap to write but every later step (validation,
+    the fingerprint, ``config.yaml``) walks the expanded tree."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}, set(), source) > MAX_YAML_VALUES:
+            raise ConfigError(
+                f"{source}: the YAML holds more than {MAX_YAML_VALUES:,} values once its "
+                f"aliases (*name) are expanded; expected at most {MAX_YAML_VALUES:,}: write "
+                "the values out, or use fewer aliases")
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(f"{source}: the YAML is nested too deeply to read; expected an "
+                          "experiment file of ordinary depth") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int],
+                   source: Path | str) -> int:
+    """Values under ``node`` with aliases expanded (a shared node counted at every use),
+    stopping past :data:`MAX_YAML_VALUES`."""
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if id(node) in open_nodes:
+        raise ConfigError(f"{source}: a recursive YAML alias (line {node.start_mark.line + 1}); "
+                          "expected a file without cycles")
+    open_nodes.add(id(node))
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        children = []
+    for child in children:
+        size += _expanded_size(child, sizes, open_nodes, source)
+        if size > MAX_YAML_VALUES:
+            break
+    open_nodes.discard(id(node))
+    sizes[id(node)] = size
+    return size
 
 
 def _check_component_settings(config: ExperimentConfig, source: Path | str) -> None:
