@@ -299,6 +299,19 @@ class ExperimentConfig(_Strict):
             )
         return value
 
+    @field_validator("cache_dir")
+    @classmethod
+    def _cache_folder(cls, value: str) -> str:
+        """A folder, or a path where one can be made (not a file, nor under one)."""
+        path = Path(value).expanduser()
+        for part in (path, *path.parents) if value else ():
+            if part.is_dir():
+                break
+            if part.exists():
+                raise ValueError(f"{value!r}: {str(part)!r} is a file; expected a folder for "
+                                 "the caches (or a path that does not exist yet)")
+        return value
+
     @field_validator("adapters")
     @classmethod
     def _unique_adapters(cls, value: list[AdapterSpec]) -> list[AdapterSpec]:
@@ -417,6 +430,8 @@ _STRICT_TYPES = {
     "bool_type": "expected true or false",
 }
 
+_BOUNDS = ("less_than_equal", "less_than", "greater_than_equal", "greater_than")
+
 
 def _shown(value: Any) -> str:
     """A value as the YAML file spells it (``true``, ``"3"``, ``2.5``)."""
@@ -473,6 +488,8 @@ def _format_validation_error(
             message = f"got {item.get('input')!r}; {message.lower()}"
         elif item["type"] in _STRICT_TYPES:
             message = f"{_STRICT_TYPES[item['type']]}, got {_shown(item.get('input'))}"
+        elif item["type"] in _BOUNDS:
+            message = f"{message}, got {_shown(item.get('input'))}"
         lines.append(f"  {where}: {message}")
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ import yaml
 from experiment_fixtures import QUIET, raw_config
 
 from langadapt.experiments import cli
-from langadapt.experiments.config import MAX_YAML_VALUES, experiment_from_dict
+from langadapt.experiments.config import MAX_YAML_VALUES, ConfigError, experiment_from_dict
 from langadapt.experiments.runner import check_results, run_experiment
 
 
@@ -24,11 +24,13 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def _main(capsys, *args: str) -> tuple[int, str]:
+def _main(capsys, *args: str, lines: int = 1) -> tuple[int, str]:
+    """The command's exit code and its error: ``lines`` lines (an invalid experiment file is
+    its name, then one line per bad key), no traceback."""
     capsys.readouterr()
     code = cli.main(list(args))
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err  # (a loading bar ends in \r)
+    assert err.count("\n") == lines and "Traceback" not in err, err  # (a bar ends in \r)
     return code, err.rsplit("\r", 1)[-1]
 
 
@@ -290,3 +292,46 @@ def test_the_bot_oracles_plan_memo_is_bounded(bot_oracle):
     assert len(oracle._plans) == 5  # a 60-step walk asks about more than 5 states
     first = oracle.potential(env)
     assert oracle.potential(env) == first and next(reversed(oracle._plans)) is not None
+
+
+# ----------------------------------------------------------------------------- smaller faults
+
+
+def test_instruction_counts_are_bounded_when_the_file_is_checked(tmp_path, capsys):
+    data = raw_config(tmp_path)
+    data["environment"]["instructions"] = {"instruction": "reach the goal",
+                                           "exploration_episodes": 10**12}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, err = _main(capsys, "run", str(path), "--check", lines=2)
+    assert code == 2 and "environment.instructions.exploration_episodes: Input should be less " \
+        "than or equal to 100000, got 1000000000000" in err
+
+
+def test_a_cache_dir_that_is_a_file_is_one_line(tmp_path, capsys):
+    from langadapt.experiments.config import AdapterSpec
+    from langadapt.experiments.one_run import adapter_settings
+
+    a_file = tmp_path / "cache"
+    a_file.write_text("not a folder")
+    for cache_dir in (a_file, a_file / "below"):
+        path = tmp_path / "exp.yaml"
+        path.write_text(yaml.safe_dump(raw_config(tmp_path, cache_dir=str(cache_dir))))
+        code, err = _main(capsys, "run", str(path), "--check", lines=2)
+        assert code == 2 and f"cache_dir: {str(cache_dir)!r}" in err and "is a file" in err
+    with pytest.raises(ConfigError, match=r"cache_dir '.*cache' is a file"):  # made a file later
+        adapter_settings(AdapterSpec(type="language"), str(a_file))
+    assert a_file.read_text() == "not a folder" and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("steps", [1.5, 0, True])
+def test_minigrid_max_steps_is_validated_naming_the_key(tmp_path, capsys, steps):
+    pytest.importorskip("minigrid")
+    data = raw_config(tmp_path, agents=[{"type": "random"}],
+                      environment={"id": "MiniGrid-DoorKey-5x5-v0",
+                                   "params": {"max_steps": steps}})
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, err = _main(capsys, "run", str(path), "--no-progress")
+    assert code == 2 and f"environment.params: max_steps={steps!r}: expected a whole number" in err
+    assert not (tmp_path / "out").exists()
