@@ -59,6 +59,8 @@ MAX_JOBS = 1_024
 MAX_CPUS_PER_RUN = 1_024
 MAX_GPUS_PER_RUN = 64
 MAX_RETRIES = 100
+MAX_FILE_BYTES = 4_000_000
+"""Largest experiment file read (the shipped ones are below 5 kB)."""
 MAX_YAML_VALUES = 100_000
 """Most values (scalars, lists, mappings) an experiment file may hold with its YAML aliases
 expanded: nine levels of nine aliases are 637 bytes but 387 million values."""
@@ -514,6 +516,10 @@ def load_config(path: str | Path) -> ExperimentConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such experiment file")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ConfigError(f"{path}: {size:,} bytes; expected an experiment file of at most "
+                          f"{MAX_FILE_BYTES:,} bytes")
     try:
         data = load_yaml(path.read_bytes().decode("utf-8"), path)
     except UnicodeDecodeError as error:

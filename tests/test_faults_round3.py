@@ -101,6 +101,10 @@ def test_a_yaml_alias_bomb_is_one_line_before_it_expands(tmp_path, capsys):
     deep.write_text("name: " + "[" * 100_000 + "]" * 100_000 + "\n")
     code, err = _main(capsys, "run", str(deep), "--check")
     assert code == 2 and str(deep) in err
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("name: huge\ndescription: " + "x" * 5_000_000 + "\n")
+    code, err = _main(capsys, "run", str(huge), "--check")
+    assert code == 2 and "5,000,025 bytes; expected an experiment file of at most 4,000,000" in err
 
 
 def test_a_few_aliases_still_load(tmp_path):
