@@ -536,22 +536,38 @@ def load_yaml(text: str, source: Path | str = "<config>") -> Any:
     than :data:`MAX_YAML_VALUES` values once its aliases are expanded, a recursive alias and
     nesting too deep to read: an alias is cheap to write but every later step (validation,
     the fingerprint, ``config.yaml``) walks the expanded tree."""
-    loader = yaml.SafeLoader(text)
+    too_many = ConfigError(
+        f"{source}: the YAML holds more than {MAX_YAML_VALUES:,} values once its aliases "
+        f"(*name) are expanded; expected at most {MAX_YAML_VALUES:,}: write the values out, "
+        "or use fewer aliases")
+    loader = _CountingLoader(text, too_many)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
         if _expanded_size(node, {}, set(), source) > MAX_YAML_VALUES:
-            raise ConfigError(
-                f"{source}: the YAML holds more than {MAX_YAML_VALUES:,} values once its "
-                f"aliases (*name) are expanded; expected at most {MAX_YAML_VALUES:,}: write "
-                "the values out, or use fewer aliases")
+            raise too_many
         return loader.construct_document(node)
     except RecursionError:
         raise ConfigError(f"{source}: the YAML is nested too deeply to read; expected an "
                           "experiment file of ordinary depth") from None
     finally:
         loader.dispose()
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """A safe loader that stops composing past :data:`MAX_YAML_VALUES` nodes (so memory is
+    bounded before aliases are counted)."""
+
+    def __init__(self, text: str, too_many: ConfigError) -> None:
+        super().__init__(text)
+        self.composed, self.too_many = 0, too_many
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.composed += 1
+        if self.composed > MAX_YAML_VALUES:
+            raise self.too_many
+        return super().compose_node(parent, index)
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int],

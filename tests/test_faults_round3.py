@@ -101,6 +101,10 @@ def test_a_yaml_alias_bomb_is_one_line_before_it_expands(tmp_path, capsys):
     deep.write_text("name: " + "[" * 100_000 + "]" * 100_000 + "\n")
     code, err = _main(capsys, "run", str(deep), "--check")
     assert code == 2 and str(deep) in err
+    many = tmp_path / "many.yaml"  # no alias, but more values than the cap: not composed
+    many.write_text("name: many\ndescription: [" + ", ".join(["1"] * 100_001) + "]\n")
+    code, err = _main(capsys, "run", str(many), "--check")
+    assert code == 2 and f"more than {MAX_YAML_VALUES:,} values" in err
     huge = tmp_path / "huge.yaml"
     huge.write_text("name: huge\ndescription: " + "x" * 5_000_000 + "\n")
     code, err = _main(capsys, "run", str(huge), "--check")
