@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="keep finished runs of the same experiment in --out, do the rest")
     run.add_argument("--force", action="store_true",
-                     help="replace whatever the results folder holds")
+                     help="replace the earlier results in --out: only in a folder langadapt "
+                     "wrote, only the files it wrote (docs/configuration.md)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     describe = commands.add_parser(
