@@ -196,6 +196,10 @@ def _make_level(level: Any, render_mode: str | None, kwargs: dict[str, Any]) -> 
         register_minigrid_ids()
         _LIVE_IDS_REGISTERED = True
 
+    steps = kwargs.get("max_steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"max_steps={steps!r}: expected a whole number of steps, at least 1 "
+                         "(the level's step limit)")
     if isinstance(level, str):
         name = level.removeprefix("langadapt/")
         if name not in gymnasium.registry:

@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="keep finished runs of the same experiment in --out, do the rest")
     run.add_argument("--force", action="store_true",
-                     help="replace whatever the results folder holds")
+                     help="replace the earlier results in --out: only in a folder langadapt "
+                     "wrote, only the files it wrote (docs/configuration.md)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     describe = commands.add_parser(
@@ -526,6 +527,8 @@ def _add_finetune_export(commands: Any) -> None:
     export.add_argument("--dtype", choices=("f16", "f32"), default="f16",
                         help="type of the weight matrices (default f16; f32: exact weights, "
                         "twice the size)")
+    export.add_argument("--force", action="store_true",
+                        help="replace FILE.gguf if it exists (default: refuse)")
 
 
 def command_finetune_export(args: argparse.Namespace) -> int:
@@ -534,7 +537,8 @@ def command_finetune_export(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     try:  # a bad adapter, output path or base model is the user's to fix, not a traceback
-        out = export_gguf(args.adapter, args.out, model=args.model, dtype=args.dtype)
+        out = export_gguf(args.adapter, args.out, model=args.model, dtype=args.dtype,
+                          force=args.force)
     except ValueError as error:
         raise UsageError(str(error)) from error
     size = out.stat().st_size / 1e6

@@ -63,6 +63,11 @@ MAX_CPUS_PER_RUN = 1_024
 MAX_GPUS_PER_RUN = 64
 MAX_RETRIES = 100
 MAX_HELDOUT_SEED = 2**31 - 1
+MAX_FILE_BYTES = 4_000_000
+"""Largest experiment file read (the shipped ones are below 5 kB)."""
+MAX_YAML_VALUES = 100_000
+"""Most values (scalars, lists, mappings) an experiment file may hold with its YAML aliases
+expanded: nine levels of nine aliases are 637 bytes but 387 million values."""
 
 RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor")
 """Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
@@ -336,6 +341,19 @@ class ExperimentConfig(_Strict):
             )
         return value
 
+    @field_validator("cache_dir")
+    @classmethod
+    def _cache_folder(cls, value: str) -> str:
+        """A folder, or a path where one can be made (not a file, nor under one)."""
+        path = Path(value).expanduser()
+        for part in (path, *path.parents) if value else ():
+            if part.is_dir():
+                break
+            if part.exists():
+                raise ValueError(f"{value!r}: {str(part)!r} is a file; expected a folder for "
+                                 "the caches (or a path that does not exist yet)")
+        return value
+
     @field_validator("adapters")
     @classmethod
     def _unique_adapters(cls, value: list[AdapterSpec]) -> list[AdapterSpec]:
@@ -459,6 +477,8 @@ _STRICT_TYPES = {
     "bool_type": "expected true or false",
 }
 
+_BOUNDS = ("less_than_equal", "less_than", "greater_than_equal", "greater_than")
+
 
 def _shown(value: Any) -> str:
     """A value as the YAML file spells it (``true``, ``"3"``, ``2.5``)."""
@@ -515,6 +535,8 @@ def _format_validation_error(
             message = f"got {item.get('input')!r}; {message.lower()}"
         elif item["type"] in _STRICT_TYPES:
             message = f"{_STRICT_TYPES[item['type']]}, got {_shown(item.get('input'))}"
+        elif item["type"] in _BOUNDS:
+            message = f"{message}, got {_shown(item.get('input'))}"
         lines.append(f"  {where}: {message}")
     return "\n".join(lines)
 
@@ -539,8 +561,12 @@ def load_config(path: str | Path) -> ExperimentConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such experiment file")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ConfigError(f"{path}: {size:,} bytes; expected an experiment file of at most "
+                          f"{MAX_FILE_BYTES:,} bytes")
     try:
-        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+        data = load_yaml(path.read_bytes().decode("utf-8"), path)
     except UnicodeDecodeError as error:
         raise ConfigError(
             f"{path}: not a UTF-8 text file (byte {error.start}: {error.reason}); save it as UTF-8"
@@ -548,6 +574,71 @@ def load_config(path: str | Path) -> ExperimentConfig:
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
     return experiment_from_dict(data, path)
+
+
+def load_yaml(text: str, source: Path | str = "<config>") -> Any:
+    """``yaml.safe_load(text)``, refusing (ConfigError naming ``source``) a document of more
+    than :data:`MAX_YAML_VALUES` values once its aliases are expanded, a recursive alias and
+    nesting too deep to read: an alias is cheap to write but every later step (validation,
+    the fingerprint, ``config.yaml``) walks the expanded tree."""
+    too_many = ConfigError(
+        f"{source}: the YAML holds more than {MAX_YAML_VALUES:,} values once its aliases "
+        f"(*name) are expanded; expected at most {MAX_YAML_VALUES:,}: write the values out, "
+        "or use fewer aliases")
+    loader = _CountingLoader(text, too_many)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}, set(), source) > MAX_YAML_VALUES:
+            raise too_many
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(f"{source}: the YAML is nested too deeply to read; expected an "
+                          "experiment file of ordinary depth") from None
+    finally:
+        loader.dispose()
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """A safe loader that stops composing past :data:`MAX_YAML_VALUES` nodes (so memory is
+    bounded before aliases are counted)."""
+
+    def __init__(self, text: str, too_many: ConfigError) -> None:
+        super().__init__(text)
+        self.composed, self.too_many = 0, too_many
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.composed += 1
+        if self.composed > MAX_YAML_VALUES:
+            raise self.too_many
+        return super().compose_node(parent, index)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int],
+                   source: Path | str) -> int:
+    """Values under ``node`` with aliases expanded (a shared node counted at every use),
+    stopping past :data:`MAX_YAML_VALUES`."""
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if id(node) in open_nodes:
+        raise ConfigError(f"{source}: a recursive YAML alias (line {node.start_mark.line + 1}); "
+                          "expected a file without cycles")
+    open_nodes.add(id(node))
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        children = []
+    for child in children:
+        size += _expanded_size(child, sizes, open_nodes, source)
+        if size > MAX_YAML_VALUES:
+            break
+    open_nodes.discard(id(node))
+    sizes[id(node)] = size
+    return size
 
 
 def _check_component_settings(config: ExperimentConfig, source: Path | str) -> None:

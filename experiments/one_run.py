@@ -65,7 +65,11 @@ def make_env(config: ExperimentConfig, render_mode: str | None = None):
 
 def _cache_folder(cache_dir: str) -> Path:
     folder = Path(cache_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"cache_dir {cache_dir!r} is a file or lies under one; expected a "
+                          "folder for the caches (or a path that does not exist yet)") from None
     return folder
 
 

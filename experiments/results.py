@@ -14,6 +14,9 @@ Layout of a results folder::
     learning_curves.png, final_returns.png
     search_summary.md, rounds.csv, best_so_far.png   with llm_policy_search agents
     .langadapt.lock           who writes the folder now (PID and host)
+    .langadapt-results        marks the folder as langadapt's: ``--force`` empties only such a
+                              folder (or one whose config.yaml is an experiment), and only of
+                              the files above and the run folders
 
 A folder is written safely:
 
@@ -48,6 +51,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -61,7 +65,15 @@ from typing import IO, Any
 
 import yaml
 
-from .config import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, changed_keys, load_config
+from .config import (
+    AdapterSpec,
+    AgentSpec,
+    ConfigError,
+    ExperimentConfig,
+    changed_keys,
+    load_config,
+    load_yaml,
+)
 
 EPISODE_COLUMNS = (
     "adapter",
@@ -105,6 +117,13 @@ RUN_FILES = ("episodes.csv", "done.json", "failed.json")
 """What a run writes in ``runs/<run>/``."""
 
 LOCK_FILE = ".langadapt.lock"
+
+MARKER = ".langadapt-results"
+"""The file that marks a folder as written by ``langadapt run`` (what ``--force`` may empty)."""
+MARKER_TEXT = "a langadapt results folder: `langadapt run --force` may replace its results\n"
+
+RUN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*__[A-Za-z0-9][A-Za-z0-9.+_-]*__seed[0-9]+")
+"""The name of a run folder, ``runs/<adapter>__<agent>__seed<k>`` (labels hold no ``__``)."""
 
 OLD_COUNTER_NAMES = {
     "cache_hits": "llm_cache_hits",
@@ -228,7 +247,7 @@ def inside(out_dir: Path, relative: str | Path) -> Path:
 
 def refuse_links(out_dir: Path) -> None:
     """Refuse a results folder any of whose result entries is a symbolic link."""
-    for name in (*RESULT_FILES, LOCK_FILE, "runs"):
+    for name in (*RESULT_FILES, LOCK_FILE, MARKER, "runs"):
         inside(out_dir, name)
     runs = out_dir / "runs"
     if runs.is_dir():
@@ -403,15 +422,16 @@ def _in_use(out_dir: Path, holder: tuple[int, str] | None) -> ResultsFolderError
 def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force: bool) -> None:
     """Create the results folder, refusing to mix two different experiments in one.
 
-    ``force`` replaces an earlier experiment's results (only the files the runner writes,
-    symbolic links among them removed as links); a folder that is not a results folder is
-    never touched. Call it holding :func:`folder_lock`, or before any other writer can run.
+    ``force`` replaces an earlier experiment's results, in a folder recognised as
+    langadapt's own (:func:`is_results_folder`), and only what the runner writes
+    (:func:`_remove_results`); a folder holding anything else is never touched. Call it
+    holding :func:`folder_lock`, or before any other writer can run.
     """
     config_file = out_dir / "config.yaml"
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir} is a file; expected a results folder")
     refuse_foreign(out_dir)
-    if force and (config_file.exists() or config_file.is_symlink()):
+    if force and is_results_folder(out_dir):
         _remove_results(out_dir)
     refuse_links(out_dir)
     if config_file.exists():
@@ -436,19 +456,30 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
                 "continue it or --force to start again"
             )
     out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / MARKER).is_file():
+        write_text(out_dir, MARKER, MARKER_TEXT)
     resolved = config.resolved()
     resolved["output"] = str(out_dir)
     write_text(out_dir, "config.yaml", yaml.safe_dump(resolved, sort_keys=False))
 
 
+def _old_finetune_config(out_dir: Path) -> bool:
+    """Whether ``config.yaml`` is one the old ``langadapt finetune`` wrote (``grpo`` and
+    ``lora`` at its top)."""
+    config_file = out_dir / "config.yaml"
+    if config_file.is_symlink() or not config_file.is_file():
+        return False
+    try:
+        data = load_yaml(config_file.read_bytes().decode("utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError, ConfigError):
+        return False
+    return isinstance(data, dict) and {"grpo", "lora"} <= set(data)
+
+
 def _refuse_old_finetune(out_dir: Path) -> None:
     """One line for a folder the old ``langadapt finetune`` wrote (``grpo`` and ``lora`` at
     the top of its ``config.yaml``, ``seed_<k>/`` folders)."""
-    try:
-        data = yaml.safe_load((out_dir / "config.yaml").read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
-        return
-    if isinstance(data, dict) and {"grpo", "lora"} <= set(data):
+    if _old_finetune_config(out_dir):
         raise ConfigError(
             f"{out_dir} holds results of the old `langadapt finetune` (grpo and lora settings "
             "at the top of config.yaml, seed_<k>/ folders); GRPO is now an agent (type: grpo) "
@@ -457,25 +488,57 @@ def _refuse_old_finetune(out_dir: Path) -> None:
             "(seed_<k>/adapter stays usable with llm_policy and finetune-export)")
 
 
+def is_results_folder(out_dir: Path) -> bool:
+    """Whether langadapt wrote ``out_dir``: it holds the :data:`MARKER` file the runner
+    writes, or a ``config.yaml`` that is an experiment (or of the old ``langadapt
+    finetune``). Only such a folder is emptied by ``--force``."""
+    marker = out_dir / MARKER
+    if marker.is_file() and not marker.is_symlink():
+        return True
+    config_file = out_dir / "config.yaml"
+    if config_file.is_symlink() or not config_file.is_file():
+        return False
+    try:
+        load_config(config_file)
+    except ConfigError:
+        return _old_finetune_config(out_dir)
+    return True
+
+
 def refuse_foreign(out_dir: Path) -> None:
-    """Refuse a folder that holds files but no ``config.yaml``: not a results folder."""
-    if (out_dir / "config.yaml").exists() or (out_dir / "config.yaml").is_symlink():
+    """Refuse a folder that holds files but is not a langadapt results folder
+    (:func:`is_results_folder`), without suggesting ``--force``: it is someone else's."""
+    if not out_dir.is_dir() or is_results_folder(out_dir):
         return
-    if out_dir.is_dir() and any(entry.name != LOCK_FILE for entry in out_dir.iterdir()):
+    if any(entry.name != LOCK_FILE for entry in out_dir.iterdir()):
         raise ConfigError(
-            f"{out_dir} exists and is not a langadapt results folder (no config.yaml); "
-            "choose another --out folder (--force replaces only results folders)"
+            f"{out_dir} exists and is not a langadapt results folder (no {MARKER} file, no "
+            "experiment config.yaml); its files are not langadapt's, so they are never "
+            "replaced: choose another --out folder"
         )
 
 
 def _remove_results(out_dir: Path) -> None:
-    """Remove what the runner writes; a symbolic link is removed itself, never followed."""
-    for name in ("runs", *RESULT_FILES):
+    """Remove what the runner writes: the :data:`RESULT_FILES` and the run folders
+    (``runs/<adapter>__<agent>__seed<k>``); other entries of the folder and of ``runs/``
+    stay. A symbolic link is removed itself, never followed."""
+    for name in RESULT_FILES:
         path = out_dir / name
         if path.is_symlink() or path.is_file():
             path.unlink()
-        elif path.is_dir():
-            shutil.rmtree(path)  # does not follow links inside the folder
+    runs = out_dir / "runs"
+    if runs.is_symlink():
+        runs.unlink()
+    elif runs.is_dir():
+        for entry in runs.iterdir():
+            if not RUN_KEY.fullmatch(entry.name):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)  # does not follow links inside the folder
+            else:
+                entry.unlink()
+        if not any(runs.iterdir()):
+            runs.rmdir()
 
 
 # ----------------------------------------------------------------------------- runs on disk

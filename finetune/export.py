@@ -25,24 +25,36 @@ result written as a whole model:
    for llama models, permutes the rows of the q/k projections (``LlamaTensorProcessor``);
    both are inverted here, and each rewritten tensor is checked to give back exactly the
    model's weight under transformers' own transform before it is written;
-4. the file is written to ``OUT.partial`` and renamed to ``OUT`` once complete and checked
-   (`check_gguf`), so a failure leaves any earlier ``OUT`` as it was.
+4. the file is written to a new file of a random name beside ``OUT``
+   (``.OUT.<random>.partial``, created exclusively: never an existing file or a planted
+   link) and renamed to ``OUT`` once complete and checked (`check_gguf`); a failure removes
+   it and leaves any earlier ``OUT`` as it was (a process killed with SIGKILL cannot remove
+   it: delete ``.*.partial`` files beside ``OUT`` by hand). An existing ``OUT`` is replaced
+   only with ``force`` (the link itself, if ``OUT`` is a symbolic link).
 
 With an untrained adapter (B = 0) an F32 export holds exactly the dequantised base weights,
 an F16 export those rounded once to float16.
 
 Bad input is one ValueError naming the value: an adapter directory without
-``adapter_config.json``, an adapter that is not LoRA or also trains whole modules or biases,
-an adapter trained on another base model (``policy.json``'s ``model_identity``), an output
-path that does not end in ``.gguf`` or is the base file, a ``dtype`` other than f16/f32, a
-base that is a Hugging Face directory or of an architecture whose GGUF tensor transform
-this module cannot invert, a merged weight outside float16's range (use f32).
+``adapter_config.json`` or ``adapter_model.safetensors`` (a pickled ``adapter_model.bin`` is
+never loaded), a config that is not a JSON object of plain values, an adapter that is not
+plain LoRA on the model's existing weights (another ``peft_type``, whole modules or biases
+trained, or any option that changes the model's structure or what merging means, such as
+``layer_replication`` or ``use_dora``: :data:`PLAIN_LORA_KEYS` lists what is accepted), a
+weights file with tensors that are not LoRA weights of the model's layers, an adapter
+trained on another base model (``policy.json``'s ``model_identity``), an output path that
+does not end in ``.gguf``, is the base file or exists (without ``force``), a ``dtype``
+other than f16/f32, a base that is a Hugging Face directory or of an architecture whose
+GGUF tensor transform this module cannot invert, a merged weight that is not finite (named)
+or is outside float16's range (use f32).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,17 +73,37 @@ __all__ = ["EXPORT_DTYPES", "export_gguf"]
 #: The types the weight matrices can be written in.
 EXPORT_DTYPES: tuple[str, ...] = ("f16", "f32")
 _PEFT_PREFIX = "base_model.model."
+_WEIGHTS = "adapter_model.safetensors"
+
+#: ``adapter_config.json`` keys of a plain LoRA adapter: LoRA matrices on existing linear
+#: layers, merged as ``W + scale * B @ A``. Any other key set to a value other than
+#: null/false/empty (``layer_replication``, ``use_dora``, ``target_parameters``,
+#: ``alora_invocation_tokens``, ``megatron_config``, a key of a newer peft, ...) changes the
+#: model's structure or what merging means, and is refused naming it.
+PLAIN_LORA_KEYS = frozenset({
+    "peft_type", "task_type", "auto_mapping", "peft_version", "base_model_name_or_path",
+    "revision", "inference_mode", "r", "target_modules", "exclude_modules", "lora_alpha",
+    "lora_dropout", "fan_in_fan_out", "bias", "use_rslora", "modules_to_save",
+    "init_lora_weights", "layers_to_transform", "layers_pattern", "rank_pattern",
+    "alpha_pattern", "megatron_core", "loftq_config", "eva_config", "corda_config",
+    "lora_ga_config", "runtime_config", "lora_bias", "ensure_weight_tying",
+    "qalora_group_size", "trainable_token_indices",
+})
+#: A tensor name of a peft LoRA weights file: ``base_model.model.<layer>.lora_A.weight``.
+_LORA_TENSOR = re.compile(r"base_model\.model\.[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*"
+                          r"\.lora_(A\.weight|B\.weight|B\.bias)")
 
 
 def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
                 model: str | os.PathLike[str] | None = None,
-                dtype: Literal["f16", "f32"] = "f16") -> Path:
+                dtype: Literal["f16", "f32"] = "f16", force: bool = False) -> Path:
     """Write the base GGUF model with the LoRA ``adapter`` merged in to ``out`` (a ``.gguf``
     path; parent folders are made) and return its path. See the module docstring.
 
     ``model``: the base the adapter was trained on, as for `LoRAPolicy` (None: the
     embedded SmolLM2), which must be a ``.gguf`` file. ``dtype``: the type of the weight
     matrices, ``"f16"`` (half the size) or ``"f32"`` (the merged weights exactly).
+    ``force``: replace an existing ``out`` (otherwise a ValueError).
     """
     require_finetune()
     adapter_dir = _adapter_dir(adapter)
@@ -87,13 +119,17 @@ def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
     if out_path.resolve() == source.resolve():
         raise ValueError(f"out {str(out_path)!r} is the base model file itself; expected "
                          "another .gguf path")
+    if (out_path.exists() or out_path.is_symlink()) and not force:
+        raise ValueError(f"out {str(out_path)!r} exists; expected a new .gguf path, or pass "
+                         "--force (force=True) to replace it")
     config = _lora_config(adapter_dir)
     _check_trained_on(adapter_dir, source)
+    tensors = _lora_tensors(adapter_dir)
 
     lm, _, _ = load_causal_lm(source, fresh=True)
-    merged, changed = _merge(lm, adapter_dir, config, source)
+    merged, changed = _merge(lm, adapter_dir, config, source, tensors)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    partial = out_path.with_name(out_path.name + ".partial")
+    partial = _new_file(out_path)
     try:
         _write_gguf(source, merged, changed, partial, dtype)
         check_gguf(partial)
@@ -127,6 +163,19 @@ def _out_path(out: Any) -> Path:
     return path
 
 
+def _new_file(out: Path) -> Path:
+    """A new empty file of a random name beside ``out`` (``.NAME.<random>.partial``),
+    created exclusively: never an existing file, never through a symbolic link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        path = out.with_name(f".{out.name}.{secrets.token_hex(8)}.partial")
+        try:
+            os.close(os.open(path, flags, 0o666))
+        except FileExistsError:
+            continue
+        return path
+
+
 def _lora_config(adapter_dir: Path) -> dict[str, Any]:
     """The adapter's ``adapter_config.json``, refused unless it is a plain LoRA adapter
     (the only weights it changes are its target layers' own)."""
@@ -135,18 +184,72 @@ def _lora_config(adapter_dir: Path) -> dict[str, Any]:
         config = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"adapter config {str(file)!r} cannot be read: {error}") from None
-    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
-        kind = config.get("peft_type") if isinstance(config, dict) else config
-        raise ValueError(f"adapter {str(adapter_dir)!r} is peft_type {kind!r}; only LoRA "
+    except RecursionError:
+        raise ValueError(f"adapter config {str(file)!r} is nested too deeply; expected a JSON "
+                         "object of peft LoRA settings") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"adapter config {str(file)!r} holds a {type(config).__name__}; "
+                         "expected a JSON object of peft LoRA settings")
+    if config.get("peft_type") != "LORA":
+        kind = _brief(config.get("peft_type"))
+        raise ValueError(f"adapter {str(adapter_dir)!r} is peft_type {kind}; only LoRA "
                          "adapters (peft_type 'LORA') can be exported")
+    for key, value in config.items():
+        if key not in PLAIN_LORA_KEYS and value not in (None, False, [], {}, ""):
+            raise ValueError(
+                f"adapter {str(adapter_dir)!r} has {key}={_brief(value)}: an option that is not "
+                "plain LoRA on the model's existing weights (it changes the model's structure "
+                "or what merging means); only plain LoRA adapters can be exported")
+    for key, kind in (("r", int), ("lora_alpha", (int, float))):
+        value = config.get(key, 8)
+        if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+            raise ValueError(f"adapter config {str(file)!r}: {key}={_brief(value)}; expected a "
+                             "positive number")
+    targets = config.get("target_modules")
+    if not (targets is None or isinstance(targets, str)
+            or (isinstance(targets, list) and all(isinstance(t, str) for t in targets))):
+        raise ValueError(f"adapter config {str(file)!r}: target_modules={_brief(targets)}; "
+                         "expected a layer name or a list of layer names")
     for key in ("modules_to_save", "trainable_token_indices"):
         if config.get(key):
             raise ValueError(f"adapter {str(adapter_dir)!r} has {key}={config[key]!r}; only "
                              "LoRA weights on linear layers can be exported")
     if config.get("bias", "none") != "none":
-        raise ValueError(f"adapter {str(adapter_dir)!r} has bias={config['bias']!r}; only "
+        raise ValueError(f"adapter {str(adapter_dir)!r} has bias={_brief(config['bias'])}; only "
                          "adapters with bias 'none' can be exported")
     return config
+
+
+def _brief(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _lora_tensors(adapter_dir: Path) -> set[str]:
+    """The tensor names of ``adapter_model.safetensors``, each a LoRA weight of a layer
+    (``base_model.model.<layer>.lora_A.weight``); a pickled ``adapter_model.bin`` is never
+    loaded."""
+    from safetensors import SafetensorError, safe_open
+
+    file = adapter_dir / _WEIGHTS
+    if not file.is_file():
+        pickled = " (its adapter_model.bin, a pickle, is never loaded)" \
+            if (adapter_dir / "adapter_model.bin").exists() else ""
+        raise ValueError(f"adapter {str(adapter_dir)!r} has no {_WEIGHTS}{pickled}; expected "
+                         "a LoRA adapter saved by a grpo agent (safetensors)")
+    try:
+        with safe_open(file, framework="pt") as weights:
+            names = set(weights.keys())
+    except (OSError, SafetensorError) as error:
+        raise ValueError(f"adapter weights {str(file)!r} cannot be read: {error}") from None
+    junk = sorted(name for name in names if not _LORA_TENSOR.fullmatch(name))
+    if junk:
+        raise ValueError(f"adapter weights {str(file)!r} hold {len(junk)} tensors that are not "
+                         f"LoRA weights of a layer, e.g. {_brief(junk[0])}; expected only "
+                         "base_model.model.<layer>.lora_A.weight / lora_B.weight")
+    if not names:
+        raise ValueError(f"adapter weights {str(file)!r} hold no tensors; expected LoRA weights")
+    return names
 
 
 def _check_trained_on(adapter_dir: Path, source: Path) -> None:
@@ -169,21 +272,29 @@ def _check_trained_on(adapter_dir: Path, source: Path) -> None:
 
 
 # ------------------------------------------------------------------ merging
-def _merge(lm: Any, adapter_dir: Path, config: dict[str, Any], source: Path
-           ) -> tuple[Any, set[str]]:
+def _merge(lm: Any, adapter_dir: Path, config: dict[str, Any], source: Path,
+           tensors: set[str]) -> tuple[Any, set[str]]:
     """The model with the adapter merged in, and the names of the parameters the merge
     changed (the weights of the layers the adapter wraps, and their biases with
-    ``lora_bias``)."""
+    ``lora_bias``). ``tensors``: the names in the weights file, which must be exactly the
+    adapter's."""
     import torch
-    from peft import PeftModel
+    from peft import PeftModel, get_peft_model_state_dict
     from peft.tuners.lora import LoraLayer
 
     try:
         peft_model = PeftModel.from_pretrained(lm, adapter_dir)
-    except (ValueError, RuntimeError, KeyError) as error:
+    except (ValueError, RuntimeError, KeyError, TypeError, AttributeError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"adapter {str(adapter_dir)!r} does not fit the model "
                          f"{source.name!r}: {first[:300]}") from None
+    expected = set(get_peft_model_state_dict(peft_model))
+    for what, names in (("are not LoRA weights of", tensors - expected),
+                        ("are missing for", expected - tensors)):
+        if names:
+            raise ValueError(f"adapter weights {str(adapter_dir / _WEIGHTS)!r}: {len(names)} "
+                             f"tensors {what} the adapter's layers on {source.name!r}, e.g. "
+                             f"{_brief(sorted(names)[0])}")
     changed: set[str] = set()
     for name, module in peft_model.named_modules():
         if isinstance(module, LoraLayer):
@@ -288,6 +399,12 @@ def _write_gguf(source: Path, merged: Any, changed: set[str], path: Path, dtype:
             f"the adapter changes {missing[:3]}, which has no tensor of its own in "
             f"{source.name!r} (a tied weight?); only adapters on the model's own stored "
             "weights can be exported")
+    for name, hf_name in gguf_to_hf.items():
+        if name in stored and hf_name in changed and not bool(state[hf_name].isfinite().all()):
+            raise ValueError(
+                f"tensor {name!r} ({hf_name}) holds non-finite weights (inf or NaN) after "
+                "merging the adapter; expected finite LoRA weights (the adapter's lora_A/lora_B "
+                "or lora_alpha overflow): nothing was written")
 
     file_type = gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32
     writer = gguf.GGUFWriter(path, arch, endianess=reader.endianess)

@@ -19,8 +19,14 @@ oracle}``) can do, and results name them ``oracle``. Two planners, chosen by the
   explores) and following the episode step by step (the bridge's step hooks: it learns the
   action taken, which the bot needs to keep its plan). ``best_move`` is the bot's action;
   ``potential`` is ``-n / max_steps`` with ``n`` the steps the bot needs from here (a
-  roll-out on a copy of the level, memoised per state), -1 when it does not get there.
-  The bot cannot solve BabyAI-PutNextS*Carrying and BabyAI-KeyInBox (its own docs).
+  roll-out on a copy of the level, memoised for the last :data:`PLAN_MEMO_SIZE` states
+  asked, least recently used dropped), -1 when it does not get there. The bot cannot solve
+  BabyAI-PutNextS*Carrying and BabyAI-KeyInBox (its own docs). When the bot raises (its
+  asserts, its DisappearedBoxError), the oracle replans with a fresh bot; where that fails
+  too it answers without the bot (``best_move`` the first legal move, ``potential`` -1).
+  Every exception of the bot is counted (``bot_failures``, the last in ``last_bot_error``)
+  and the first one is warned (a RuntimeWarning naming the level, the episode, the step and
+  the error), so an oracle that stops planning is never silent.
 
 :func:`minigrid_oracle` picks one for a :class:`~environments.minigrid.MiniGridBridge`
 (registered with :func:`~roles.oracles.register_oracle`); on any other level it raises a
@@ -31,7 +37,8 @@ asking again (the advisor and reward shaping on one environment) gives the same 
 from __future__ import annotations
 
 import copy
-from collections import deque
+import warnings
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +62,10 @@ _LEFT, _RIGHT, _FORWARD, _PICKUP, _DROP, _TOGGLE, _DONE = range(7)
 _DIRS = ((1, 0), (0, 1), (-1, 0), (0, -1))  # minigrid's DIR_TO_VEC
 _SUCCESS = "success"
 _FREE, _BLOCKED, _LAVA, _GOAL = 0, 1, 2, 3
+
+#: States whose plan length a :class:`BabyAIBotOracle` keeps (a roll-out each; least recently
+#: used dropped first): a few episodes' worth, where 75k GoToLocal steps kept 22,425.
+PLAN_MEMO_SIZE = 4_096
 
 
 def _class_names(obj: Any) -> set[str]:
@@ -258,7 +269,10 @@ class BabyAIBotOracle:
         self._suggestion: int | None = None
         self._synced: tuple[int, int] | None = None  # (episode, step) the suggestion is for
         self._episode = 0
-        self._plans: dict[tuple, float] = {}
+        self._plans: OrderedDict[tuple, int | None] = OrderedDict()
+        self.plan_memo_size = PLAN_MEMO_SIZE
+        self.bot_failures = 0
+        self.last_bot_error: str | None = None
         bridge.reset_hooks.append(self._on_reset)
         bridge.step_hooks.append(self._on_step)
 
@@ -284,13 +298,27 @@ class BabyAIBotOracle:
                 self._bot = self._fresh_bot(level)
                 action = None
             self._suggestion = int(self._bot.replan(action))
-        except Exception:  # noqa: BLE001  (the bot's asserts and its DisappearedBoxError)
+        except Exception as error:  # noqa: BLE001  (the bot's asserts, DisappearedBoxError)
+            self._bot_failed(error, "replanning; a fresh bot replans")
             try:
                 self._bot = self._fresh_bot(level)
                 self._suggestion = int(self._bot.replan())
-            except Exception:  # noqa: BLE001
+            except Exception as again:  # noqa: BLE001
+                self._bot_failed(again, "replanning with a fresh bot; best_move gives the "
+                                 "first legal move and potential -1 until the bot recovers")
                 self._bot, self._suggestion = None, None
         self._synced = (self._episode, level.step_count)
+
+    def _bot_failed(self, error: Exception, then: str) -> None:
+        """Count an exception of the bot; warn the first one."""
+        self.bot_failures += 1
+        level = self.bridge.minigrid
+        self.last_bot_error = (f"{type(error).__name__}: {error} (episode {self._episode}, "
+                               f"step {level.step_count})")
+        if self.bot_failures == 1:
+            warnings.warn(f"oracle on {self.bridge.level}: BabyAI's bot raised "
+                          f"{self.last_bot_error} while {then}; further failures are counted "
+                          "in the oracle's bot_failures", RuntimeWarning, stacklevel=4)
 
     def _current(self, env: Any) -> int | None:
         bridge = getattr(env, "unwrapped", env)
@@ -319,6 +347,7 @@ class BabyAIBotOracle:
                level.agent_pos), int(level.agent_dir),
                None if level.carrying is None else level.carrying.encode())
         if key in self._plans:
+            self._plans.move_to_end(key)
             return self._plans[key]
         length = None
         if self._bot is not None and self._suggestion is not None:
@@ -332,9 +361,12 @@ class BabyAIBotOracle:
                         length = steps if terminated and reward > 0 else None
                         break
                     action = int(bot.replan(action))
-            except Exception:  # noqa: BLE001  (a lost bot: no plan)
+            except Exception as error:  # noqa: BLE001  (a lost bot: no plan)
+                self._bot_failed(error, "rolling out its plan; potential -1 for this state")
                 length = None
         self._plans[key] = length
+        if len(self._plans) > self.plan_memo_size:
+            self._plans.popitem(last=False)
         return length
 
     def potential(self, env: Any) -> float:

@@ -250,7 +250,9 @@ def test_a_failed_export_keeps_the_earlier_file(exported, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(export_module, "_to_gguf_layout", fail_midway)
+    with pytest.raises(ValueError, match="kept.gguf' exists; expected a new .gguf path"):
+        export_gguf(exported["zero"], out)  # not replaced without force
     with pytest.raises(ValueError, match="simulated"):
-        export_gguf(exported["zero"], out)
+        export_gguf(exported["zero"], out, force=True)
     assert out.read_bytes() == b"an earlier export" and len(calls) == 100
-    assert not (out.parent / "kept.gguf.partial").exists()
+    assert not list(out.parent.glob(".kept.gguf.*"))  # the temporary file is removed

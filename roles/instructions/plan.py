@@ -45,6 +45,13 @@ from .search import (
 from .spec import make_chain
 from .wrapper import InstructionFollowing, SubGoal, cell_check
 
+MAX_EXPLORATION_EPISODES = 100_000
+MAX_EXPLORATION_STEPS = 1_000_000
+MAX_MATCHES = 10_000
+"""Upper bounds of the instruction block's counts (``top_k`` and ``per_round`` share
+``MAX_MATCHES``): a typo such as ``exploration_episodes: 1000000000000`` fails when the
+experiment file is checked, not hours into a run."""
+
 __all__ = ["InstructionPlan", "InstructionsConfig", "prepare_instructions"]
 
 
@@ -63,18 +70,21 @@ class InstructionsConfig(BaseModel):
     truth: list[list[list[int]]] | None = Field(
         None, description="per sub-goal, the cells [[row, col], ...] that satisfy it (ground "
                           "truth: simulated feedback and precision/recall)")
-    exploration_episodes: int = Field(100, ge=1, description="exploration episodes")
-    exploration_max_steps: int | None = Field(None, ge=1,
+    exploration_episodes: int = Field(100, ge=1, le=MAX_EXPLORATION_EPISODES,
+                                      description="exploration episodes")
+    exploration_max_steps: int | None = Field(None, ge=1, le=MAX_EXPLORATION_STEPS,
                                               description="cut exploration episodes here")
     threshold: float = Field(DEFAULT_THRESHOLD, ge=-1.0, le=1.0, description="cosine to match")
-    top_k: int = Field(DEFAULT_TOP_K, ge=1, description="most states one sub-goal matches")
+    top_k: int = Field(DEFAULT_TOP_K, ge=1, le=MAX_MATCHES,
+                       description="most states one sub-goal matches")
     margin: float | None = Field(DEFAULT_MARGIN, ge=0.0,
                                  description="keep states within this of the best score")
     strict: bool = Field(False, description="error (not a flagged best match) below threshold")
     feedback: Literal["none", "simulated", "llm"] = Field("none", description="who refines")
     rule: Literal["probe", "sets", "vector"] = Field(DEFAULT_RULE, description="how it refines")
     rounds: int = Field(MAX_ROUNDS, ge=0, le=MAX_ROUNDS, description="feedback rounds")
-    per_round: int = Field(DEFAULT_PER_ROUND, ge=1, description="states judged per round")
+    per_round: int = Field(DEFAULT_PER_ROUND, ge=1, le=MAX_MATCHES,
+                           description="states judged per round")
     form: Literal["potential", "instruction"] = Field(
         "potential", description="potential: shaping, policy-invariant; instruction: the task")
     reward_from: Literal["match", "truth"] = Field(
