@@ -36,6 +36,7 @@ from pydantic import (
 from .. import environments  # noqa: F401  (registers the langadapt gymnasium ids)
 from ..adapters import LanguageAdapter
 from ..adapters.llm import llm_setting_models
+from ..adapters.representation import check_representation
 from ..agents import AGENTS
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
@@ -515,6 +516,10 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
         _check_llm_roles(config, index, spec, source)
     for index, adapter in enumerate(config.adapters):
         where = f"adapters.{index}.settings."
+        try:
+            check_representation(adapter.settings, adapter.type)
+        except ValueError as error:
+            raise ConfigError(f"{source}: invalid experiment file\n  {where}{error}") from None
         if adapter.type == "raw" and adapter.settings:
             raise ConfigError(
                 f"{source}: invalid experiment file\n  {where}{next(iter(adapter.settings))}: "
