@@ -42,10 +42,11 @@ from .describers import (
     CartPoleDescriber,
     Describer,
     FrozenLakeDescriber,
+    FrozenLakeMapsDescriber,
     MazeDescriber,
     SailingDescriber,
 )
-from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv
+from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
 from .maze import ACTION_NAMES, MazeEnv
 from .sailing import X_LIMIT, SailingEnv
 
@@ -275,6 +276,16 @@ def _frozenlake(env: FrozenLakeEnv, **options: Any) -> LanguageSpec:
                         compact_state=compact, compact_task=FROZENLAKE_COMPACT_TASK)
 
 
+def _frozenlake_maps(env: FrozenLakeMapsEnv) -> LanguageSpec:
+    def state_of(e: FrozenLakeMapsEnv) -> np.ndarray:
+        if e.current is None:
+            raise ValueError("FrozenLakeMapsEnv has no lake before reset()")
+        return e._obs(np.array(divmod(int(e.current.lake.s), e.size), dtype=np.float32))
+
+    return LanguageSpec(FrozenLakeMapsDescriber(env.size), FROZENLAKE_ACTIONS, FROZENLAKE_TASK,
+                        state_of, compact_task=FROZENLAKE_COMPACT_TASK)
+
+
 for _type, _factory in ((SailingEnv, _sailing), (MazeEnv, _maze), (CartPoleEnv, _cartpole),
-                        (FrozenLakeEnv, _frozenlake)):
+                        (FrozenLakeEnv, _frozenlake), (FrozenLakeMapsEnv, _frozenlake_maps)):
     register_language(_type, _factory)

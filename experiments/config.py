@@ -209,6 +209,11 @@ class EvaluationSpec(_Strict):
         description="also evaluate at the end of the first episode past every multiple of "
         "this many training steps",
     )
+    environment_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="environment parameters that differ for evaluation, over "
+        "environment.params (e.g. {split: held_out}: the held-out lakes of FrozenLakeMaps)",
+    )
     keep_best: Bool = Field(
         default=False,
         description="keep the policy of the best evaluation, restore it after training and "
@@ -385,6 +390,8 @@ class ExperimentConfig(_Strict):
             data.pop(key, None)
         for block in ("adapters", "agents"):
             data[block] = _without_neutral_keys(data[block])
+        if not data["evaluation"]["environment_params"]:  # the fingerprints of older files
+            del data["evaluation"]["environment_params"]
         return data
 
 
