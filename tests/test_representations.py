@@ -144,3 +144,12 @@ def test_the_experiment_file_names_the_setting_and_the_raw_adapter():
             "agents": [{"type": "dqn"}], "training": {"episodes": 1}}
     with pytest.raises(ConfigError, match=r"adapters\.0\.settings\.with_raw: .*raw adapter"):
         experiment_from_dict(data)
+
+
+def test_frozenlakes_language_states_are_whitened_by_default_and_paragraph_is_one_setting_away():
+    encoder = TableEncoder()
+    assert LanguageAdapter(FrozenLakeEnv(), encoder=encoder).normalise == "whiten"
+    paragraph = LanguageAdapter(FrozenLakeEnv(), encoder=encoder, normalise="none")
+    assert paragraph.normalise == "none"
+    plain = LanguageAdapter(FrozenLakeEnv(), describer=by_column, encoder=encoder)
+    assert plain.normalise == "none"  # a describer of your own: the paragraph, as before
