@@ -289,8 +289,10 @@ def _frozenlake_maps(env: FrozenLakeMapsEnv) -> LanguageSpec:
             raise ValueError("FrozenLakeMapsEnv has no lake before reset()")
         return e._obs(np.array(divmod(int(e.current.lake.s), e.size), dtype=np.float32))
 
+    # whitened: DQN on 100 held-out lakes, 3 seeds - 51% vs paragraph 3%, raw 1% (performance.md)
     return LanguageSpec(FrozenLakeMapsDescriber(env.size), FROZENLAKE_ACTIONS, FROZENLAKE_TASK,
-                        state_of, compact_task=FROZENLAKE_COMPACT_TASK)
+                        state_of, compact_task=FROZENLAKE_COMPACT_TASK,
+                        representation={"normalise": "whiten"})
 
 
 for _type, _factory in ((SailingEnv, _sailing), (MazeEnv, _maze), (CartPoleEnv, _cartpole),

@@ -49,7 +49,9 @@ def test_the_language_states_say_what_the_fixed_lake_describer_says():
     env = FrozenLakeMapsEnv(train_maps=[3, 4], held_out_maps=[10, 11])
     obs, _ = env.reset(seed=0)
     obs, *_ = env.step(2)
-    text = LanguageAdapter(env)(obs, [0, 1, 2, 3], encode=False)
+    adapter = LanguageAdapter(env)
+    assert adapter.normalise == "whiten"  # the measured default on random lakes
+    text = adapter(obs, [0, 1, 2, 3], encode=False)
     fixed = FrozenLakeDescriber(["SFHF", "FFFF", "FFFF", "FFFG"])(np.array([0, 1]), [0, 1, 2, 3])
     assert text == fixed == ("The goal is three cells down and two cells to the right. There "
                              "are a hole to the right and the edge of the lake up. You can move "
