@@ -22,18 +22,27 @@ Vectors come from an `EmbeddingCache` in front of the process-wide MiniLM encode
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool
 
 from ..environments import check_legal_moves, unwrap_env
 from .embedding_cache import EmbeddingCache
 from .encoder import get_encoder
+from .representation import (
+    Standardiser,
+    check_representation,
+    fit_standardiser,
+    random_walk_inputs,
+    sentence_slots_vector,
+    split_sentences,
+)
 
 __all__ = ["AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "env_spaces"]
 
@@ -151,6 +160,16 @@ class BaseAdapter(BaseModel):
     embedding_cache_capacity: int = Field(20_000, ge=1, le=10**8,
                                           description="vectors kept in memory")
     memo_capacity: int = Field(100_000, ge=0, le=10**8, description="inputs remembered")
+    embedding: Literal["paragraph", "sentences"] = Field(
+        "paragraph", description="one vector of the whole description, or one per sentence in "
+        "fixed slots (adapters.representation)")
+    sentence_slots: int = Field(4, ge=1, le=64, description="slots of embedding: sentences")
+    normalise: Literal["none", "centre", "whiten"] = Field(
+        "none", description="subtract the fit set's mean (centre), then also whiten (whiten)")
+    fit_steps: int = Field(2000, ge=1, le=10**6,
+                           description="random moves whose distinct descriptions are the fit set")
+    fit_seed: int = Field(0, ge=0, description="seed of the fit set's random moves")
+    with_raw: StrictBool = Field(False, description="append the raw observation to the vector")
     memo: Memo = Field(default_factory=Memo, exclude=True, repr=False,
                        description="the memo (filled by the adapter; read it, never write it)")
 
@@ -162,6 +181,7 @@ class BaseAdapter(BaseModel):
     _shared_encoder: Any = PrivateAttr(default=None)
     _counts: dict[str, int] = PrivateAttr(default_factory=lambda: {"hits": 0, "misses": 0})
     _observation_space: spaces.Box | None = PrivateAttr(default=None)
+    _standardiser: Standardiser | None = PrivateAttr(default=None)
 
     def __init__(self, env: Any = None, /, *, embedding_cache: EmbeddingCache | None = None,
                  **settings: Any) -> None:
@@ -173,6 +193,7 @@ class BaseAdapter(BaseModel):
             settings["encoder"] = str(encoder.name)
         elif isinstance(encoder, os.PathLike):
             settings["encoder"] = os.fspath(encoder)
+        check_representation(settings, self.kind)
         super().__init__(**settings)
         if embedding_cache is not None:
             if not isinstance(embedding_cache, EmbeddingCache):
@@ -243,13 +264,22 @@ class BaseAdapter(BaseModel):
 
     @property
     def observation_space(self) -> spaces.Box:
-        """Box of the encoder's dimension, float32; bounds [-1, 1] when the encoder's vectors
-        are L2-normalised (MiniLM), else unbounded."""
+        """Box of float32: the language vector (the encoder's dimension, times
+        ``sentence_slots`` for ``embedding: sentences``; bounds [-1, 1] when the encoder's
+        vectors are L2-normalised (MiniLM) and ``normalise`` is none, else unbounded), then
+        with ``with_raw`` the raw observation's bounds."""
         if self._observation_space is None:
             encoder = self.embedding_cache.encoder
-            bound = 1.0 if getattr(encoder, "normalized", False) else np.inf
-            self._observation_space = spaces.Box(low=-bound, high=bound,
-                                                 shape=(encoder.dimension,), dtype=np.float32)
+            normalized = getattr(encoder, "normalized", False) and self.normalise == "none"
+            bound = 1.0 if normalized else np.inf
+            size = encoder.dimension * (self.sentence_slots if self.embedding == "sentences"
+                                        else 1)
+            low, high = np.full(size, -bound), np.full(size, bound)
+            if self.with_raw:
+                low = np.concatenate([low, self._space.low.ravel()])
+                high = np.concatenate([high, self._space.high.ravel()])
+            self._observation_space = spaces.Box(low=low.astype(np.float32),
+                                                 high=high.astype(np.float32), dtype=np.float32)
         return self._observation_space
 
     # ---- checks ------------------------------------------------------------------------
@@ -325,7 +355,7 @@ class BaseAdapter(BaseModel):
             return hit
         memo.misses += 1
         text = self.describe_one(state, legal, history)
-        pair = (self.lookup([text])[0], text)
+        pair = (self.observation_of(self.text_vectors([text])[0], state), text)
         if self.memorable(text):
             memo.put(key, pair)
         return pair
@@ -367,6 +397,54 @@ class BaseAdapter(BaseModel):
         self._counts["misses"] += cache.misses - misses
         return vectors
 
+    def text_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """The language vectors of ``texts`` as the representation settings make them
+        (read-only; see `adapters.representation`)."""
+        vectors = self._embedded(texts)
+        if self.normalise != "none":
+            standardise = self.standardiser
+            vectors = [standardise(vector) for vector in vectors]
+            for vector in vectors:
+                vector.flags.writeable = False
+        return vectors
+
+    def _embedded(self, texts: list[str]) -> list[np.ndarray]:
+        """The vectors of ``texts`` before centring: one per text (``paragraph``) or the
+        sentences' vectors in fixed slots (``sentences``)."""
+        if self.embedding == "paragraph":
+            return self.lookup(texts)
+        sentences = [split_sentences(text) for text in texts]
+        distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
+        found = dict(zip(distinct, self.lookup(distinct), strict=True))
+        dimension = self.embedding_cache.encoder.dimension
+        vectors = [sentence_slots_vector([found[s] for s in parts], self.sentence_slots,
+                                         dimension) for parts in sentences]
+        for vector in vectors:
+            vector.flags.writeable = False
+        return vectors
+
+    @property
+    def standardiser(self) -> Standardiser:
+        """The centring/whitening, fitted on first use on the fit set and then fixed (see
+        `adapters.representation`)."""
+        if self._standardiser is None:
+            if self.normalise == "none":
+                raise ValueError("normalise is none: this adapter has no standardiser")
+            walk = random_walk_inputs(copy.deepcopy(self._env), self.fit_steps, self.fit_seed,
+                                      list(range(self._n_actions or 0)), self.check_input)
+            texts = list(dict.fromkeys(text for text, _ in self.describe_checked(walk, False)))
+            self._standardiser = fit_standardiser(np.stack(self._embedded(texts)),
+                                                  whiten=self.normalise == "whiten")
+        return self._standardiser
+
+    def observation_of(self, language_vector: np.ndarray, state: np.ndarray) -> np.ndarray:
+        """The observation: the language vector, with ``with_raw`` the raw state after it."""
+        if not self.with_raw:
+            return language_vector
+        vector = np.concatenate([language_vector, state.astype(np.float32).ravel()])
+        vector.flags.writeable = False
+        return vector
+
     def encode_many(self, texts: Iterable[str]) -> np.ndarray:
         """Vectors of ``texts`` as a new float32 array ``(n, dimension)`` (cached)."""
         if isinstance(texts, str):
@@ -402,11 +480,12 @@ class BaseAdapter(BaseModel):
             batches = tqdm(batches, desc=f"prerender {self.kind}", unit="batch")
         for start in batches:
             chunk = texts[start : start + batch_size]
-            vectors.update(zip(chunk, self.lookup(chunk), strict=True))
+            vectors.update(zip(chunk, self.text_vectors(chunk), strict=True))
         memo = self.memo
         for (state, legal, history), (text, keep) in zip(items, described, strict=True):
             if keep:
-                memo.put(memo.key(state, legal, history), (vectors[text], text))
+                memo.put(memo.key(state, legal, history),
+                         (self.observation_of(vectors[text], state), text))
         return {"inputs": len(items), "distinct_texts": len(texts)}
 
     # ---- bookkeeping -------------------------------------------------------------------

@@ -21,7 +21,8 @@ class LanguageAdapter(BaseAdapter):
     ``describer``: a `Describer` or a plain function ``(state, legal_moves, last_action) ->
     str`` (default: the describer of the environment's language spec,
     ``language_for(env, **describer_options).describer``). Other settings: those of
-    `BaseAdapter` (encoder, embedding cache, memo).
+    `BaseAdapter` (encoder, embedding cache, memo, representation); the representation
+    settings default to the language spec's ``representation`` (with a spec's describer).
     """
 
     kind = "language"
@@ -37,6 +38,9 @@ class LanguageAdapter(BaseAdapter):
             raise ValueError(f"describer={describer!r}: expected a Describer")
         if describer is not None and settings.get("describer_options"):
             raise ValueError("pass describer= or describer_options=, not both")
+        if describer is None and env is not None:  # the spec's representation, then ours
+            spec = language_for(env, **settings.get("describer_options", {}))
+            settings = {**spec.representation, **settings}
         super().__init__(env, **settings)
         self._describer = describer or language_for(self.env, **self.describer_options).describer
         self.clear_memo()

@@ -9,6 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .base import AdapterInput, BaseAdapter
+from .representation import check_representation
 
 __all__ = ["RawAdapter"]
 
@@ -26,6 +27,7 @@ class RawAdapter(BaseAdapter):
     describes_states: ClassVar[bool] = False  # its text is the numbers, not what they mean
 
     def __init__(self, env: Any = None, /, **settings: Any) -> None:
+        check_representation(settings, "raw")
         if settings:
             raise ValueError(f"RawAdapter takes no settings, got {sorted(settings)}; "
                              "expected none")

@@ -1,10 +1,11 @@
 """The environments and what the library says about each of them in words.
 
 Importing this package registers ``langadapt/Sailing-v0``, ``langadapt/Maze-v0`` (layout
-chosen by the ``maze`` argument), ``langadapt/CartPole-v0`` and ``langadapt/FrozenLake-v0``
-with gymnasium; importing it again (or reloading it) registers nothing twice. Every
-environment puts ``legal_moves`` (list of ints) and ``is_success`` (bool) in ``info`` on
-reset and step, and handles its own truncation, so no TimeLimit wrapper is added.
+chosen by the ``maze`` argument), ``langadapt/CartPole-v0``, ``langadapt/FrozenLake-v0`` and
+``langadapt/FrozenLakeMaps-v0`` (a random lake each episode) with gymnasium; importing it
+again (or reloading it) registers nothing twice. Every environment puts ``legal_moves``
+(list of ints) and ``is_success`` (bool) in ``info`` on reset and step, and handles its own
+truncation, so no TimeLimit wrapper is added.
 
 Each environment's language spec (:class:`LanguageSpec`: describer, action names, task
 text) is registered in :mod:`environments.language`; :func:`register_language` brings your
@@ -23,11 +24,12 @@ from .describers import (
     CartPoleSteps,
     Describer,
     FrozenLakeDescriber,
+    FrozenLakeMapsDescriber,
     MazeDescriber,
     SailingBins,
     SailingDescriber,
 )
-from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv
+from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
 from .language import LanguageSpec, language_for, register_language, unwrap_env
 from .maze import ACTION_DELTAS, ACTION_NAMES, MAZE_LAYOUTS, MAZE_NAMES, MazeEnv, bfs_distances
 from .minigrid import MiniGridBridge, MiniGridNotInstalled, make_minigrid
@@ -39,6 +41,7 @@ ENV_IDS: dict[str, str] = {
     "langadapt/Maze-v0": "langadapt.environments.maze:MazeEnv",
     "langadapt/CartPole-v0": "langadapt.environments.cartpole:CartPoleEnv",
     "langadapt/FrozenLake-v0": "langadapt.environments.frozenlake:FrozenLakeEnv",
+    "langadapt/FrozenLakeMaps-v0": "langadapt.environments.frozenlake:FrozenLakeMapsEnv",
 }
 
 
@@ -65,6 +68,8 @@ __all__ = [
     "Describer",
     "FrozenLakeDescriber",
     "FrozenLakeEnv",
+    "FrozenLakeMapsEnv",
+    "FrozenLakeMapsDescriber",
     "LanguageSpec",
     "MazeDescriber",
     "MazeEnv",

@@ -8,6 +8,8 @@ and returns one deterministic sentence (or a few). One describer per environment
 - :class:`CartPoleDescriber` - qualitative bins for the four CartPole quantities, or the
   numbers rounded to what balancing needs (``style="numbers"``).
 - :class:`FrozenLakeDescriber` - where the goal is, the holes and the lake's edges around.
+- :class:`FrozenLakeMapsDescriber` - the same sentences on random lakes (the lake is part of
+  the state).
 
 Each is part of its environment's language spec (:mod:`environments.language`), where
 :func:`~environments.language.language_for` finds it for an environment.
@@ -24,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._checks import check_legal_moves
-from .frozenlake import FROZENLAKE_ACTIONS
+from .frozenlake import FROZENLAKE_ACTIONS, TILE_CODES
 from .maze import ACTION_DELTAS, ACTION_NAMES
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "CartPoleBins",
     "CartPoleSteps",
     "FrozenLakeDescriber",
+    "FrozenLakeMapsDescriber",
     "number_words",
     "check_state",
     "check_legal_moves",
@@ -609,3 +612,32 @@ class FrozenLakeDescriber(Describer):
             names = [FROZENLAKE_ACTIONS[a] for a in legal_moves]
             sentences.append(f"You can move {_join(names, 'or')}.")
         return " ".join(sentences)
+
+
+class FrozenLakeMapsDescriber(Describer):
+    """FrozenLake on random lakes: state ``[row, col, tile codes]`` (`FrozenLakeMapsEnv`'s
+    observation, the lake row by row: 0 frozen or start, 1 hole, 2 goal); the sentences of
+    `FrozenLakeDescriber` on the lake the state carries."""
+
+    env_name = "FrozenLake"
+    n_actions = 4
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.state_shape = (2 + size * size,)
+        self._describers: dict[bytes, FrozenLakeDescriber] = {}
+
+    def describe(
+        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
+    ) -> str:
+        tiles = state[2:].astype(np.int64)
+        key = tiles.tobytes()
+        if key not in self._describers:
+            letters = {code: letter for letter, code in TILE_CODES.items() if letter != "S"}
+            if not set(tiles.tolist()) <= set(letters):
+                raise ValueError(f"FrozenLake lake codes {sorted(set(tiles.tolist()))}: "
+                                 f"expected {sorted(letters)}")
+            rows = ["".join(letters[int(c)] for c in tiles[r * self.size:(r + 1) * self.size])
+                    for r in range(self.size)]
+            self._describers[key] = FrozenLakeDescriber(rows)
+        return self._describers[key].describe(state[:2], legal_moves, last_action)

@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
+from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 from ._checks import (
     check_action,
@@ -107,3 +108,116 @@ class FrozenLakeEnv(gym.Env[np.ndarray, int]):
 
     def close(self) -> None:
         self.lake.close()
+
+
+#: Tile codes of the lake in `FrozenLakeMapsEnv`'s observation.
+TILE_CODES: dict[str, int] = {"S": 0, "F": 0, "H": 1, "G": 2}
+
+
+def _seed_range(name: str, value: Any) -> range:
+    """``[first, stop]`` (a half-open range of map seeds) as a ``range``, else ValueError."""
+    if (not isinstance(value, (list, tuple)) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            or not 0 <= value[0] < value[1]):
+        raise ValueError(f"{name}={value!r}: expected [first, stop], the map seeds "
+                         "first..stop-1 (0 <= first < stop)")
+    return range(value[0], value[1])
+
+
+class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
+    """FrozenLake on random lakes (``langadapt/FrozenLakeMaps-v0``): a new lake each episode.
+
+    Lake ``s`` is gymnasium's ``generate_random_map(size, frozen_probability, seed=s)`` (S at
+    the top left, G at the bottom right, a path between them). Two disjoint sets of map
+    seeds, ``train_maps`` and ``held_out_maps`` (``[first, stop]`` each; an overlap is
+    refused, naming it); ``split`` says which one this environment plays. On ``train`` each
+    reset draws a lake from its set with the environment's RNG; on ``held_out`` the lakes
+    come in order, from the first again at every reset with a seed, so ``n`` evaluation
+    episodes after a seeded reset play the first ``n`` held-out lakes (each once when ``n`` is
+    the set's size). The moves, slipping, reward and step limit are `FrozenLakeEnv`'s.
+
+    Observation: float32 ``[row, col, tile codes of the lake row by row]`` (0 frozen or
+    start, 1 hole, 2 goal): the raw view sees the cell and the whole lake.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        size: int = 4,
+        frozen_probability: float = 0.8,
+        is_slippery: bool = False,
+        train_maps: list[int] | tuple[int, int] = (0, 500),
+        held_out_maps: list[int] | tuple[int, int] = (100_000, 100_100),
+        split: str = "train",
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= 16:
+            raise ValueError(f"size={size!r}: expected an int from 2 to 16")
+        if not 0 < frozen_probability <= 1:
+            raise ValueError(f"frozen_probability={frozen_probability!r}: expected a number "
+                             "in (0, 1]")
+        if split not in ("train", "held_out"):
+            raise ValueError(f"split={split!r}: expected 'train' or 'held_out'")
+        train = _seed_range("train_maps", list(train_maps))
+        held_out = _seed_range("held_out_maps", list(held_out_maps))
+        overlap = range(max(train.start, held_out.start), min(train.stop, held_out.stop))
+        if overlap:
+            raise ValueError(f"train_maps {list(train_maps)} and held_out_maps "
+                             f"{list(held_out_maps)} share the map seeds {overlap.start}.."
+                             f"{overlap.stop - 1}; expected disjoint sets")
+        self.size, self.frozen_probability = size, float(frozen_probability)
+        self.is_slippery, self.split = is_slippery, split
+        self.map_seeds = train if split == "train" else held_out
+        self.max_steps, self.render_mode = max_steps, render_mode
+        self.action_space = spaces.Discrete(4)
+        high = np.array([size - 1, size - 1] + [2] * size * size, dtype=np.float32)
+        self.observation_space = spaces.Box(low=np.zeros_like(high), high=high,
+                                            dtype=np.float32)
+        self._lakes: dict[int, FrozenLakeEnv] = {}
+        self._next = 0
+        self.map_seed: int | None = None
+        self.current: FrozenLakeEnv | None = None
+
+    def lake_of(self, map_seed: int) -> FrozenLakeEnv:
+        """The `FrozenLakeEnv` of lake ``map_seed`` (built once)."""
+        if map_seed not in self._lakes:
+            desc = generate_random_map(self.size, self.frozen_probability, seed=map_seed)
+            self._lakes[map_seed] = FrozenLakeEnv(desc=desc, is_slippery=self.is_slippery,
+                                                  max_steps=self.max_steps,
+                                                  render_mode=self.render_mode)
+        return self._lakes[map_seed]
+
+    def _obs(self, cell: np.ndarray) -> np.ndarray:
+        return np.concatenate([cell, self._tiles]).astype(np.float32)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """A lake of this split (see the class docstring), then back to its S."""
+        super().reset(seed=seed)
+        check_reset_options(options, ())
+        if self.split == "train":
+            index = int(self.np_random.integers(len(self.map_seeds)))
+        else:
+            self._next = 0 if seed is not None else self._next
+            index, self._next = self._next, (self._next + 1) % len(self.map_seeds)
+        self.map_seed = self.map_seeds[index]
+        self.current = self.lake_of(self.map_seed)
+        self.current.np_random = self.np_random  # one RNG: seeding this env seeds the slipping
+        self._tiles = np.array([TILE_CODES[t] for row in self.current.lake.desc
+                                for t in row.tobytes().decode()], dtype=np.float32)
+        cell, info = self.current.reset()
+        return self._obs(cell), {**info, "map_seed": self.map_seed}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Move (0 left, 1 down, 2 right, 3 up) on the current lake."""
+        if self.current is None:
+            raise episode_over_error(type(self).__name__)
+        cell, reward, terminated, truncated, info = self.current.step(action)
+        return self._obs(cell), reward, terminated, truncated, {**info,
+                                                                "map_seed": self.map_seed}
+
+    def render(self) -> str | None:
+        return None if self.current is None else self.current.render()

@@ -36,6 +36,7 @@ from pydantic import (
 from .. import environments  # noqa: F401  (registers the langadapt gymnasium ids)
 from ..adapters import LanguageAdapter
 from ..adapters.llm import llm_setting_models
+from ..adapters.representation import check_representation
 from ..agents import AGENTS
 from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
 from ..llm import BACKENDS
@@ -235,6 +236,11 @@ class EvaluationSpec(_Strict):
         default=None,
         description="the final evaluation plays these held-out episodes (seeds no training "
         "episode uses, the same for every run) instead of final_episodes from seed + 10000",
+    )
+    environment_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="environment parameters that differ for evaluation, over "
+        "environment.params (e.g. {split: held_out}: the held-out lakes of FrozenLakeMaps)",
     )
     keep_best: Bool = Field(
         default=False,
@@ -449,6 +455,8 @@ class ExperimentConfig(_Strict):
             data.pop(key, None)
         for block in ("adapters", "agents"):
             data[block] = _without_neutral_keys(data[block])
+        if not data["evaluation"]["environment_params"]:  # the fingerprints of older files
+            del data["evaluation"]["environment_params"]
         return data
 
 
@@ -653,6 +661,10 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
         _check_llm_roles(config, index, spec, source)
     for index, adapter in enumerate(config.adapters):
         where = f"adapters.{index}.settings."
+        try:
+            check_representation(adapter.settings, adapter.type)
+        except ValueError as error:
+            raise ConfigError(f"{source}: invalid experiment file\n  {where}{error}") from None
         if adapter.type == "raw" and adapter.settings:
             raise ConfigError(
                 f"{source}: invalid experiment file\n  {where}{next(iter(adapter.settings))}: "

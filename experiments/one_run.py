@@ -53,8 +53,13 @@ ROLE_BACKEND_PARAMS = {"llm_policy": "backend", "llm_policy_search": "llm"}
 # ----------------------------------------------------------------------------- building
 
 
-def make_env(config: ExperimentConfig, render_mode: str | None = None):
+def make_env(config: ExperimentConfig, render_mode: str | None = None,
+             evaluation: bool = False):
+    """The experiment's environment; ``evaluation``: with ``evaluation.environment_params``
+    over ``environment.params``."""
     params = dict(config.environment.params)
+    if evaluation:
+        params.update(config.evaluation.environment_params)
     if render_mode is not None:
         params["render_mode"] = render_mode
     try:
@@ -282,16 +287,20 @@ def _environments(config: ExperimentConfig, run: Run, raw_env: Any, adapter: Any
     outside it (an evaluation copy that pays the chain only when the instruction is the
     task)."""
     env = eval_env = wrap(raw_env, adapter)
+    held_out = bool(config.evaluation.environment_params)
+    if held_out:
+        eval_env = wrap(make_env(config, evaluation=True), adapter)
     shaper = None
     shaping = run.agent.reward_shaping or config.environment.reward_shaping
     if shaping is not None:
         shaper = RewardShaping(raw_env,
                                _block_with_cache(shaping, RewardShapingConfig, config.cache_dir))
         shaper.prepare()
-        env, eval_env = wrap(shaper, adapter), wrap(make_env(config), adapter)
+        env, eval_env = wrap(shaper, adapter), wrap(make_env(config, evaluation=held_out),
+                                                    adapter)
     if plan is not None:
         env = plan.wrap(env)
-        eval_env = plan.wrap(wrap(make_env(config), adapter),
+        eval_env = plan.wrap(wrap(make_env(config, evaluation=held_out), adapter),
                              pay=plan.config.form == "instruction")
     return env, eval_env, shaper
 

@@ -177,6 +177,8 @@ def run_experiment(
                           "experiments.suite.run_suite or `langadapt run`")
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
     make_env(config).close()  # bad environment parameters fail before anything is written
+    if config.evaluation.environment_params:
+        make_env(config, evaluation=True).close()
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir} is a file; expected a results folder")
     refuse_foreign(out_dir)  # before the lock file: a folder of other files is never touched

@@ -1,0 +1,140 @@
+"""How a description becomes the observation vector: the representation settings.
+
+Four settings of the text adapters (language, llm), each independent of the others:
+
+- ``embedding: paragraph`` (default) encodes the whole description as one vector;
+  ``sentences`` encodes each sentence on its own and puts sentence *i* in slot *i* of
+  ``sentence_slots`` fixed slots (``slots x dimension`` values; an empty slot is zeros, the
+  sentences past the last slot are averaged into the last slot).
+- ``normalise: none`` (default) leaves the vectors as they are; ``centre`` subtracts the
+  mean vector of the *fit set*; ``whiten`` centres and then applies ZCA whitening shrunk
+  toward the identity: ``W = V diag(1/sqrt(lambda + eps)) V^T`` with the eigenpairs
+  ``(lambda, V)`` of the fit set's covariance and ``eps`` their mean over the non-zero
+  ones, so a direction the fit set does not vary in is scaled by ``1/sqrt(eps)``.
+- The **fit set** is fixed once, when the adapter first needs a vector, and never changes:
+  the distinct descriptions met in ``fit_steps`` uniformly random legal moves on a copy of
+  the adapter's environment reset with ``fit_seed`` (each distinct description counts
+  once, however often it was met). The same environment settings and seed give the same
+  statistics in every process and on every resume; the training run itself never moves
+  them.
+- ``with_raw: true`` appends the raw observation (as float32) after the language vector.
+
+Every text (a description, or a sentence of one) goes through the embedding cache, so each
+distinct text is encoded once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["REPRESENTATION_DEFAULTS", "Standardiser", "check_representation", "fit_standardiser",
+           "sentence_slots_vector", "split_sentences"]
+
+#: The representation settings and their defaults.
+REPRESENTATION_DEFAULTS: dict[str, Any] = {
+    "embedding": "paragraph", "sentence_slots": 4, "normalise": "none", "fit_steps": 2000,
+    "fit_seed": 0, "with_raw": False,
+}
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def check_representation(settings: Mapping[str, Any], adapter: str) -> None:
+    """ValueError when a representation setting is given where it does not apply: any of
+    them on the raw adapter, ``sentence_slots`` without ``embedding: sentences``, the fit
+    settings without ``normalise: centre`` or ``whiten``."""
+    given = [key for key in REPRESENTATION_DEFAULTS if key in settings]
+    if adapter == "raw" and given:
+        raise ValueError(f"{given[0]}: a representation setting of the language and llm "
+                         "adapters does not apply to the raw adapter (its observation is the "
+                         "raw state; the language adapter's with_raw puts both side by side)")
+    embedding = settings.get("embedding", "paragraph")
+    if "sentence_slots" in settings and embedding != "sentences":
+        raise ValueError(f"sentence_slots applies to embedding: sentences, not to embedding: "
+                         f"{embedding}")
+    normalise = settings.get("normalise", "none")
+    for key in ("fit_steps", "fit_seed"):
+        if key in settings and normalise not in ("centre", "whiten"):
+            raise ValueError(f"{key} applies to normalise: centre or whiten, not to "
+                             f"normalise: {normalise}")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text``: split after ``.``, ``!`` or ``?`` followed by space."""
+    return [part for part in _SENTENCE_END.split(text.strip()) if part]
+
+
+def sentence_slots_vector(vectors: list[np.ndarray], slots: int, dimension: int) -> np.ndarray:
+    """Sentence vectors in ``slots`` fixed slots: vector *i* in slot *i*, the ones past the
+    last slot averaged with it, empty slots zero."""
+    out = np.zeros((slots, dimension), dtype=np.float32)
+    for index, vector in enumerate(vectors[: slots - 1]):
+        out[index] = vector
+    rest = vectors[slots - 1 :]
+    if rest:
+        out[slots - 1] = np.mean(rest, axis=0)
+    return out.ravel()
+
+
+class Standardiser:
+    """``x -> (x - mean) @ matrix`` (``matrix`` None: centring only), fitted once."""
+
+    def __init__(self, mean: np.ndarray, matrix: np.ndarray | None) -> None:
+        self.mean = mean.astype(np.float64)
+        self.matrix = None if matrix is None else matrix.astype(np.float64)
+
+    def __call__(self, vector: np.ndarray) -> np.ndarray:
+        centred = vector.astype(np.float64) - self.mean
+        out = centred if self.matrix is None else centred @ self.matrix
+        return out.astype(np.float32)
+
+
+def fit_standardiser(vectors: np.ndarray, whiten: bool) -> Standardiser:
+    """The `Standardiser` of the fit set ``vectors`` (one row per distinct text)."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    if vectors.ndim != 2 or len(vectors) < 2:
+        raise ValueError(f"the fit set has {len(vectors)} distinct descriptions; centring "
+                         "and whitening need at least 2 (raise fit_steps)")
+    mean = vectors.mean(axis=0)
+    if not whiten:
+        return Standardiser(mean, None)
+    centred = vectors - mean
+    _, singular, right = np.linalg.svd(centred, full_matrices=False)
+    eigenvalues = singular**2 / len(vectors)
+    kept = eigenvalues > 1e-12 * max(eigenvalues.max(), 1e-300)
+    if not kept.any():
+        raise ValueError("the fit set's descriptions all have the same vector; whitening "
+                         "needs some spread")
+    eigenvalues, right = eigenvalues[kept], right[kept]
+    eps = float(eigenvalues.mean())
+    dimension = vectors.shape[1]
+    matrix = np.eye(dimension) / np.sqrt(eps)
+    matrix += right.T @ np.diag(1 / np.sqrt(eigenvalues + eps) - 1 / np.sqrt(eps)) @ right
+    return Standardiser(mean, matrix)
+
+
+def random_walk_inputs(env: Any, steps: int, seed: int, all_moves: list[int],
+                       check: Callable[[tuple[Any, Any, Any]], Any]) -> list[Any]:
+    """The checked ``(state, legal_moves, history)`` inputs of ``steps`` uniformly random
+    legal moves on ``env`` (reset with ``seed``, then as episodes end), terminal states
+    included; the history holds ``(previous_observation, action)`` pairs like the wrapper's."""
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    history: list[tuple[Any, int]] = []
+    inputs = []
+    for _ in range(steps):
+        legal = info.get("legal_moves", all_moves)
+        inputs.append(check((obs, legal, tuple(history))))
+        action = int(rng.choice(list(legal)))
+        previous = obs
+        obs, _, terminated, truncated, info = env.step(action)
+        history.append((previous, action))
+        if terminated or truncated:
+            inputs.append(check((obs, info.get("legal_moves", all_moves), tuple(history))))
+            obs, info = env.reset()
+            history = []
+    return inputs
