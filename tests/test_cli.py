@@ -98,7 +98,7 @@ def test_run_list_and_finetune_list_name_every_packaged_file_with_its_descriptio
     assert listed == set(PACKAGED)
     assert "grpo_umaze" in finetunes and "grpo_umaze" in runs and "quickstart" not in finetunes
     quickstart = next(line for line in runs.splitlines() if line.split()[:1] == ["quickstart"])
-    assert "double_t_maze" in quickstart  # its description: line, on one line
+    assert "random lakes never seen" in quickstart  # its description: line, on one line
 
 
 def test_a_bare_name_is_the_packaged_file_and_an_existing_path_wins(tmp_path, capsys):
