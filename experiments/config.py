@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -42,6 +43,7 @@ from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
 from ..roles.instructions import InstructionsConfig, load_instruction_set
 from ..roles.reward_shaping import RewardShapingConfig
+from .env_ids import import_user_modules, resolve_env_id, suggest
 from .heldout import check_heldout
 
 
@@ -106,7 +108,8 @@ class _Strict(BaseModel):
 class EnvironmentSpec(_Strict):
     """Which environment to run: a gymnasium id (``langadapt/Maze-v0``) and its arguments."""
 
-    id: str = Field(description="gymnasium id, e.g. langadapt/Maze-v0")
+    id: str = Field(description="gymnasium id, e.g. langadapt/Maze-v0 or my_module:MyEnv-v0 "
+                    "(the module is imported first)")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the env")
     reward_shaping: dict[str, Any] | None = Field(
         default=None, description="shape the training reward (adapters.reward_shaping)"
@@ -118,15 +121,7 @@ class EnvironmentSpec(_Strict):
     @field_validator("id")
     @classmethod
     def _known_id(cls, value: str) -> str:
-        if environments.minigrid.is_minigrid_id(value):
-            value = "langadapt/" + value.removeprefix("langadapt/")  # the bridged level
-        if value not in gymnasium.registry:
-            ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
-            raise ValueError(
-                f"unknown environment {value!r}; expected one of {', '.join(ours)} "
-                "(or any other registered gymnasium id)"
-            )
-        return value
+        return resolve_env_id(value)
 
 
 class AdapterSpec(_Strict):
@@ -297,6 +292,11 @@ class ExperimentConfig(_Strict):
 
     name: str = Field(description="a plain folder name: it names results/<name>")
     description: str = ""
+    imports: list[str] = Field(
+        default_factory=list,
+        description="modules imported before anything else (they register your "
+        "environments and language specs), in every worker process too",
+    )
     environment: EnvironmentSpec
     adapters: list[AdapterSpec] = Field(min_length=1)
     agents: list[AgentSpec] = Field(min_length=1)
@@ -323,6 +323,15 @@ class ExperimentConfig(_Strict):
         "second thread fighting other processes for a core can slow a step tenfold",
     )
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_user_modules(cls, data: Any) -> Any:
+        """The ``imports`` first: the environment id may be one they register."""
+        names = data.get("imports") if isinstance(data, dict) else None
+        if isinstance(names, list):
+            import_user_modules(names)
+        return data
 
     @field_validator("name")
     @classmethod
@@ -498,15 +507,42 @@ def _brief(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at ``loc`` inside ``model`` accepts ([] where none is a model)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an item of a list
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        current = _model_in(fields[part].annotation)
+    fields = getattr(current, "model_fields", None)
+    return list(fields) if fields else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside ``annotation`` (``list[M]``, ``M | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
+
+
 def _format_validation_error(
-    path: Path | str, error: ValidationError, loc_prefix: str = ""
+    path: Path | str, error: ValidationError, loc_prefix: str = "",
+    model: type[BaseModel] | None = None,
 ) -> str:
     lines = [f"{path}: invalid experiment file"]
     for item in error.errors():
         where = loc_prefix + ".".join(str(part) for part in item["loc"]) or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
-            message = "unknown key"
+            known = _keys_at(model or ExperimentConfig, tuple(item["loc"][:-1]))
+            message = "unknown key" + suggest(str(item["loc"][-1]), known)
         elif item["type"] == "value_error":
             message = str(item.get("ctx", {}).get("error", message))
         elif item["type"] == "literal_error":
@@ -664,7 +700,9 @@ class _BackendSetting(_Strict):
 def _validate(
     model: type[BaseModel], data: dict[str, Any], source: Path | str, loc_prefix: str
 ) -> None:
+    settings_model = _settings_model(model)
     try:
-        _settings_model(model).model_validate(data)
+        settings_model.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(_format_validation_error(source, error, loc_prefix)) from None
+        raise ConfigError(
+            _format_validation_error(source, error, loc_prefix, settings_model)) from None
