@@ -292,8 +292,21 @@ def _state_of(env: gymnasium.Env, text: str) -> tuple[Any, list[int]]:
     """``--state TEXT`` as an observation of ``env`` and its legal moves; a UsageError
     naming the value if it is not a state of ``env``."""
     import numpy as np
+    from gymnasium import spaces
 
     space = env.observation_space
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        values = _parse_state(text)
+        state = np.asarray(values, dtype=space.dtype).reshape(space.shape)  \
+            if len(values) == int(np.prod(space.shape)) and all(v == int(v) for v in values) \
+            else None
+        if state is None or not space.contains(state if space.shape else state.item()):
+            raise UsageError(f"--state {text!r} is not an observation of {env.spec.id}'s "
+                             f"observation space {space}")
+        return (state.item() if not space.shape else state), list(range(env.action_space.n))
+    if not isinstance(space, spaces.Box):
+        raise UsageError(f"--state gives numbers; {env.spec.id}'s observation space is "
+                         f"{space} (describe a rollout instead: leave out --state)")
     state = np.asarray(_parse_state(text), dtype=space.dtype)
     if state.shape != space.shape:
         raise UsageError(
@@ -508,7 +521,8 @@ def command_describe(args: argparse.Namespace) -> int:
         print(f"# LLM backend: {backend.name}, model {backend.model_label()}{reason}")
     if states:
         for state, legal in states:
-            print(f"state {state.tolist()}: {adapter(state, legal, (), encode=False)}")
+            shown = state.tolist() if hasattr(state, "tolist") else state
+            print(f"state {shown}: {adapter(state, legal, (), encode=False)}")
         return 0
     observation, info = env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
