@@ -601,6 +601,11 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
                 f"{source}: invalid experiment file\n  {where}{next(iter(adapter.settings))}: "
                 "unknown key (the raw adapter takes no settings)"
             )
+        if adapter.type == "llm" and isinstance(adapter.settings.get("backend"), dict):
+            raise ConfigError(
+                f"{source}: invalid experiment file\n  {where}backend: an llm adapter takes the "
+                "backend's keys flat, beside its own settings (backend: openai, base_url: ..., "
+                "model: ...), not a nested block")
         for model, settings in _adapter_setting_models(adapter):
             _validate(model, settings, source, where)
 

@@ -19,52 +19,7 @@ from langadapt.experiments.config import ConfigError, experiment_from_dict
 
 LANGADAPT = Path(sys.executable).with_name("langadapt")
 
-# A user's module: an environment, its registration and its language spec at import time,
-# and no `if __name__ == "__main__"` anywhere.
-CORRIDOR = '''\
-import gymnasium as gym
-import numpy as np
-from gymnasium import spaces
-
-from langadapt.environments import Describer, LanguageSpec, register_language
-
-
-class Corridor(gym.Env):
-    """Walk right along five cells to the end."""
-
-    def __init__(self, length=5):
-        self.length = length
-        self.observation_space = spaces.Box(0, length - 1, shape=(1,), dtype=np.float32)
-        self.action_space = spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.cell, self.steps = 0, 0
-        return np.array([self.cell], dtype=np.float32), {}
-
-    def step(self, action):
-        self.cell = max(0, min(self.length - 1, self.cell + (1 if action == 1 else -1)))
-        self.steps += 1
-        done = self.cell == self.length - 1
-        return (np.array([self.cell], dtype=np.float32), float(done), done,
-                self.steps >= 20, {"is_success": done})
-
-
-class CorridorDescriber(Describer):
-    env_name = "Corridor"
-    state_shape = (1,)
-    n_actions = 2
-
-    def describe(self, state, legal_moves, last_action):
-        return f"You are {4 - int(state[0])} cells from the end of the corridor."
-
-
-gym.register(id="Corridor-v0", entry_point=Corridor)
-register_language(Corridor, lambda env, **options: LanguageSpec(
-    describer=CorridorDescriber(), action_names=("left", "right"),
-    task="Walk to the end of the corridor.",
-    state_of=lambda env: np.array([env.cell], dtype=np.float32)))
-'''
+CORRIDOR = (Path(__file__).with_name("my_corridor.py")).read_text(encoding="utf-8")
 
 EXPERIMENT = """\
 name: corridor
@@ -183,3 +138,18 @@ def test_check_builds_the_environment(tmp_path, capsys, monkeypatch):
                     "training: {episodes: 1}\n", encoding="utf-8")
     code, _, err = _main(capsys, "run", str(path), "--check")
     assert code == 2 and "unknown maze 'umase'" in err and err.count("\n") == 1
+
+
+def test_describe_and_prompt_take_the_openai_backend(capsys):
+    spec = cli._llm_spec("openai", "smollm2", None, "http://127.0.0.1:8000/v1")
+    assert spec == {"backend": "openai", "model": "smollm2",
+                    "base_url": "http://127.0.0.1:8000/v1"}
+    code, _, err = _main(capsys, "describe", "maze", "--adapter", "llm", "--backend", "openai",
+                         "--model", "m")
+    assert code == 2 and "--backend openai needs --base-url" in err
+    code, _, err = _main(capsys, "prompt", "maze", "--backend", "openai", "--base-url",
+                         "ftp://example.org/v1", "--model", "m")
+    assert code == 2 and "--base-url 'ftp://example.org/v1'" in err and err.count("\n") == 1
+    code, _, err = _main(capsys, "describe", "maze", "--adapter", "llm", "--base-url",
+                         "http://127.0.0.1:8000/v1")
+    assert code == 2 and "is for --backend openai" in err
