@@ -138,3 +138,29 @@ def test_the_taxi_experiment_file_validates():
     config = load_config("configs/taxi.yaml")
     assert config.environment.id == "Taxi-v4"
     assert [a.type for a in config.adapters] == ["raw", "language"]
+
+
+def test_cliff_walking_from_the_taxi_file_runs_under_two_jobs(tmp_path):
+    """The newcomer path: gymnasium's own environment, raw against language, `langadapt run`
+    with --jobs 2 (spawned workers), a small budget."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    data = yaml.safe_load(Path("configs/taxi.yaml").read_text(encoding="utf-8"))
+    data.update(environment={"id": "CliffWalking-v1"}, training={"steps": 400}, seeds=1,
+                agents=data["agents"][:1], cache_dir=str(tmp_path / "cache"),
+                evaluation={"final_episodes": 2})
+    path = tmp_path / "cliff.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("langadapt")), "run", str(path), "--jobs", "2",
+         "--no-progress", "--out", str(tmp_path / "results")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert done.returncode == 0, done.stderr
+    summary = (tmp_path / "results" / "summary.md").read_text(encoding="utf-8")
+    assert "| raw | qlearning |" in summary and "| language | qlearning |" in summary
