@@ -151,7 +151,10 @@ def test_cliff_walking_from_the_taxi_file_runs_under_two_jobs(tmp_path):
     import yaml
 
     data = yaml.safe_load(Path("configs/taxi.yaml").read_text(encoding="utf-8"))
-    data.update(environment={"id": "CliffWalking-v1"}, training={"steps": 400}, seeds=1,
+    # CliffWalking-v1 has no step limit: gymnasium.make's max_episode_steps (an environment
+    # param) ends a greedy evaluation that never reaches the goal
+    data.update(environment={"id": "CliffWalking-v1", "params": {"max_episode_steps": 100}},
+                training={"steps": 400}, seeds=1,
                 agents=data["agents"][:1], cache_dir=str(tmp_path / "cache"),
                 evaluation={"final_episodes": 2})
     path = tmp_path / "cliff.yaml"
@@ -159,7 +162,7 @@ def test_cliff_walking_from_the_taxi_file_runs_under_two_jobs(tmp_path):
     done = subprocess.run(
         [str(Path(sys.executable).with_name("langadapt")), "run", str(path), "--jobs", "2",
          "--no-progress", "--out", str(tmp_path / "results")],
-        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
         env=dict(os.environ, HF_HUB_OFFLINE="1"))
     assert done.returncode == 0, done.stderr
     summary = (tmp_path / "results" / "summary.md").read_text(encoding="utf-8")
