@@ -150,11 +150,14 @@ def _parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser(
         "report",
-        help="rebuild summary and plots from a results folder",
+        help="rebuild summary and plots from a results folder, or compare several",
         description="Rebuild summary.csv, summary.md and the plots from a results folder's "
-        "episodes.csv and config.yaml.",
+        "episodes.csv and config.yaml. With several folders: one summary and one set of "
+        "curves of them all (adapters named FOLDER/ADAPTER) in --out, the folders only read.",
     )
-    report.add_argument("folder", type=Path)
+    report.add_argument("folder", type=Path, nargs="+")
+    report.add_argument("--out", type=Path, help="with several folders: where the comparison "
+                        "goes (default: comparison)")
 
     _add_finetune_export(commands)
 
@@ -573,10 +576,21 @@ def command_report(args: argparse.Namespace) -> int:
     from .report import write_report
     from .suite import SUITE_FILE, write_suite_report
 
-    if (args.folder / SUITE_FILE).is_file():
-        write_suite_report(args.folder)
+    if len(args.folder) > 1:
+        from .compare import compare_folders
+
+        out = args.out or Path("comparison")
+        print(compare_folders(args.folder, out))
+        print(f"written: {out}/summary.csv, summary.md, learning_curves.png, final_returns.png")
+        return 0
+    if args.out is not None:
+        raise UsageError(f"--out {args.out} is for comparing several folders; one folder's "
+                         "report is rebuilt in the folder")
+    folder = args.folder[0]
+    if (folder / SUITE_FILE).is_file():
+        write_suite_report(folder)
     else:
-        write_report(args.folder)
+        write_report(folder)
     return 0
 
 
