@@ -30,7 +30,8 @@ def _folder_episodes(folder: Path) -> tuple[list[Episode], bool, float | None]:
     except ValueError as error:
         raise ResultsFolderError(str(error)) from None
     renamed = [dataclasses.replace(e, adapter=f"{folder.name}/{e.adapter}") for e in episodes]
-    return renamed, config.training.steps is not None, config.evaluation.threshold
+    in_steps = all(config.training_for(agent).steps for agent in config.agents)
+    return renamed, in_steps, config.evaluation.threshold
 
 
 def compare_folders(folders: list[Path], out_dir: Path) -> str:

@@ -159,6 +159,9 @@ class AgentSpec(_Strict):
         description="hyperparameters that differ for one adapter, by adapter name (e.g. "
         "Q-learning bins for the raw continuous state only)",
     )
+    training: TrainingSpec | None = Field(
+        default=None, description="this agent's budget instead of the file's training block "
+        "(e.g. more steps for DQN than for Q-learning)")
 
     @property
     def name(self) -> str:
@@ -183,6 +186,9 @@ class TrainingSpec(_Strict):
                 f"steps={self.steps})"
             )
         return self
+
+
+AgentSpec.model_rebuild()  # its training block is a TrainingSpec, defined after it
 
 
 class HeldOutSeeds(_Strict):
@@ -410,6 +416,10 @@ class ExperimentConfig(_Strict):
             )
         return self
 
+    def training_for(self, agent: AgentSpec) -> TrainingSpec:
+        """The budget of ``agent``: its own training block, else the file's."""
+        return agent.training or self.training
+
     @property
     def seed_list(self) -> list[int]:
         return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
@@ -438,6 +448,9 @@ class ExperimentConfig(_Strict):
             data.pop(key, None)
         for block in ("adapters", "agents"):
             data[block] = _without_neutral_keys(data[block])
+        for agent in data["agents"]:  # as before agents had budgets: old folders resume
+            if agent.get("training") is None:
+                agent.pop("training", None)
         return data
 
 
