@@ -107,7 +107,7 @@ def test_a_module_without_the_id_names_what_it_registers(user_folder):
             "adapters": [{"type": "raw"}], "agents": [{"type": "random"}],
             "training": {"episodes": 1}}
     with pytest.raises(ConfigError, match="registers no environment 'Coridor-v0' "
-                                          r"\(did you mean 'Corridor-v0'\?\)"):
+                                          r"\(did you mean 'Corridor-v0'"):
         experiment_from_dict(data)
 
 
