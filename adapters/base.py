@@ -32,7 +32,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool
 
-from ..environments import check_legal_moves, unwrap_env
+from ..environments import bridged_minigrid_hint, check_legal_moves, unwrap_env
 from .embedding_cache import EmbeddingCache
 from .encoder import get_encoder
 from .representation import (
@@ -44,7 +44,7 @@ from .representation import (
     split_sentences,
 )
 
-__all__ = ["AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "env_spaces"]
+__all__ = ["FLATTENED_SPACES", "AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "env_spaces"]
 
 #: Keys every adapter's ``stats()`` has (0 where not applicable).
 STAT_KEYS: tuple[str, ...] = (
@@ -57,15 +57,31 @@ STAT_KEYS: tuple[str, ...] = (
 AdapterInput = tuple[Any, Sequence[int], Sequence[Any]]
 
 
-def env_spaces(env: Any) -> tuple[spaces.Box, int | None]:
-    """The environment's observation Box and its number of discrete actions (or None)."""
-    base = getattr(env, "unwrapped", env)
-    space = getattr(base, "observation_space", None)
-    if not isinstance(space, spaces.Box):
-        raise ValueError(f"environment {type(base).__name__} has observation_space {space!r}; "
-                         "expected a gymnasium Box")
-    action_space = getattr(base, "action_space", None)
-    return space, int(action_space.n) if isinstance(action_space, spaces.Discrete) else None
+#: What ``observation_space`` an adapter takes: a Box as it is, the others flattened.
+FLATTENED_SPACES = ("Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")
+
+
+def env_spaces(env: Any) -> tuple[spaces.Space, spaces.Box, int | None]:
+    """The environment's observation space (a wrapper's, when ``env`` is wrapped), the Box
+    its observations flatten to (itself when it is one; gymnasium's ``flatten_space``
+    otherwise) and the number of discrete actions (or None)."""
+    space = getattr(env, "observation_space", None)
+    flat = space if isinstance(space, spaces.Box) else None
+    if isinstance(space, spaces.Space) and type(space).__name__ in FLATTENED_SPACES:
+        try:
+            flat = spaces.flatten_space(space)
+        except NotImplementedError:  # a part (e.g. MiniGrid's mission text) does not flatten
+            flat = None
+    if not isinstance(flat, spaces.Box):
+        name = type(getattr(env, "unwrapped", env)).__name__
+        raise ValueError(
+            f"environment {name} has observation_space {space!r}, which no adapter (raw, "
+            f"language, llm) takes; expected a Box or one of {', '.join(FLATTENED_SPACES)} "
+            "of them (wrap the environment in a gymnasium ObservationWrapper that gives one)"
+            + bridged_minigrid_hint(env))
+    action_space = getattr(env, "action_space", None)
+    return space, flat, int(action_space.n) if isinstance(action_space, spaces.Discrete) \
+        else None
 
 
 class Memo:
@@ -176,6 +192,7 @@ class BaseAdapter(BaseModel):
     _env: Any = PrivateAttr(default=None)
     _n_actions: int | None = PrivateAttr(default=None)
     _space: spaces.Box = PrivateAttr(default=None)
+    _env_space: spaces.Space = PrivateAttr(default=None)
     _cache: EmbeddingCache | None = PrivateAttr(default=None)
     _shared_cache: EmbeddingCache | None = PrivateAttr(default=None)
     _shared_encoder: Any = PrivateAttr(default=None)
@@ -207,8 +224,9 @@ class BaseAdapter(BaseModel):
         if env is None:
             raise ValueError(f"{type(self).__name__} needs an environment: "
                              f"{type(self).__name__}(env, ...) with an instance or a gymnasium id")
-        self._env = unwrap_env(env)
-        self._space, self._n_actions = env_spaces(self._env)
+        given = unwrap_env(env) if isinstance(env, str) else env
+        self._env = unwrap_env(given)
+        self._env_space, self._space, self._n_actions = env_spaces(given)
         self.clear_memo()
 
     # ---- what a subclass supplies (a subclass that sets up its own parts after
@@ -282,9 +300,29 @@ class BaseAdapter(BaseModel):
                                                  high=high.astype(np.float32), dtype=np.float32)
         return self._observation_space
 
+    def env_observation(self, state: Any) -> Any:
+        """The environment's own observation of a checked state: the state itself for a
+        Box space, else gymnasium's ``unflatten`` of it (an int for Discrete, a dict for
+        Dict); what describers receive."""
+        space = self._env_space
+        if isinstance(space, spaces.Box) or not (
+                isinstance(state, np.ndarray) and state.shape == self._space.shape):
+            return state
+        return spaces.unflatten(space, state)
+
     # ---- checks ------------------------------------------------------------------------
     def check_state(self, state: Any) -> np.ndarray:
-        """``state`` as a finite array of the env's shape and dtype, else ValueError."""
+        """``state`` as a finite array of the env's shape and dtype (flattened by gymnasium
+        when the env's space is not a Box), else ValueError."""
+        space = self._env_space
+        if not isinstance(space, spaces.Box):
+            try:
+                contained = space.contains(state)
+            except (TypeError, ValueError, AttributeError):
+                contained = False
+            if not contained:
+                raise ValueError(f"state {state!r} is not an observation of {space}")
+            state = spaces.flatten(space, state)
         shape = self.memo.shape
         if isinstance(state, (str, bytes)) or state is None:
             raise ValueError(f"state {state!r}: expected a numeric array of shape {shape}")

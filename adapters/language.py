@@ -61,4 +61,4 @@ class LanguageAdapter(BaseAdapter):
                      history: Sequence[Any]) -> str:
         """The describer's sentence (with the last action when the describer uses it)."""
         action = last_action(history) if self.uses_history else None
-        return self._describer(state, legal_moves, action)
+        return self._describer(self.env_observation(state), legal_moves, action)

@@ -157,7 +157,7 @@ class LLMAdapter(BaseAdapter):
             if len(legal_moves):
                 text += " Legal actions: " + ", ".join(map(self.action_name, legal_moves)) + "."
             return text
-        return self._describer(state, legal_moves=tuple(legal_moves),
+        return self._describer(self.env_observation(state), legal_moves=tuple(legal_moves),
                                last_action=last_action(episode_action_history))
 
     def build_prompt(self, state: Any, legal_moves: Sequence[int] = (),
@@ -171,7 +171,8 @@ class LLMAdapter(BaseAdapter):
         if self._describer is None:
             state_text = format_raw_state(state)
         else:
-            state_text = self._describer(state, legal_moves=tuple(legal_moves), last_action=None)
+            state_text = self._describer(self.env_observation(state),
+                                         legal_moves=tuple(legal_moves), last_action=None)
         legal = ", ".join(map(self.action_name, legal_moves)) if len(legal_moves) else "none given"
         return build_prompt(self.base_prompt, state_text, legal, lines,
                             self._backend.context_length - self.max_tokens)

@@ -9,7 +9,8 @@ truncation, so no TimeLimit wrapper is added.
 
 Each environment's language spec (:class:`LanguageSpec`: describer, action names, task
 text) is registered in :mod:`environments.language`; :func:`register_language` brings your
-own environment.
+own environment. Taxi and CliffWalking (gymnasium's own) have specs in
+:mod:`environments.toy_text`.
 """
 
 from __future__ import annotations
@@ -30,10 +31,17 @@ from .describers import (
     SailingDescriber,
 )
 from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
-from .language import LanguageSpec, language_for, register_language, unwrap_env
+from .language import (
+    LanguageSpec,
+    bridged_minigrid_hint,
+    language_for,
+    register_language,
+    unwrap_env,
+)
 from .maze import ACTION_DELTAS, ACTION_NAMES, MAZE_LAYOUTS, MAZE_NAMES, MazeEnv, bfs_distances
 from .minigrid import MiniGridBridge, MiniGridNotInstalled, make_minigrid
 from .sailing import SailingEnv
+from .toy_text import CliffWalkingDescriber, TaxiDescriber
 
 #: gymnasium id -> entry point of every environment of this package.
 ENV_IDS: dict[str, str] = {
@@ -65,6 +73,7 @@ __all__ = [
     "CartPoleDescriber",
     "CartPoleEnv",
     "CartPoleSteps",
+    "CliffWalkingDescriber",
     "Describer",
     "FrozenLakeDescriber",
     "FrozenLakeEnv",
@@ -78,7 +87,9 @@ __all__ = [
     "SailingBins",
     "SailingDescriber",
     "SailingEnv",
+    "TaxiDescriber",
     "bfs_distances",
+    "bridged_minigrid_hint",
     "check_action",
     "check_legal_moves",
     "language_for",

@@ -50,7 +50,8 @@ from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
 from .maze import ACTION_NAMES, MazeEnv
 from .sailing import X_LIMIT, SailingEnv
 
-__all__ = ["PROMPT_STYLES", "LanguageSpec", "language_for", "register_language", "unwrap_env"]
+__all__ = ["PROMPT_STYLES", "LanguageSpec", "bridged_minigrid_hint", "language_for",
+           "register_language", "unwrap_env"]
 
 #: The prompt styles: ``verbose`` (the describer's sentences) and ``compact`` (few tokens).
 PROMPT_STYLES = ("verbose", "compact")
@@ -156,6 +157,17 @@ def unwrap_env(env: Any) -> Any:
     return getattr(env, "unwrapped", env)
 
 
+def bridged_minigrid_hint(env: Any) -> str:
+    """``"; use langadapt/<id> ..."`` for a plain MiniGrid or BabyAI environment made by
+    gymnasium (its Dict observation and mission text suit no adapter), else ``""``."""
+    base = getattr(env, "unwrapped", env)
+    spec_id = getattr(getattr(base, "spec", None), "id", None)
+    if type(base).__module__.split(".")[0] != "minigrid" or not spec_id:
+        return ""
+    return (f"; {spec_id} is a plain MiniGrid level: use langadapt/{spec_id} (the bridged "
+            "level, with its language spec)")
+
+
 def language_for(env: Any, **options: Any) -> LanguageSpec:
     """The language spec of ``env`` (an environment, possibly wrapped, or a gymnasium id);
     ``options`` go to the registered factory. ValueError when none is registered."""
@@ -168,6 +180,9 @@ def language_for(env: Any, **options: Any) -> LanguageSpec:
                 raise ValueError(f"language options {sorted(options)} for "
                                  f"{type(base).__name__}: {error}") from None
     known = ", ".join(t.__name__ for t, _ in _FACTORIES)
+    bridged = bridged_minigrid_hint(base)
+    if bridged:
+        raise ValueError(f"no language spec for {type(base).__name__}{bridged}")
     raise ValueError(
         f"no language spec for environment {type(base).__name__!r}; expected one of: {known} "
         "(register your own with langadapt.environments.register_language)"

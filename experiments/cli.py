@@ -111,12 +111,17 @@ def _parser() -> argparse.ArgumentParser:
     describe.add_argument("--steps", type=int, default=5,
                           help="rollout length when no --state is given (default 5)")
     describe.add_argument("--seed", type=int, default=0)
-    describe.add_argument("--backend", default="auto", choices=("auto", "llamacpp", "ollama"),
+    describe.add_argument("--backend", default="auto",
+                          choices=("auto", "llamacpp", "ollama", "openai"),
                           help="LLM backend for --adapter llm (default auto)")
     describe.add_argument("--model", default=None,
-                          help="LLM model: an Ollama name, or a GGUF file for llama.cpp (with "
-                          "--backend auto a GGUF file goes to llama.cpp)")
+                          help="LLM model: an Ollama name, a GGUF file for llama.cpp (with "
+                          "--backend auto a GGUF file goes to llama.cpp), or the name an "
+                          "OpenAI-compatible server knows")
     describe.add_argument("--host", default=None, help="Ollama host (default $OLLAMA_HOST)")
+    describe.add_argument("--base-url", default=None, help="--backend openai: the server's "
+                          "API root, e.g. http://127.0.0.1:8000/v1")
+    _add_import_option(describe)
 
     prompt = commands.add_parser(
         "prompt", help="show the LLM policy / advisor / shaper prompt and reply for one state",
@@ -126,9 +131,13 @@ def _parser() -> argparse.ArgumentParser:
     prompt.add_argument("--maze", default=None, help="maze layout (maze only)")
     prompt.add_argument("--state", default=None, help="raw observation (default: the reset)")
     prompt.add_argument("--decoding", choices=("structured", "text"), default="structured")
-    prompt.add_argument("--backend", default="llamacpp", choices=("llamacpp", "ollama"))
-    prompt.add_argument("--model", default=None, help="Ollama model name or GGUF path")
+    prompt.add_argument("--backend", default="llamacpp", choices=("llamacpp", "ollama", "openai"))
+    prompt.add_argument("--model", default=None, help="Ollama model name, GGUF path, or the "
+                        "model name of an OpenAI-compatible server")
     prompt.add_argument("--host", default=None, help="Ollama host")
+    prompt.add_argument("--base-url", default=None, help="--backend openai: the server's API "
+                        "root, e.g. http://127.0.0.1:8000/v1")
+    _add_import_option(prompt)
 
     prerender = commands.add_parser(
         "prerender",
@@ -142,11 +151,14 @@ def _parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser(
         "report",
-        help="rebuild summary and plots from a results folder",
+        help="rebuild summary and plots from a results folder, or compare several",
         description="Rebuild summary.csv, summary.md and the plots from a results folder's "
-        "episodes.csv and config.yaml.",
+        "episodes.csv and config.yaml. With several folders: one summary and one set of "
+        "curves of them all (adapters named FOLDER/ADAPTER) in --out, the folders only read.",
     )
-    report.add_argument("folder", type=Path)
+    report.add_argument("folder", type=Path, nargs="+")
+    report.add_argument("--out", type=Path, help="with several folders: where the comparison "
+                        "goes (default: comparison)")
 
     _add_finetune_export(commands)
 
@@ -181,6 +193,13 @@ def _parser() -> argparse.ArgumentParser:
                      "seconds instead of a number of steps")
     trl.add_argument("--out", type=Path, help="also write the rows to this .csv or .json file")
     return parser
+
+
+def _add_import_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--import", dest="imports", action="append", default=[],
+                         metavar="MODULE", help="import this module first (it registers your "
+                         "environment and its language spec); repeatable. An id written "
+                         "as MODULE:EnvId imports MODULE by itself")
 
 
 # ----------------------------------------------------------------- packaged experiment files
@@ -277,8 +296,21 @@ def _state_of(env: gymnasium.Env, text: str) -> tuple[Any, list[int]]:
     """``--state TEXT`` as an observation of ``env`` and its legal moves; a UsageError
     naming the value if it is not a state of ``env``."""
     import numpy as np
+    from gymnasium import spaces
 
     space = env.observation_space
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        values = _parse_state(text)
+        state = np.asarray(values, dtype=space.dtype).reshape(space.shape)  \
+            if len(values) == int(np.prod(space.shape)) and all(v == int(v) for v in values) \
+            else None
+        if state is None or not space.contains(state if space.shape else state.item()):
+            raise UsageError(f"--state {text!r} is not an observation of {env.spec.id}'s "
+                             f"observation space {space}")
+        return (state.item() if not space.shape else state), list(range(env.action_space.n))
+    if not isinstance(space, spaces.Box):
+        raise UsageError(f"--state gives numbers; {env.spec.id}'s observation space is "
+                         f"{space} (describe a rollout instead: leave out --state)")
     state = np.asarray(_parse_state(text), dtype=space.dtype)
     if state.shape != space.shape:
         raise UsageError(
@@ -316,14 +348,23 @@ def _check_host(host: str) -> str:
     return host
 
 
-def _llm_spec(backend: str, model: str | None, host: str | None) -> dict[str, Any]:
-    """The backend spec of ``--backend/--model/--host``, checked without contacting any
-    server or loading any model; a UsageError naming the option otherwise."""
+def _llm_spec(backend: str, model: str | None, host: str | None,
+              base_url: str | None = None) -> dict[str, Any]:
+    """The backend spec of ``--backend/--model/--host/--base-url``, checked without
+    contacting any server or loading any model; a UsageError naming the option otherwise."""
     from pydantic import ValidationError
 
     from ..llm import backend_fields
 
     spec: dict[str, Any] = {"backend": backend}
+    if (base_url is not None) != (backend == "openai"):
+        raise UsageError("--backend openai needs --base-url (the server's API root, e.g. "
+                         "http://127.0.0.1:8000/v1) and --model" if base_url is None else
+                         f"--base-url {base_url!r} is for --backend openai")
+    if base_url is not None:
+        if model is None:
+            raise UsageError("--backend openai needs --model: the model name the server knows")
+        spec["base_url"] = base_url
     if model is not None:
         if not model.strip():
             raise UsageError(f"--model {model!r}: expected an Ollama model name or the path "
@@ -340,9 +381,10 @@ def _llm_spec(backend: str, model: str | None, host: str | None) -> dict[str, An
     except ValidationError as error:
         item = error.errors()[0]
         field = str(item["loc"][0]) if item["loc"] else "backend"
-        option = field if field in ("model", "host") else "backend"
+        option = field if field in ("model", "host", "base_url") else "backend"
         message = item["msg"].removeprefix("Value error, ")
-        raise UsageError(f"--{option} {spec.get(option)!r}: {message}") from None
+        shown = spec.get(option)
+        raise UsageError(f"--{option.replace('_', '-')} {shown!r}: {message}") from None
     return spec
 
 
@@ -380,6 +422,7 @@ def command_run(args: argparse.Namespace) -> int:
         executor["jobs"] = args.jobs
     config = experiment_from_dict(data, f"{args.file} with the command-line options")
     if args.check:
+        _build_environments(config)
         tasks = len(config.tasks or [None])
         runs = len(config.adapters) * len(config.agents) * len(config.seed_list) * tasks
         print(f"{path}: experiment {config.name!r}, {runs} runs ({len(config.adapters)} "
@@ -403,18 +446,44 @@ def command_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_modules(names: list[str]) -> None:
+    from .env_ids import import_user_modules
+
+    try:
+        import_user_modules(names, where="--import")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def _build_environments(config: Any) -> None:
+    """Build the environment of the experiment (of every task of a suite) once, so that
+    ``--check`` fails on bad environment params as ``run`` would."""
+    from .config import ConfigError
+    from .one_run import make_env
+    from .suite import task_configs
+
+    experiments = task_configs(config) if config.tasks else {None: config}
+    for task, experiment in experiments.items():
+        try:
+            make_env(experiment).close()
+        except ConfigError as error:
+            raise ConfigError(f"{config.name}, task {task}: {error}" if task else error) \
+                from None
+
+
 def _make_env(name: str, maze: str | None) -> gymnasium.Env:
     """The environment a command names (an alias such as ``maze`` or a gymnasium id), with
     ``--maze`` for the maze only; a UsageError naming the value otherwise."""
     import gymnasium
 
-    from .. import environments  # noqa: F401  (registers the langadapt ids)
+    from .env_ids import resolve_env_id
 
-    env_id = ENV_ALIASES.get(name.lower(), name)
-    if env_id not in gymnasium.registry:
-        ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
-        known = ", ".join([*ENV_ALIASES, *ours])
-        raise UsageError(f"unknown environment {name!r}; expected one of {known}")
+    try:
+        env_id = resolve_env_id(ENV_ALIASES.get(name.lower(), name))
+    except ValueError as error:
+        aliases = f" (or an alias: {', '.join(ENV_ALIASES)})" \
+            if str(error).startswith("unknown environment") else ""
+        raise UsageError(f"{error}{aliases}") from None
     if maze is None:
         return gymnasium.make(env_id)
     if env_id != ENV_ALIASES["maze"]:
@@ -436,22 +505,28 @@ def command_describe(args: argparse.Namespace) -> int:
         raise UsageError(f"--steps {args.steps}: expected a number of steps >= 0")
     if args.seed < 0:
         raise UsageError(f"--seed {args.seed}: expected a seed >= 0")
-    given_llm_options = [f"--{k}" for k in ("model", "host") if getattr(args, k) is not None]
+    given_llm_options = [f"--{k.replace('_', '-')}" for k in ("model", "host", "base_url")
+                         if getattr(args, k) is not None]
     if args.adapter != "llm" and given_llm_options:
         raise UsageError(f"{', '.join(given_llm_options)} only apply with --adapter llm")
+    _import_modules(args.imports)
     env = _make_env(args.env, args.maze)
     states = [_state_of(env, text) for text in args.state]
     settings = {}
     if args.adapter == "llm":
-        settings = _llm_spec(args.backend, args.model, args.host)
-    adapter = adapters.make(args.adapter, env, **settings)
+        settings = _llm_spec(args.backend, args.model, args.host, args.base_url)
+    try:
+        adapter = adapters.make(args.adapter, env, **settings)
+    except ValueError as error:  # no language spec, an observation space no adapter takes
+        raise UsageError(str(error)) from None
     if args.adapter == "llm":
         backend = adapter.backend
         reason = f" ({backend.choice_reason})" if backend.choice_reason else ""
         print(f"# LLM backend: {backend.name}, model {backend.model_label()}{reason}")
     if states:
         for state, legal in states:
-            print(f"state {state.tolist()}: {adapter(state, legal, (), encode=False)}")
+            shown = state.tolist() if hasattr(state, "tolist") else state
+            print(f"state {shown}: {adapter(state, legal, (), encode=False)}")
         return 0
     observation, info = env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
@@ -474,9 +549,10 @@ def command_describe(args: argparse.Namespace) -> int:
 def command_prompt(args: argparse.Namespace) -> int:
     from ..roles.llm_policy import show_prompt
 
+    _import_modules(args.imports)
     env = _make_env(args.env, args.maze)
     state = _state_of(env, args.state)[0] if args.state is not None else None
-    spec = _llm_spec(args.backend, args.model, args.host)
+    spec = _llm_spec(args.backend, args.model, args.host, args.base_url)
     print(show_prompt(env, args.role, spec, state=state, decoding=args.decoding))
     return 0
 
@@ -501,10 +577,21 @@ def command_report(args: argparse.Namespace) -> int:
     from .report import write_report
     from .suite import SUITE_FILE, write_suite_report
 
-    if (args.folder / SUITE_FILE).is_file():
-        write_suite_report(args.folder)
+    if len(args.folder) > 1:
+        from .compare import compare_folders
+
+        out = args.out or Path("comparison")
+        print(compare_folders(args.folder, out))
+        print(f"written: {out}/summary.csv, summary.md, learning_curves.png, final_returns.png")
+        return 0
+    if args.out is not None:
+        raise UsageError(f"--out {args.out} is for comparing several folders; one folder's "
+                         "report is rebuilt in the folder")
+    folder = args.folder[0]
+    if (folder / SUITE_FILE).is_file():
+        write_suite_report(folder)
     else:
-        write_report(args.folder)
+        write_report(folder)
     return 0
 
 

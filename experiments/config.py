@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -45,6 +46,7 @@ from ..roles.instructions import InstructionsConfig, load_instruction_set
 from ..roles.llm_policy import LLMPolicy
 from ..roles.policy_search import LLMPolicySearch
 from ..roles.reward_shaping import RewardShapingConfig
+from .env_ids import import_user_modules, resolve_env_id, suggest
 from .heldout import check_heldout
 
 
@@ -114,7 +116,8 @@ class _Strict(BaseModel):
 class EnvironmentSpec(_Strict):
     """Which environment to run: a gymnasium id (``langadapt/Maze-v0``) and its arguments."""
 
-    id: str = Field(description="gymnasium id, e.g. langadapt/Maze-v0")
+    id: str = Field(description="gymnasium id, e.g. langadapt/Maze-v0 or my_module:MyEnv-v0 "
+                    "(the module is imported first)")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the env")
     reward_shaping: dict[str, Any] | None = Field(
         default=None, description="shape the training reward (adapters.reward_shaping)"
@@ -126,15 +129,7 @@ class EnvironmentSpec(_Strict):
     @field_validator("id")
     @classmethod
     def _known_id(cls, value: str) -> str:
-        if environments.minigrid.is_minigrid_id(value):
-            value = "langadapt/" + value.removeprefix("langadapt/")  # the bridged level
-        if value not in gymnasium.registry:
-            ours = sorted(k for k in gymnasium.registry if k.startswith("langadapt/"))
-            raise ValueError(
-                f"unknown environment {value!r}; expected one of {', '.join(ours)} "
-                "(or any other registered gymnasium id)"
-            )
-        return value
+        return resolve_env_id(value)
 
 
 class AdapterSpec(_Strict):
@@ -172,6 +167,9 @@ class AgentSpec(_Strict):
         description="hyperparameters that differ for one adapter, by adapter name (e.g. "
         "Q-learning bins for the raw continuous state only)",
     )
+    training: TrainingSpec | None = Field(
+        default=None, description="this agent's budget instead of the file's training block "
+        "(e.g. more steps for DQN than for Q-learning)")
 
     @property
     def name(self) -> str:
@@ -196,6 +194,9 @@ class TrainingSpec(_Strict):
                 f"steps={self.steps})"
             )
         return self
+
+
+AgentSpec.model_rebuild()  # its training block is a TrainingSpec, defined after it
 
 
 class HeldOutSeeds(_Strict):
@@ -310,6 +311,11 @@ class ExperimentConfig(_Strict):
 
     name: str = Field(description="a plain folder name: it names results/<name>")
     description: str = ""
+    imports: list[str] = Field(
+        default_factory=list,
+        description="modules imported before anything else (they register your "
+        "environments and language specs), in every worker process too",
+    )
     environment: EnvironmentSpec
     adapters: list[AdapterSpec] = Field(min_length=1)
     agents: list[AgentSpec] = Field(min_length=1)
@@ -336,6 +342,15 @@ class ExperimentConfig(_Strict):
         "second thread fighting other processes for a core can slow a step tenfold",
     )
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_user_modules(cls, data: Any) -> Any:
+        """The ``imports`` first: the environment id may be one they register."""
+        names = data.get("imports") if isinstance(data, dict) else None
+        if isinstance(names, list):
+            import_user_modules(names)
+        return data
 
     @field_validator("name")
     @classmethod
@@ -427,6 +442,10 @@ class ExperimentConfig(_Strict):
             )
         return self
 
+    def training_for(self, agent: AgentSpec) -> TrainingSpec:
+        """The budget of ``agent``: its own training block, else the file's."""
+        return agent.training or self.training
+
     @property
     def seed_list(self) -> list[int]:
         return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
@@ -457,6 +476,9 @@ class ExperimentConfig(_Strict):
             data[block] = _without_neutral_keys(data[block])
         if not data["evaluation"]["environment_params"]:  # the fingerprints of older files
             del data["evaluation"]["environment_params"]
+        for agent in data["agents"]:  # as before agents had budgets: old folders resume
+            if agent.get("training") is None:
+                agent.pop("training", None)
         return data
 
 
@@ -528,15 +550,42 @@ def _brief(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at ``loc`` inside ``model`` accepts ([] where none is a model)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an item of a list
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        current = _model_in(fields[part].annotation)
+    fields = getattr(current, "model_fields", None)
+    return list(fields) if fields else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside ``annotation`` (``list[M]``, ``M | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
+
+
 def _format_validation_error(
-    path: Path | str, error: ValidationError, loc_prefix: str = ""
+    path: Path | str, error: ValidationError, loc_prefix: str = "",
+    model: type[BaseModel] | None = None,
 ) -> str:
     lines = [f"{path}: invalid experiment file"]
     for item in error.errors():
         where = loc_prefix + ".".join(str(part) for part in item["loc"]) or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
-            message = "unknown key"
+            known = _keys_at(model or ExperimentConfig, tuple(item["loc"][:-1]))
+            message = "unknown key" + suggest(str(item["loc"][-1]), known)
         elif item["type"] == "value_error":
             message = str(item.get("ctx", {}).get("error", message))
         elif item["type"] == "literal_error":
@@ -670,6 +719,11 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
                 f"{source}: invalid experiment file\n  {where}{next(iter(adapter.settings))}: "
                 "unknown key (the raw adapter takes no settings)"
             )
+        if adapter.type == "llm" and isinstance(adapter.settings.get("backend"), dict):
+            raise ConfigError(
+                f"{source}: invalid experiment file\n  {where}backend: an llm adapter takes the "
+                "backend's keys flat, beside its own settings (backend: openai, base_url: ..., "
+                "model: ...), not a nested block")
         for model, settings in _adapter_setting_models(adapter):
             _validate(model, settings, source, where)
 
@@ -769,7 +823,9 @@ class _BackendSetting(_Strict):
 def _validate(
     model: type[BaseModel], data: dict[str, Any], source: Path | str, loc_prefix: str
 ) -> None:
+    settings_model = _settings_model(model)
     try:
-        _settings_model(model).model_validate(data)
+        settings_model.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(_format_validation_error(source, error, loc_prefix)) from None
+        raise ConfigError(
+            _format_validation_error(source, error, loc_prefix, settings_model)) from None

@@ -200,8 +200,8 @@ def train_run(
         records = [] if not getattr(agent, "learns", True) else agents.train(  # zero-shot
             agent,
             env,
-            episodes=config.training.episodes,
-            steps=config.training.steps,
+            episodes=config.training_for(run.agent).episodes,
+            steps=config.training_for(run.agent).steps,
             eval_every=config.evaluation.every,
             eval_episodes=config.evaluation.episodes,
             seed=run.seed,

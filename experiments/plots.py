@@ -1,5 +1,7 @@
 """Learning curves and final-return bars: raw vs language vs llm, mean and 95% percentile
-bootstrap interval over seeds (never outside the seeds' range)."""
+bootstrap interval over seeds (never outside the seeds' range), each seed's own curve
+beneath; curves over environment steps when the training budget is steps (Q-learning and
+DQN then line up however long their episodes are), over training episodes otherwise."""
 
 from __future__ import annotations
 
@@ -62,8 +64,30 @@ def _mean_band(series: dict[int, list[tuple[int, float]]]):
     return np.array(xs), means, lows, highs
 
 
-def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "") -> None:
-    """One panel per agent; one line per adapter with its 95% band over seeds."""
+def _in_steps(series: dict[int, list[tuple[int, float]]], episodes: list[Episode]
+              ) -> dict[int, list[tuple[int, float]]]:
+    """The points of ``series`` with x as environment steps: the training episodes done
+    replaced by the sum of their lengths (per seed, from the training rows)."""
+    lengths: dict[int, dict[int, int]] = defaultdict(dict)
+    for e in episodes:
+        if e.phase == "train":
+            lengths[e.seed][e.episode] = e.length
+    converted = {}
+    for seed, points in series.items():
+        done = sorted(lengths[seed].items())
+        ends = dict(zip([k for k, _ in done], np.cumsum([n for _, n in done]).tolist(),
+                        strict=True))
+        converted[seed] = [(int(ends.get(x, 0)), y) for x, y in points]
+    return converted
+
+
+def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
+                         x_axis: str = "episodes") -> None:
+    """One panel per agent; one line per adapter with its 95% band over seeds and each
+    seed's own line beneath. ``x_axis``: ``episodes`` (training episodes done) or ``steps``
+    (environment steps done, for a budget in steps)."""
+    if x_axis not in ("episodes", "steps"):
+        raise ValueError(f"x_axis={x_axis!r}: expected 'episodes' or 'steps'")
     agents = list(dict.fromkeys(e.agent for e in episodes))
     adapters = list(dict.fromkeys(e.adapter for e in episodes))
     figure, axes = plt.subplots(
@@ -76,10 +100,15 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "") -
             if not subset:
                 continue
             ylabel, series = _curve_points(subset)
+            if x_axis == "steps":
+                series = _in_steps(series, subset)
             xs, means, lows, highs = _mean_band(series)
             if len(xs) == 0:
                 continue
             colour = f"C{index}"
+            for points in series.values():  # each seed, thin, under the band
+                axis.plot([x for x, _ in points], [y for _, y in points], color=colour,
+                          linewidth=0.6, alpha=0.35)
             axis.plot(
                 xs,
                 means,
@@ -91,11 +120,12 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "") -
             )
             axis.fill_between(xs, lows, highs, color=colour, alpha=0.2)
         axis.set_title(agent)
-        axis.set_xlabel("training episodes")
+        axis.set_xlabel("environment steps" if x_axis == "steps" else "training episodes")
         axis.set_ylabel(ylabel)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
-    figure.suptitle(f"{title}\nmean and 95% bootstrap interval over seeds", fontsize=10)
+    figure.suptitle(f"{title}\nmean and 95% bootstrap interval over seeds (thin: each seed)",
+                    fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)

@@ -220,7 +220,9 @@ def write_report(
             write_summary_csv(rows, temporary)
         write_text(out_dir, "summary.md", markdown)
         with replacing(out_dir, "learning_curves.png") as temporary:
-            plot_learning_curves(episodes, temporary, title=title)
+            in_steps = all(config.training_for(agent).steps for agent in config.agents)
+            plot_learning_curves(episodes, temporary, title=title,
+                                 x_axis="steps" if in_steps else "episodes")
         with replacing(out_dir, "final_returns.png") as temporary:
             plot_final_returns(rows, temporary, title=title)
     if log is not None:

@@ -127,7 +127,7 @@ def test_a_file_that_fails_half_written_leaves_the_previous_one(finished, monkey
     _, out = finished
     good = (out / "learning_curves.png").read_bytes()
 
-    def half_a_plot(episodes, path, title=""):
+    def half_a_plot(episodes, path, title="", **options):
         Path(path).write_bytes(b"\x89PNG half")
         raise RuntimeError("plotting broke")
 

@@ -1,0 +1,74 @@
+"""Learning curves over environment steps when the budget is steps: each evaluation's x is
+the sum of the lengths of the training episodes before it, per seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from langadapt.experiments.plots import _curve_points, _in_steps, plot_learning_curves
+from langadapt.experiments.results import Episode
+
+
+def _row(seed: int, phase: str, episode: int, length: int, return_: float = 0.0) -> Episode:
+    return Episode("raw", "dqn", seed, phase, episode, return_, length, False, 0.1, 0, 0)
+
+
+EPISODES = [
+    _row(0, "train", 1, 10), _row(0, "train", 2, 30), _row(0, "eval", 2, 5, 1.0),
+    _row(0, "train", 3, 7), _row(0, "eval", 3, 5, 2.0),
+    _row(1, "train", 1, 100), _row(1, "train", 2, 1), _row(1, "eval", 2, 5, 3.0),
+]
+
+
+def test_evaluations_are_placed_at_the_steps_done_per_seed():
+    _, series = _curve_points(EPISODES)
+    assert _in_steps(series, EPISODES) == {0: [(40, 1.0), (47, 2.0)], 1: [(101, 3.0)]}
+
+
+def test_the_curves_plot_over_steps_or_episodes_and_nothing_else(tmp_path):
+    for axis in ("steps", "episodes"):
+        plot_learning_curves(EPISODES, tmp_path / f"{axis}.png", "t", x_axis=axis)
+        assert (tmp_path / f"{axis}.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="x_axis='time': expected 'episodes' or 'steps'"):
+        plot_learning_curves(EPISODES, tmp_path / "x.png", x_axis="time")
+
+
+CONFIG = """\
+name: NAME
+environment: {id: langadapt/Maze-v0}
+adapters: [{type: raw}]
+agents: [{type: dqn}]
+training: {steps: 100}
+seeds: [0, 1]
+"""
+
+
+def _folder(root, name: str):
+    import csv
+
+    folder = root / name
+    folder.mkdir()
+    (folder / "config.yaml").write_text(CONFIG.replace("NAME", name), encoding="utf-8")
+    with open(folder / "episodes.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["adapter", "agent", "seed", "phase", "episode", "return", "length",
+                         "success", "wall_time", "llm_calls", "cache_hits", "llm_fallbacks"])
+        for e in EPISODES:
+            writer.writerow([e.adapter, e.agent, e.seed, e.phase, e.episode, e.return_,
+                             e.length, int(e.success), e.wall_time, 0, 0, 0])
+        for seed in (0, 1):
+            writer.writerow(["raw", "dqn", seed, "final", 0, 1.5, 5, 1, 0.1, 0, 0, 0])
+    return folder
+
+
+def test_report_of_two_folders_compares_them(tmp_path, capsys):
+    from langadapt.experiments import cli
+
+    first, second = _folder(tmp_path, "first"), _folder(tmp_path, "second")
+    assert cli.main(["report", str(first), str(second), "--out", str(tmp_path / "cmp")]) == 0
+    summary = (tmp_path / "cmp" / "summary.md").read_text(encoding="utf-8")
+    assert "| first/raw | dqn |" in summary and "| second/raw | dqn |" in summary
+    assert (tmp_path / "cmp" / "learning_curves.png").is_file()
+    assert not (first / "summary.md").exists()  # the folders are only read
+    assert cli.main(["report", str(first), str(first / ".." / "first")]) == 2
+    assert "folders named first twice" in capsys.readouterr().err
