@@ -12,8 +12,8 @@ the last commit.) It checks that
 2. every package of the checkout (a folder with an ``__init__.py``, but ``tests``) is in the
    wheel as ``langadapt.<folder>``, and so are the package data: the experiment files
    ``configs/*.yaml`` (as ``langadapt/configs/``) and the prompt templates;
-3. every module of the installed package imports, and it is the installed copy (not the
-   checkout);
+3. every module of the installed package imports (or needs an optional extra's package,
+   named), and it is the installed copy (not the checkout);
 4. the installed llama.cpp build's CPU features are printed and ``langadapt doctor`` passes;
    every adapter builds by name and describes/encodes a maze state;
 5. the ``langadapt`` command works from outside the checkout: ``--version``, ``run --list``
@@ -116,11 +116,36 @@ def check_imports(checkout: Path) -> None:
     location = Path(langadapt.__file__).resolve()
     if checkout in location.parents:
         raise SystemExit(f"langadapt imported from the checkout ({location}), not the wheel")
-    modules = [langadapt.__name__]
+    modules, needing_extras = [langadapt.__name__], []
+    extras = optional_dependencies()
     for info in pkgutil.walk_packages(langadapt.__path__, prefix="langadapt."):
-        importlib.import_module(info.name)
+        try:
+            importlib.import_module(info.name)
+        except ModuleNotFoundError as missing:  # allowed only for an optional extra's package
+            top = (missing.name or "").split(".")[0]
+            if top not in extras:
+                raise
+            needing_extras.append(f"{info.name} ({top}: extra {extras[top]})")
+            continue
         modules.append(info.name)
-    print(f"imported {len(modules)} modules from {location.parent}")
+    print(f"imported {len(modules)} modules from {location.parent}"
+          + (f"; needing an extra not installed: {', '.join(needing_extras)}"
+             if needing_extras else ""))
+
+
+def optional_dependencies() -> dict[str, str]:
+    """``{import name: extra}`` of the packages only langadapt's extras require."""
+    from importlib.metadata import requires
+
+    found: dict[str, str] = {}
+    for requirement in requires("langadapt") or []:
+        if "extra ==" in requirement:
+            name = requirement.split(";")[0].strip()
+            for cut in "<>=!~[ ":
+                name = name.split(cut)[0]
+            extra = requirement.split("extra ==")[1].strip().strip("'\"")
+            found.setdefault(name.lower().replace("-", "_"), extra)
+    return found
 
 
 def check_llama_cpp() -> None:
