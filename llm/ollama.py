@@ -171,7 +171,10 @@ class OllamaBackend(LLMBackend):
         client = self.client
         end, limit = self.attempt_end(self.timeout, deadline)
         try:
-            with self.runtime.built("transport").until(end, reply_byte_cap(self.max_reply_chars)):
+            # a stream is read line by line: the cap bounds one line (memory), the content
+            # check in _chat_once and the deadline bound the whole
+            with self.runtime.built("transport").until(
+                    end, reply_byte_cap(self.max_reply_chars), per_line=self.stream):
                 return self._chat_once(client, messages, schema, max_tokens, seed)
         except ReplyTooLarge as error:
             raise LLMReplyError(

@@ -103,6 +103,7 @@ def reply_too_large(error: BaseException) -> ReplyTooLarge | None:
 class _Limits(threading.local):
     instant: float | None = None
     max_bytes: int | None = None
+    per_line: bool = False
 
 
 @functools.cache
@@ -160,9 +161,9 @@ def deadline_transport_class(http: Any = httpx) -> type:
 
     class DeadlineStream(http.SyncByteStream):
         def __init__(self, inner: Any, instant: float | None, max_bytes: int | None,
-                     request: Any) -> None:
+                     per_line: bool, request: Any) -> None:
             self.inner, self.instant, self.max_bytes = inner, instant, max_bytes
-            self.request = request
+            self.per_line, self.request = per_line, request
 
         def __iter__(self) -> Iterator[bytes]:
             size = 0
@@ -170,7 +171,8 @@ def deadline_transport_class(http: Any = httpx) -> type:
                 if self.instant is not None and time.monotonic() > self.instant:
                     raise http.ReadTimeout("the time for this request ran out while the "
                                            "reply was arriving", request=self.request)
-                size += len(chunk)
+                newline = chunk.rfind(b"\n") if self.per_line else -1
+                size = size + len(chunk) if newline < 0 else len(chunk) - newline - 1
                 if self.max_bytes is not None and size > self.max_bytes:
                     raise ReplyTooLarge(self.max_bytes)
                 yield chunk
@@ -194,20 +196,24 @@ def deadline_transport_class(http: Any = httpx) -> type:
                                                                self._local)
 
         @contextmanager
-        def until(self, instant: float | None, max_bytes: int | None = None
-                  ) -> Iterator[None]:
+        def until(self, instant: float | None, max_bytes: int | None = None,
+                  per_line: bool = False) -> Iterator[None]:
             """Requests this thread makes inside the block end by ``instant``
             (``time.monotonic()``; None: no limit), their reply bodies stop with
-            `ReplyTooLarge` past ``max_bytes`` (None: no cap)."""
-            previous = self._local.instant, self._local.max_bytes
-            self._local.instant, self._local.max_bytes = instant, max_bytes
+            `ReplyTooLarge` past ``max_bytes`` (None: no cap) — in all, or with
+            ``per_line`` in one line (a stream read line by line: memory holds one line,
+            the whole is bounded by ``instant``)."""
+            local = self._local
+            previous = local.instant, local.max_bytes, local.per_line
+            local.instant, local.max_bytes, local.per_line = instant, max_bytes, per_line
             try:
                 yield
             finally:
-                self._local.instant, self._local.max_bytes = previous
+                local.instant, local.max_bytes, local.per_line = previous
 
         def handle_request(self, request: Any) -> Any:
-            instant, max_bytes = self._local.instant, self._local.max_bytes
+            instant, max_bytes, per_line = (self._local.instant, self._local.max_bytes,
+                                            self._local.per_line)
             if instant is None and max_bytes is None:
                 return self.inner.handle_request(request)
             if instant is not None:
@@ -222,10 +228,12 @@ def deadline_transport_class(http: Any = httpx) -> type:
                 }
             response = self.inner.handle_request(request)
             declared = response.headers.get("content-length", "")
-            if max_bytes is not None and declared.isdigit() and int(declared) > max_bytes:
+            if (max_bytes is not None and not per_line and declared.isdigit()
+                    and int(declared) > max_bytes):
                 response.close()
                 raise ReplyTooLarge(max_bytes)
-            response.stream = DeadlineStream(response.stream, instant, max_bytes, request)
+            response.stream = DeadlineStream(response.stream, instant, max_bytes, per_line,
+                                             request)
             return response
 
         def close(self) -> None:
