@@ -4,10 +4,13 @@ llama-cpp-python's server, vLLM, LM Studio, Ollama's ``/v1``, OpenAI) through th
 (docs/llm.md, "OpenAI-compatible servers").
 
 ``base_url`` is the API root (``http://127.0.0.1:8000/v1``). The API key is read from the
-environment variable ``api_key_env`` names (None: a dummy key), kept only in the client and
-cut out of every error message. A JSON schema goes in ``response_format`` as
-``json_schema``, or as ``json_object`` with a schema for a server that refuses the first
-(``structured_output: auto`` decides on the first structured call). Identity in cache
+environment variable ``api_key_env`` names (None: a dummy key; the name must end in
+``_API_KEY`` or ``_API_TOKEN``), stripped of surrounding white space, kept only in the client
+and cut out of every error message (plain, ``repr``- and JSON-escaped). Redirects are not
+followed; a reply body stops at `reply_byte_cap` bytes (docs/llm.md, "Bounded replies").
+A JSON schema goes in ``response_format`` as ``json_schema``, or as ``json_object`` with a
+schema for a server that refuses the first (``structured_output: auto`` decides on the
+first structured call). Identity in cache
 keys: ``openai:<base_url>#<model>``, plus ``@<id>`` the server lists for it when that
 differs. ``timeout`` bounds one attempt as a whole; the client's own retries are off (the
 base class retries transport errors, timeouts, HTTP 429 and 5xx). Chat completions give no

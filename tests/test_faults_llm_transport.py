@@ -504,6 +504,7 @@ def test_an_unusable_key_is_one_error_naming_the_variable(raw, monkeypatch, key)
         backend.complete("s", "u")
     assert "sk-a" not in str(caught.value) and "\n" not in str(caught.value)
     assert server.heads == [] and backend.stats()["llm_retries"] == 0
+    assert backend.stats()["llm_failures"] == 0 and not backend.breaker_open  # not an outage
 
 
 def test_the_key_is_cut_out_of_errors_in_escaped_and_repr_forms(raw, monkeypatch):
