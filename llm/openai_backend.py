@@ -248,8 +248,9 @@ class OpenAIBackend(LLMBackend):
         from .transport import ReplyTooLarge, reply_byte_cap
 
         limit = self.timeout if timeout is None else min(timeout, self.timeout)
-        if self.deadline is not None:
-            limit = min(limit, self.deadline)
+        end = self.call_deadline()  # a first call's lookup counts against its deadline
+        if end is not None:
+            limit = max(0.0, min(limit, end - time.monotonic()))
         try:
             with made.transport.until(time.monotonic() + limit,
                                       reply_byte_cap(self.max_reply_chars)):

@@ -597,8 +597,8 @@ def test_the_deadline_covers_a_server_trickling_its_headers(raw, monkeypatch, wh
                              retries=5, backoff=0.01))
     start = time.monotonic()
     with pytest.raises(LLMUnavailableError, match="within"):
-        backend.complete("s", "u")  # the model list (identity, once) then the chat
-    assert time.monotonic() - start < 2 + 5 + 1
+        backend.complete("s", "u")  # the model list (identity) and the chat: 5 s in all
+    assert time.monotonic() - start < 6
 
 
 # ---------------------------------------------------------------- smaller: settings, redirects
