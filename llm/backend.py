@@ -30,8 +30,10 @@ import json
 import logging
 import math
 import operator
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -73,6 +75,9 @@ _ROLES = ("system", "user", "assistant")
 _SEED_MAX = 2**31 - 1
 #: Per-call keywords the base class passes to ``generate`` when it takes them.
 _CALL_KEYWORDS = ("seed", "deadline")
+#: When this thread's outermost `chat` / `score` started: ``deadline`` counts from there, so
+#: it covers the identity lookup of a first call too.
+_CALL = threading.local()
 _ACCEPTED: dict[type, tuple[str, ...]] = {}
 
 
@@ -282,10 +287,11 @@ class LLMBackend(BaseModel):
             self.check_schema_support(check_schema(schema))
         n = self._call_max_tokens(max_tokens)
         seed = self._call_seed(seed)
-        return self._cached(
-            self.request_key(messages, schema, n, seed),
-            lambda: self._ask(messages, schema, n, seed),
-            {"options": self.options(n, seed), "schema": schema, "messages": messages})
+        with _call_clock():
+            return self._cached(
+                self.request_key(messages, schema, n, seed),
+                lambda: self._ask(messages, schema, n, seed),
+                {"options": self.options(n, seed), "schema": schema, "messages": messages})
 
     def score(self, messages: Sequence[Mapping[str, str]], replies: Sequence[str], *,
               seed: int | None = None) -> list[float]:
@@ -305,13 +311,15 @@ class LLMBackend(BaseModel):
             raise self._cannot_score()
         seed = self._call_seed(seed)
         options = self.score_options(seed)
-        return self._cached(
-            score_key(self.name, self.identity, options, replies, messages),
-            lambda: self._call(lambda extra: self.compute_scores(messages, replies, **extra),
-                               lambda result: self._check_scores(result, replies),
-                               seed, always=True),
-            {"options": options, "replies": replies, "messages": messages},
-            read=lambda text: self._check_scores(json.loads(text), replies), write=json.dumps)
+        with _call_clock():
+            return self._cached(
+                score_key(self.name, self.identity, options, replies, messages),
+                lambda: self._call(lambda extra: self.compute_scores(messages, replies, **extra),
+                                   lambda result: self._check_scores(result, replies),
+                                   seed, always=True),
+                {"options": options, "replies": replies, "messages": messages},
+                read=lambda text: self._check_scores(json.loads(text), replies),
+                write=json.dumps)
 
     def _cached(self, key: str, ask: Any, meta: dict[str, Any], read: Any = None,
                 write: Any = None) -> Any:
@@ -422,9 +430,16 @@ class LLMBackend(BaseModel):
         finally:
             runtime.count("llm_seconds", time.perf_counter() - start)
 
+    def call_deadline(self) -> float | None:
+        """The ``time.monotonic()`` instant the current call must end by (``deadline`` s
+        from the start of this thread's outermost `chat` / `score`), None without one."""
+        if self.deadline is None:
+            return None
+        return (getattr(_CALL, "started", None) or time.monotonic()) + self.deadline
+
     def _with_retries(self, request: Any, seed: int, always: bool = False) -> Any:
-        started = time.monotonic()
-        deadline = None if self.deadline is None else started + self.deadline
+        started = getattr(_CALL, "started", None) or time.monotonic()
+        deadline = self.call_deadline()
         wanted = _CALL_KEYWORDS if always else _accepted_keywords(type(self))
         extra: dict[str, Any] = {}
         if "seed" in wanted:
@@ -603,3 +618,16 @@ class _Record(BaseModel):
         if self.messages is not None:
             self.messages = [m.model_dump() for m in self.messages]  # type: ignore[misc]
         return self
+
+
+@contextmanager
+def _call_clock() -> Iterator[None]:
+    """Marks the start of this thread's outermost call (see `_CALL`)."""
+    outer = getattr(_CALL, "started", None)
+    if outer is None:
+        _CALL.started = time.monotonic()
+    try:
+        yield
+    finally:
+        if outer is None:
+            _CALL.started = None

@@ -88,7 +88,10 @@ class OllamaBackend(LLMBackend):
         from .transport import DeadlineTransport
 
         transport = self.runtime.once("transport", DeadlineTransport)
-        return ollama.Client(host=self.host, timeout=self.timeout, transport=transport)
+        # Redirects are not followed: the prompt would go elsewhere and the answer be cached
+        # under host (docs/llm.md, "Redirects").
+        return ollama.Client(host=self.host, timeout=self.timeout, transport=transport,
+                             follow_redirects=False)
 
     def where(self) -> str:
         return f"Ollama at {self.host} (model {self.model!r})"
@@ -125,12 +128,18 @@ class OllamaBackend(LLMBackend):
         import ollama  # imported with the client
 
         client = self.client
+        from .transport import ReplyTooLarge, reply_byte_cap
+
         limit = self.timeout if timeout is None else min(timeout, self.timeout)
+        end = self.call_deadline()  # a first call's lookup counts against its deadline
+        if end is not None:
+            limit = max(0.0, min(limit, end - time.monotonic()))
         try:
-            with self.runtime.built("transport").until(time.monotonic() + limit):
+            with self.runtime.built("transport").until(time.monotonic() + limit,
+                                                       reply_byte_cap(self.max_reply_chars)):
                 listed = client.list()
-        except (ConnectionError, httpx.HTTPError, ollama.ResponseError,
-                json.JSONDecodeError, pydantic.ValidationError):
+        except (ConnectionError, httpx.HTTPError, ollama.ResponseError, ReplyTooLarge,
+                json.JSONDecodeError, RecursionError, pydantic.ValidationError):
             return None
         wanted = _tagged(self.model)
         for entry in listed.models:
@@ -158,13 +167,20 @@ class OllamaBackend(LLMBackend):
         import httpx  # imported with the client (see _new_client)
         import ollama  # imported with the client
 
-        from .transport import retry_after_from
+        from .transport import ReplyTooLarge, reply_byte_cap, retry_after_from
 
         client = self.client
         end, limit = self.attempt_end(self.timeout, deadline)
         try:
-            with self.runtime.built("transport").until(end):
+            # a stream is read line by line: the cap bounds one line (memory), the content
+            # check in _chat_once and the deadline bound the whole
+            with self.runtime.built("transport").until(
+                    end, reply_byte_cap(self.max_reply_chars), per_line=self.stream):
                 return self._chat_once(client, messages, schema, max_tokens, seed)
+        except ReplyTooLarge as error:
+            raise LLMReplyError(
+                f"{self.where()} sent a reply of more than {error.limit:,} bytes (the cap for "
+                f"max_reply_chars={self.max_reply_chars:,}); not read further") from None
         except (ConnectionError, httpx.TransportError) as error:
             raise Transient(self._unreachable(error, limit)) from error
         except ollama.ResponseError as error:
@@ -175,6 +191,11 @@ class OllamaBackend(LLMBackend):
                 raise Transient(LLMError(
                     f"{self.where()} answered HTTP {status}: {one_line(error.error)}{asked}"),
                     wait) from error
+            if 300 <= status < 400:
+                raise LLMError(
+                    f"{self.where()} answered HTTP {status}, a redirect; redirects are not "
+                    "followed (the prompt would go elsewhere and its answer be cached under "
+                    "host): set host to the address the server names") from error
             if status == 404:
                 raise ModelNotFoundError(
                     f"the Ollama server at {self.host} does not have model {self.model!r} "
@@ -186,7 +207,8 @@ class OllamaBackend(LLMBackend):
                     f"({one_line(error.error)}); {self.structured_output_hint()}") from error
             raise LLMError(f"{self.where()} rejected the request: {one_line(error.error)} "
                            f"(HTTP {status})") from error
-        except (json.JSONDecodeError, pydantic.ValidationError, httpx.DecodingError) as error:
+        except (json.JSONDecodeError, RecursionError, pydantic.ValidationError,
+                httpx.DecodingError) as error:
             raise LLMReplyError(
                 f"{self.where()} sent a reply that is not a valid chat response: "
                 f"{type(error).__name__}: {str(error)[:200]}") from error

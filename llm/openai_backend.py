@@ -4,10 +4,13 @@ llama-cpp-python's server, vLLM, LM Studio, Ollama's ``/v1``, OpenAI) through th
 (docs/llm.md, "OpenAI-compatible servers").
 
 ``base_url`` is the API root (``http://127.0.0.1:8000/v1``). The API key is read from the
-environment variable ``api_key_env`` names (None: a dummy key), kept only in the client and
-cut out of every error message. A JSON schema goes in ``response_format`` as
-``json_schema``, or as ``json_object`` with a schema for a server that refuses the first
-(``structured_output: auto`` decides on the first structured call). Identity in cache
+environment variable ``api_key_env`` names (None: a dummy key; the name must end in
+``_API_KEY`` or ``_API_TOKEN``), stripped of surrounding white space, kept only in the client
+and cut out of every error message (plain, ``repr``- and JSON-escaped). Redirects are not
+followed; a reply body stops at `reply_byte_cap` bytes (docs/llm.md, "Bounded replies").
+A JSON schema goes in ``response_format`` as ``json_schema``, or as ``json_object`` with a
+schema for a server that refuses the first (``structured_output: auto`` decides on the
+first structured call). Identity in cache
 keys: ``openai:<base_url>#<model>``, plus ``@<id>`` the server lists for it when that
 differs. ``timeout`` bounds one attempt as a whole; the client's own retries are off (the
 base class retries transport errors, timeouts, HTTP 429 and 5xx). Chat completions give no
@@ -17,6 +20,7 @@ log-probability of a reply chosen beforehand: ``supports_scoring`` is False.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import time
@@ -35,18 +39,49 @@ from .errors import (
 )
 from .urls import check_http_url
 
-__all__ = ["DUMMY_API_KEY", "INSTALL_HINT", "OpenAIBackend", "check_base_url"]
+__all__ = ["API_KEY_ENV_SUFFIXES", "DUMMY_API_KEY", "INSTALL_HINT", "OpenAIBackend",
+           "check_base_url", "read_api_key"]
 
 INSTALL_HINT = "pip install 'langadapt[openai]'"
 #: The key sent when ``api_key_env`` is None (local servers that need none).
 DUMMY_API_KEY = "no-key-needed"
+#: How the name of ``api_key_env`` must end (its value goes to ``base_url``).
+API_KEY_ENV_SUFFIXES = ("_API_KEY", "_API_TOKEN")
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+#: What an API key may hold once surrounding white space is stripped: printable ASCII.
+_KEY_CHARS = re.compile(r"[\x21-\x7e]+")
+
+
+def read_api_key(name: str) -> str:
+    """The API key in environment variable ``name``, surrounding white space stripped (a
+    trailing newline, as ``echo key > file`` leaves). ValueError naming the variable (never
+    the key) when it is unset, blank, or holds a character an HTTP header cannot carry."""
+    key = os.environ.get(name, "").strip()
+    if not key:
+        raise ValueError(f"the environment variable {name} that api_key_env names is not set; "
+                         "export it with the API key, or set api_key_env: null for a server "
+                         "that needs no key")
+    if not _KEY_CHARS.fullmatch(key):
+        raise ValueError(f"the environment variable {name} that api_key_env names holds a "
+                         "character other than printable ASCII inside the key (a space, tab, "
+                         "newline or control character); expected the key alone")
+    return key
+
+
+def _forms(secret: str) -> set[str]:
+    """``secret`` as it may appear in a message: plain, escaped as in ``repr`` of str or
+    bytes, and JSON-escaped."""
+    return {secret, repr(secret)[1:-1], repr(secret.encode())[2:-1], json.dumps(secret)[1:-1]}
 
 
 def check_base_url(url: str) -> str:
     """``url`` without a trailing ``/`` when it is ``http[s]://host[:port][/path]`` with a
     port from 1 to 65535, else ValueError naming it."""
     example = "expected a URL like http://127.0.0.1:8000/v1"
+    if "@" in url.partition("://")[2].partition("/")[0]:  # not quoted: it may hold a key
+        raise ValueError("base_url holds a user name or password (user:secret@host), which "
+                         "would be stored in config.yaml and the cache identity; remove it and "
+                         "put the key in the environment variable api_key_env names")
     split = check_http_url(url, "base_url", "http://127.0.0.1:8000/v1")
     if not split.hostname:
         raise ValueError(f"base_url={url!r} names no host; {example}")
@@ -78,8 +113,11 @@ def _retry_after(response: Any) -> float | None:
 class _Client:
     """The openai client of one backend, its deadline transport and the key it sends."""
 
-    def __init__(self, client: Any, transport: Any, key: str) -> None:
+    def __init__(self, client: Any, transport: Any, key: str, raw: str = "") -> None:
         self.client, self.transport, self.key = client, transport, key
+        #: every form of the key (and of the variable's raw value) that errors must not show
+        self.secrets = sorted(_forms(key) | (_forms(raw) if raw.strip() else set()),
+                              key=len, reverse=True)
 
     def __repr__(self) -> str:  # never the key
         return f"_Client(base_url={str(self.client.base_url)!r})"
@@ -134,22 +172,34 @@ class OpenAIBackend(LLMBackend):
             raise ValueError("api_key_env is not an environment variable name in capitals; "
                              "give the NAME of the variable that holds the key (e.g. "
                              "OPENAI_API_KEY), never the key itself")
+        # Its value is sent to base_url: never an unrelated secret (AWS_SECRET_ACCESS_KEY).
+        if value is not None and not value.endswith(API_KEY_ENV_SUFFIXES):
+            ends = " or ".join(API_KEY_ENV_SUFFIXES)
+            raise ValueError(f"api_key_env={value!r}: the variable's value is sent to "
+                             f"base_url, so its name must end in {ends} (e.g. "
+                             "OPENAI_API_KEY); copy the key into such a variable")
         return value
+
+    @model_validator(mode="after")
+    def _key_readable(self) -> OpenAIBackend:
+        # A key set now is checked now (one line, no request); an unset one at first use.
+        if self.api_key_env is not None and os.environ.get(self.api_key_env, "").strip():
+            read_api_key(self.api_key_env)
+        return self
 
     # ---- the client ------------------------------------------------------------------
     def _client(self) -> _Client:
         return self.runtime.once("client", self._new_client)
 
     def _new_client(self) -> _Client:
+        raw = "" if self.api_key_env is None else os.environ.get(self.api_key_env, "")
         if self.api_key_env is None:
             key = DUMMY_API_KEY
         else:
-            key = os.environ.get(self.api_key_env, "")
-            if not key.strip():
-                raise LLMError(
-                    f"{self.where()}: the environment variable {self.api_key_env} that "
-                    f"api_key_env names is not set; export it with the API key, or set "
-                    "api_key_env: null for a server that needs no key")
+            try:
+                key = read_api_key(self.api_key_env)
+            except ValueError as error:
+                raise LLMError(f"{self.where()}: {error}") from None
         try:
             import openai
         except ImportError as error:  # removed since construction
@@ -161,17 +211,22 @@ class OpenAIBackend(LLMBackend):
         from .transport import deadline_transport_class  # imports httpx: on first use only
 
         transport = deadline_transport_class(httpx)()
+        # Redirects are not followed: the prompt and key would go elsewhere, and the answer
+        # be cached under base_url (docs/llm.md, "Redirects").
         client = openai.OpenAI(
             base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0,
-            http_client=openai.DefaultHttpxClient(transport=transport, timeout=self.timeout))
-        return _Client(client, transport, key)
+            http_client=openai.DefaultHttpxClient(transport=transport, timeout=self.timeout,
+                                                  follow_redirects=False))
+        return _Client(client, transport, key, raw)
 
     def _redact(self, text: Any) -> str:
-        """``text`` on one line, with the API key (if one was read) cut out."""
+        """``text`` on one line, with the API key (if one was read) cut out in every form
+        (plain, ``repr``-escaped, JSON-escaped)."""
         made = self.runtime.built("client")
         text = str(text)
-        if made is not None and made.key and made.key != DUMMY_API_KEY:
-            text = text.replace(made.key, "***")
+        if made is not None and made.key != DUMMY_API_KEY:
+            for secret in made.secrets:
+                text = text.replace(secret, "***")
         return one_line(text)
 
     # ---- what a backend supplies ------------------------------------------------------
@@ -190,11 +245,18 @@ class OpenAIBackend(LLMBackend):
         made = self._client()
         import openai
 
+        from .transport import ReplyTooLarge, reply_byte_cap
+
         limit = self.timeout if timeout is None else min(timeout, self.timeout)
+        end = self.call_deadline()  # a first call's lookup counts against its deadline
+        if end is not None:
+            limit = max(0.0, min(limit, end - time.monotonic()))
         try:
-            with made.transport.until(time.monotonic() + limit):
+            with made.transport.until(time.monotonic() + limit,
+                                      reply_byte_cap(self.max_reply_chars)):
                 listed = [getattr(m, "id", None) for m in made.client.models.list()]
-        except (openai.OpenAIError, ValueError, TypeError, AttributeError):
+        except (openai.OpenAIError, ValueError, TypeError, AttributeError, RecursionError,
+                ReplyTooLarge):
             return None
         ids = [i for i in listed if isinstance(i, str) and i]
         if self.model in ids:
@@ -216,16 +278,28 @@ class OpenAIBackend(LLMBackend):
         made = self._client()
         import openai
 
+        from .transport import ReplyTooLarge, reply_byte_cap, reply_too_large
+
         end, limit = self.attempt_end(self.timeout, deadline)
         try:
-            with made.transport.until(end):
+            with made.transport.until(end, reply_byte_cap(self.max_reply_chars)):
                 reply = self._create(made.client, messages, schema, max_tokens,
                                      self.seed if seed is None else seed)
         except openai.APITimeoutError as error:
             raise Transient(LLMUnavailableError(
                 f"{self.where()} did not answer within {limit}")) from error
-        except openai.APIConnectionError as error:
-            raise Transient(self._unreachable(error)) from error
+        except (openai.APIConnectionError, ReplyTooLarge) as error:
+            too_large = reply_too_large(error)
+            if too_large is None:
+                raise Transient(self._unreachable(error)) from error
+            raise LLMReplyError(
+                f"{self.where()} sent a reply of more than {too_large.limit:,} bytes "
+                f"(the cap for max_reply_chars={self.max_reply_chars:,}); not read further"
+            ) from None
+        except (json.JSONDecodeError, RecursionError) as error:  # an HTTP 200 body, unparsed
+            raise LLMReplyError(f"{self.where()} sent a reply that is not a valid chat "
+                                f"completion (the body is not JSON: {type(error).__name__})"
+                                ) from None
         except openai.APIStatusError as error:
             raise self._status_error(error, schema) from error
         except openai.APIError as error:  # e.g. a reply that is not a chat completion
@@ -291,6 +365,12 @@ class OpenAIBackend(LLMBackend):
             asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
             return Transient(LLMError(f"{self.where()} answered HTTP {status}: {said}{asked}"),
                              wait)
+        if 300 <= status < 400:
+            location = self._redact(error.response.headers.get("location", "")) or "nowhere"
+            return LLMError(
+                f"{self.where()} answered HTTP {status}, a redirect to {location}; redirects "
+                "are not followed (the prompt and key would go there and its answer be cached "
+                "under base_url): set base_url to the address the server names")
         if status in (401, 403):
             whose = (f"the key in ${self.api_key_env}" if self.api_key_env is not None
                      else "no key (api_key_env: null)")

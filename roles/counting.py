@@ -15,9 +15,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
-from ..llm import make_backend
+from pydantic import AfterValidator, ValidationError
+
+from ..llm import backend_fields, make_backend
 
 __all__ = ["LLM_COUNTERS", "RoleCounters", "make_llm_backend"]
 
@@ -27,7 +29,21 @@ SHARED_COUNTERS = ("llm_calls", "llm_cache_hits", "llm_scored", "llm_generated",
 #: The LLM counters every role reports.
 LLM_COUNTERS = (*SHARED_COUNTERS, "llm_fallbacks", "llm_seconds")
 
-BackendSpec = str | dict[str, Any]
+def check_backend_spec(spec: str | dict[str, Any]) -> str | dict[str, Any]:
+    """``spec`` when every backend it may build accepts its fields (checked without
+    contacting a server, so ``--check`` finds a bad field, not a run), else ValueError on
+    one line naming the field (never its value: it may be a key)."""
+    try:
+        for cls, fields in backend_fields({"backend": spec} if isinstance(spec, str) else spec):
+            cls(**fields)
+    except ValidationError as error:
+        item = error.errors()[0]
+        where = ".".join(str(part) for part in item["loc"]) or "backend"
+        raise ValueError(f"{where}: {item['msg'].removeprefix('Value error, ')}") from None
+    return spec
+
+
+BackendSpec = Annotated[str | dict[str, Any], AfterValidator(check_backend_spec)]
 
 
 def make_llm_backend(spec: BackendSpec | Any) -> Any:

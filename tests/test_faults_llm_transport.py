@@ -18,7 +18,10 @@ import json
 import logging
 import os
 import pickle
+import re
+import socket
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +40,7 @@ from langadapt.llm import (
     LLMReplyError,
     LLMUnavailableError,
     OllamaBackend,
+    OpenAIBackend,
     StructuredOutputError,
     default_gguf_path,
     parse_json_reply,
@@ -390,3 +394,237 @@ def test_a_bad_host_is_refused_at_construction(host, why):
                                   "https://example.com/ollama"])
 def test_good_hosts_pass(host):
     assert OllamaBackend(host=host, cache_path=None).host == host
+
+
+# ================================================================ issue 32: the HTTP transport
+# A raw socket server on 127.0.0.1 plays what no healthy server does (a reply that is not
+# JSON, 300 MB, endless, headers one line at a time, redirects); each connection reads one
+# request and hands the socket to ``play(conn, head)``; every connection ends within 30 s.
+KEY_ENV = "LANGADAPT_FAULT_API_KEY"
+MODEL = "m"
+COMPLETION = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": MODEL,
+                         "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                             "role": "assistant", "content": "served"}}]}).encode()
+
+
+class RawServer:
+    def __init__(self, play) -> None:
+        self.play, self.heads = play, []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        conn.settimeout(30)
+        with conn:
+            try:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536) or b"\r\n\r\n"
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = re.search(rb"(?i)content-length: *(\d+)", head)
+                while length and len(body) < int(length[1]):
+                    body += conn.recv(65536)
+                self.heads.append(head.decode("latin-1") + "\n\n" + body.decode("latin-1"))
+                self.play(conn, head.decode("latin-1"))
+            except OSError:  # the client hung up: what a cap or a deadline does
+                pass
+
+    def stop(self) -> None:
+        self.running = False
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def _reply(conn: socket.socket, body: bytes, status: str = "200 OK",
+           headers: str = "Content-Type: application/json\r\n") -> None:
+    conn.sendall(f"HTTP/1.1 {status}\r\n{headers}Content-Length: {len(body)}\r\n"
+                 "Connection: close\r\n\r\n".encode() + body)
+
+
+@pytest.fixture
+def raw():
+    servers: list[RawServer] = []
+
+    def start(play) -> RawServer:
+        servers.append(RawServer(play))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def _openai(server: RawServer, **settings) -> OpenAIBackend:
+    settings.setdefault("cache_path", None)
+    settings.setdefault("backoff", 0.01)
+    settings.setdefault("api_key_env", KEY_ENV)
+    return OpenAIBackend(base_url=f"{server.url}/v1", model=MODEL, **settings)
+
+
+def _completion(conn: socket.socket, head: str) -> None:
+    _reply(conn, COMPLETION)
+
+
+# ---------------------------------------------------------------- row 3: the API key
+def test_a_key_with_a_trailing_newline_is_stripped_not_an_outage(raw, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-abc123\n")  # as `echo key > file` leaves it
+    server = raw(_completion)
+    backend = _openai(server, retries=3)
+    assert backend.complete("s", "u") == "served"
+    assert all("authorization: bearer sk-abc123\r\n" in head.lower() for head in server.heads)
+    assert backend.stats()["llm_retries"] == 0
+
+
+@pytest.mark.parametrize("key", ["sk-a\x01b", "sk-a b", "sk-a\nb"])
+def test_an_unusable_key_is_one_error_naming_the_variable(raw, monkeypatch, key):
+    server = raw(_completion)
+    monkeypatch.setenv(KEY_ENV, key)
+    with pytest.raises(ValueError, match=KEY_ENV) as caught:  # at construction: exit 2
+        _openai(server)
+    assert "sk-a" not in str(caught.value) and "printable ASCII" in str(caught.value)
+    monkeypatch.setenv(KEY_ENV, "sk-good")
+    backend = _openai(server, retries=3)
+    monkeypatch.setenv(KEY_ENV, key)  # changed before first use (another process's env)
+    with pytest.raises(LLMError, match=KEY_ENV) as caught:
+        backend.complete("s", "u")
+    assert "sk-a" not in str(caught.value) and "\n" not in str(caught.value)
+    assert server.heads == [] and backend.stats()["llm_retries"] == 0
+    assert backend.stats()["llm_failures"] == 0 and not backend.breaker_open  # not an outage
+
+
+def test_the_key_is_cut_out_of_errors_in_escaped_and_repr_forms(raw, monkeypatch):
+    key = 'sk-x\\y"z'  # a backslash and a quote: repr and JSON escape them
+    monkeypatch.setenv(KEY_ENV, key)
+
+    def echo(conn: socket.socket, head: str) -> None:
+        sent = re.search(r"(?i)authorization: bearer (.*?)\r\n", head)[1]
+        detail = f"bad key {sent!r} {json.dumps(sent)} {sent.encode()!r} {sent}"
+        _reply(conn, json.dumps({"error": {"message": detail}}).encode(), "401 Unauthorized")
+
+    backend = _openai(raw(echo))
+    with pytest.raises(LLMError, match="HTTP 401") as caught:
+        backend.complete("s", "u")
+    text = str(caught.value)
+    for form in (key, repr(key)[1:-1], json.dumps(key)[1:-1], repr(key.encode())[2:-1]):
+        assert form not in text, text
+    assert text.count("***") == 4
+
+
+# ---------------------------------------------------------------- row 4: HTTP 200, not JSON
+@pytest.mark.parametrize("body", [b"<html>not json</html>", b"[" * 100_000 + b"]" * 100_000])
+def test_a_200_that_is_not_json_is_a_reply_error_and_the_fallback_applies(
+        raw, monkeypatch, body):
+    monkeypatch.setenv(KEY_ENV, "sk-k")
+    backend = _openai(raw(lambda conn, head: _reply(conn, body)), retries=2)
+    with pytest.raises(LLMReplyError, match="not a valid chat completion") as caught:
+        backend.complete("s", "u")
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 400
+    assert backend.stats()["llm_failures"] == 1 and backend.stats()["llm_retries"] == 0
+
+
+def test_a_100k_deep_ollama_reply_is_a_reply_error(raw):
+    backend = OllamaBackend(host=raw(lambda c, h: _reply(c, b"[" * 100_000)).url,
+                            cache_path=None, retries=0)
+    with pytest.raises(LLMReplyError, match="not a valid chat response"):
+        backend.complete("s", "u")
+
+
+# ---------------------------------------------------------------- row 5: bounded reply size
+def _huge(conn: socket.socket, head: str) -> None:  # declares 300 MB, sends until cut off
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 300000000\r\n\r\n" + b'{"choices": "')
+    for _ in range(300):
+        conn.sendall(b"x" * 1_000_000)
+
+
+def _endless(conn: socket.socket, head: str) -> None:  # chunked, never ends
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n")
+    chunk = b"x" * 65536
+    for _ in range(10_000):  # 650 MB at most
+        conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+
+@pytest.mark.parametrize("play", [_huge, _endless])
+def test_a_huge_or_endless_reply_stops_at_the_byte_cap(raw, monkeypatch, play):
+    from langadapt.llm.transport import reply_byte_cap
+
+    monkeypatch.setenv(KEY_ENV, "sk-k")
+    backend = _openai(raw(play), max_reply_chars=1000, retries=2, timeout=20)
+    start = time.monotonic()
+    with pytest.raises(LLMReplyError, match=f"more than {reply_byte_cap(1000):,} bytes"):
+        backend.complete("s", "u")
+    assert time.monotonic() - start < 5 and backend.stats()["llm_retries"] == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_endless_ollama_reply_stops_at_the_byte_cap(raw, stream):
+    backend = OllamaBackend(host=raw(_endless).url, cache_path=None, retries=0, timeout=20,
+                            max_reply_chars=1000, stream=stream)
+    with pytest.raises(LLMReplyError, match="more than 73,536 bytes"):
+        backend.complete("s", "u")
+
+
+# ---------------------------------------------------------------- row 6: trickled headers
+def _header_trickle(conn: socket.socket, head: str) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    for n in range(200):  # one header line every 0.5 s: 100 s in all
+        conn.sendall(f"X-Slow-{n}: 1\r\n".encode())
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("which", ["openai", "ollama"])
+def test_the_deadline_covers_a_server_trickling_its_headers(raw, monkeypatch, which):
+    monkeypatch.setenv(KEY_ENV, "sk-k")
+    server = raw(_header_trickle)
+    backend = (_openai(server, timeout=2, deadline=5, retries=5) if which == "openai" else
+               OllamaBackend(host=server.url, cache_path=None, timeout=2, deadline=5,
+                             retries=5, backoff=0.01))
+    start = time.monotonic()
+    with pytest.raises(LLMUnavailableError, match="within"):
+        backend.complete("s", "u")  # the model list (identity) and the chat: 5 s in all
+    assert time.monotonic() - start < 6
+
+
+# ---------------------------------------------------------------- smaller: settings, redirects
+def test_a_key_inside_base_url_is_refused_without_echoing_it():
+    with pytest.raises(ValueError, match="api_key_env") as caught:
+        OpenAIBackend(base_url="http://u:sk-X@127.0.0.1:8000/v1", model=MODEL)
+    assert "sk-X" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "HOME"])
+def test_api_key_env_must_name_an_api_key_variable(name):
+    with pytest.raises(ValueError, match=f"{name}.*_API_KEY or _API_TOKEN"):
+        OpenAIBackend(base_url="http://127.0.0.1:8000/v1", model=MODEL, api_key_env=name)
+
+
+@pytest.mark.parametrize("status", ["307 Temporary Redirect", "301 Moved Permanently"])
+def test_a_redirect_is_reported_not_followed(raw, monkeypatch, tmp_path, status):
+    monkeypatch.setenv(KEY_ENV, "sk-k")
+    elsewhere = raw(_completion)
+    moved = raw(lambda conn, head: _reply(conn, b"", status,
+                                          f"Location: {elsewhere.url}/v1/chat/completions\r\n"))
+    backend = _openai(moved, cache_path=tmp_path / "c.sqlite")
+    with pytest.raises(LLMError, match=f"HTTP {status[:3]}, a redirect to {elsewhere.url}"):
+        backend.complete("s", "u")
+    assert elsewhere.heads == [] and len(backend.cache) == 0
+    ollama_moved = OllamaBackend(host=moved.url, cache_path=None, retries=0)
+    with pytest.raises(LLMError, match=f"HTTP {status[:3]}, a redirect"):
+        ollama_moved.complete("s", "u")
+    assert elsewhere.heads == []

@@ -202,3 +202,36 @@ def test_the_source_scan_catches_what_it_looks_for():
            "yaml.load(s)\nAutoModel.from_pretrained(p, trust_remote_code=True)\n"
            "torch.load(p, weights_only=True)\nyaml.safe_load(s)\n")
     assert [line for line, _ in _unsafe_calls(ast.parse(bad))] == [1, 2, 3, 4, 5]
+
+
+# ------------------------------------------------ issue 32: what an experiment file may send
+_OPENAI_EXPERIMENT = """
+name: t
+environment: {id: langadapt/CartPole-v0, params: {max_steps: 20}}
+adapters: [{type: raw}]
+agents:
+  - type: llm_policy
+    params: {backend: {backend: openai, base_url: "BASE", model: m, api_key_env: NAME}}
+training: {steps: 10}
+seeds: 1
+evaluation: {every: 5, episodes: 1, final_episodes: 1}
+"""
+
+
+@pytest.mark.parametrize(("base_url", "name", "key", "named"), [
+    ("http://127.0.0.1:9/v1", "AWS_SECRET_ACCESS_KEY", "sk-good", "_API_KEY or _API_TOKEN"),
+    ("http://u:sk-SECRETX@127.0.0.1:9/v1", "OPENAI_API_KEY", "sk-good", "api_key_env names"),
+    ("http://127.0.0.1:9/v1", "OPENAI_API_KEY", "sk-SECRETX\x01\n", "OPENAI_API_KEY"),
+])
+def test_check_refuses_what_would_send_or_store_a_secret(
+        tmp_path, monkeypatch, capsys, base_url, name, key, named):
+    from langadapt.experiments import cli
+
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "e.yaml"
+    path.write_text(_OPENAI_EXPERIMENT.replace("BASE", base_url).replace("NAME", name))
+    assert cli.main(["run", str(path), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "agents.0.params.backend" in err and named in err and "SECRETX" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.yaml"]  # nothing written

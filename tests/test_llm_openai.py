@@ -47,7 +47,7 @@ from langadapt.roles import LLMPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGADAPT = Path(sys.executable).with_name("langadapt")
-KEY_ENV = "LANGADAPT_TEST_OPENAI_KEY"
+KEY_ENV = "LANGADAPT_TEST_OPENAI_API_KEY"
 #: A dummy key; no file a run writes may hold it.
 KEY = "sk-test-9f2c1e77d0b84a55-never-write-me"
 MODEL = "smollm2"
