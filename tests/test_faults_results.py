@@ -225,7 +225,14 @@ def test_sigterm_to_the_parent_stops_its_workers_and_resume_finishes(tmp_path, m
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         family: list[int] = []
         try:
-            _wait_for(lambda: server.chat_requests >= 2, 180, "both workers to ask the LLM")
+            def both_asked() -> bool:
+                if parent.poll() is not None:  # say why, rather than wait out the timeout
+                    raise AssertionError(f"langadapt run exited ({parent.returncode}) before "
+                                         f"both workers asked: {parent.stderr.read()[-2000:]}")
+                return server.chat_requests >= 2
+
+            _wait_for(both_asked, 180, f"both workers to ask the LLM "
+                      f"({server.chat_requests} asked)")
             family = _descendants(parent.pid)
             assert len(family) >= 2
             parent.send_signal(signal.SIGTERM)  # the parent only
