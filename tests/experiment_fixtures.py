@@ -1,5 +1,5 @@
-"""Helpers shared by the experiment fault tests (tests/test_faults_experiments.py and
-tests/test_faults_results.py)."""
+"""Helpers shared by the experiment and command-line tests (test_faults_experiments.py,
+test_faults_results.py, test_cli.py, test_own_envs.py)."""
 
 from __future__ import annotations
 
@@ -25,3 +25,17 @@ def raw_config(tmp_path: Path, **changes) -> dict:
     }
     data.update(changes)
     return data
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    """``langadapt ARGS`` in this process -> (exit code, stdout, stderr); argparse's exits
+    count too, and only what the command prints is returned."""
+    from langadapt.experiments import cli
+
+    capsys.readouterr()
+    try:
+        code = cli.main(list(args))
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err

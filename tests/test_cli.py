@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from experiment_fixtures import run_cli
 from fake_ollama import FakeOllama
 
 from langadapt import __version__
-from langadapt.experiments import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGADAPT = Path(sys.executable).with_name("langadapt")
@@ -65,15 +65,7 @@ def _subprocess(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           env=env, timeout=300)
 
 
-def _main(capsys, *args: str) -> tuple[int, str, str]:
-    """``cli.main(args)`` -> (exit code, stdout, stderr); argparse's exits count too."""
-    capsys.readouterr()  # only what the command prints
-    try:
-        code = cli.main(list(args))
-    except SystemExit as stop:
-        code = stop.code
-    out, err = capsys.readouterr()
-    return code, out, err
+_main = run_cli
 
 
 def _no_bars(text: str) -> bool:

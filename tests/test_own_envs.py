@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from experiment_fixtures import run_cli
 
 from langadapt.experiments import cli
 from langadapt.experiments.config import ConfigError, experiment_from_dict
@@ -57,14 +58,7 @@ def _langadapt(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=600)
 
 
-def _main(capsys, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = cli.main(list(args))
-    except SystemExit as stop:
-        code = stop.code
-    out, err = capsys.readouterr()
-    return code, out, err
+_main = run_cli
 
 
 def test_module_env_id_runs_in_two_spawned_workers(user_folder):
