@@ -301,13 +301,13 @@ def _state_of(env: gymnasium.Env, text: str) -> tuple[Any, list[int]]:
     space = env.observation_space
     if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
         values = _parse_state(text)
-        state = np.asarray(values, dtype=space.dtype).reshape(space.shape)  \
-            if len(values) == int(np.prod(space.shape)) and all(v == int(v) for v in values) \
-            else None
-        if state is None or not space.contains(state if space.shape else state.item()):
+        whole = len(values) == int(np.prod(space.shape)) and all(v == int(v) for v in values)
+        state = np.asarray(values, dtype=space.dtype).reshape(space.shape) if whole else None
+        observation = None if state is None else (state if space.shape else state.item())
+        if observation is None or not space.contains(observation):
             raise UsageError(f"--state {text!r} is not an observation of {env.spec.id}'s "
                              f"observation space {space}")
-        return (state.item() if not space.shape else state), list(range(env.action_space.n))
+        return observation, list(range(env.action_space.n))
     if not isinstance(space, spaces.Box):
         raise UsageError(f"--state gives numbers; {env.spec.id}'s observation space is "
                          f"{space} (describe a rollout instead: leave out --state)")
