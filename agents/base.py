@@ -74,6 +74,10 @@ class Agent:
 
     kind: ClassVar[str] = "agent"
     config_model: ClassVar[type[BaseModel]] = NoConfig
+    #: False for a policy that has nothing to learn (a zero-shot LLM policy): the runner
+    #: evaluates it without training.
+    learns: bool = True
+
     def __init__(
         self,
         observation_space: spaces.Space,

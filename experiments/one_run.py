@@ -197,7 +197,7 @@ def train_run(
     if run.agent.type == "grpo":  # GRPO trains on its own (finetune.GRPOAgent), files in grpo/
         records = agent.fit(lambda: make_env(config), run_dir and Path(run_dir) / "grpo", record)
     else:
-        records = [] if not getattr(agent, "learns", True) else agents.train(  # zero-shot
+        records = [] if not agent.learns else agents.train(  # a zero-shot policy: none
             agent,
             env,
             episodes=config.training_for(run.agent).episodes,
