@@ -444,7 +444,8 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
                 f"{config_file} cannot be read ({reason}); this folder's experiment is "
                 "unknown: pass --force to replace its results, or choose another --out folder"
             ) from None
-        if existing.fingerprint() != config.fingerprint():
+        if existing.fingerprint() != config.fingerprint() and not (
+                resume and _adds_seeds(existing, config)):
             changes = "; ".join(changed_keys(existing, config))
             raise ConfigError(
                 f"{out_dir} holds the results of a different experiment (changed: {changes}); "
@@ -461,6 +462,16 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
     resolved = config.resolved()
     resolved["output"] = str(out_dir)
     write_text(out_dir, "config.yaml", yaml.safe_dump(resolved, sort_keys=False))
+
+
+def _adds_seeds(existing: ExperimentConfig, config: ExperimentConfig) -> bool:
+    """Whether ``config`` is ``existing`` with more seeds (every earlier seed kept): resuming
+    then keeps the finished runs and trains the new seeds."""
+    earlier = set(existing.seed_list)
+    if not earlier < set(config.seed_list):
+        return False
+    return (existing.model_copy(update={"seeds": config.seeds}).fingerprint()
+            == config.fingerprint())
 
 
 def _old_finetune_config(out_dir: Path) -> bool:

@@ -228,6 +228,30 @@ def test_an_existing_results_folder_is_protected(finished_tiny_run, tmp_path):
     assert (out / "summary.csv").is_file()  # nothing already written was lost
 
 
+def test_resume_with_more_seeds_keeps_the_finished_runs_and_fewer_are_refused(tmp_path,
+                                                                             monkeypatch):
+    config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}], seeds=[0]))
+    out = run_experiment(config, progress=False, log=lambda _: None)
+    before = set(finished_runs(out))
+    real = one_run_module.execute_run
+    started: list[str] = []
+
+    def record_and_run(data, key, out_dir):
+        started.append(key)
+        return real(data, key, out_dir)
+
+    monkeypatch.setattr(one_run_module, "execute_run", record_and_run)
+    more = config.model_copy(update={"seeds": [0, 1]})
+    run_experiment(more, out_dir=out, resume=True, progress=False, log=lambda _: None)
+    assert set(started) == {r.key for r in runs_of(more)} - before and started
+    assert {e.seed for e in read_episodes(out / "episodes.csv")} == {0, 1}
+    with pytest.raises(ConfigError, match=r"changed: seeds"):
+        run_experiment(config, out_dir=out, resume=True, progress=False, log=lambda _: None)
+    other = config.model_copy(update={"seeds": [1]})  # not a superset: refused too
+    with pytest.raises(ConfigError, match=r"changed: seeds"):
+        run_experiment(other, out_dir=out, resume=True, progress=False, log=lambda _: None)
+
+
 def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch):
     config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}]))
     real = one_run_module.execute_run
