@@ -100,7 +100,8 @@ def run_suite(config: ExperimentConfig, out_dir: Path | None = None, resume: boo
 
 
 Outcomes = dict[str, dict[int, list[bool]]]
-"""task -> seed -> the final evaluation's successes, of one adapter x agent."""
+"""task -> seed -> the final evaluation's successes, of one adapter x agent (the agent
+named ``<agent> (best)`` for the policy ``evaluation.keep_best`` kept)."""
 
 
 def _outcomes(out_dir: Path, tasks: list[str]) -> dict[tuple[str, str], Outcomes]:
@@ -111,8 +112,9 @@ def _outcomes(out_dir: Path, tasks: list[str]) -> dict[tuple[str, str], Outcomes
             continue
         by_run: dict[tuple[str, str, int], list[bool]] = defaultdict(list)
         for e in read_episodes(path):
-            if e.phase == "final":
-                by_run[(e.adapter, e.agent, e.seed)].append(bool(e.success))
+            if e.phase in ("final", "best"):
+                agent = e.agent if e.phase == "final" else f"{e.agent} (best)"
+                by_run[(e.adapter, agent, e.seed)].append(bool(e.success))
         for (adapter, agent, seed), successes in by_run.items():
             found[(adapter, agent)][task][seed] = successes
     return found
@@ -164,14 +166,18 @@ def suite_markdown(config: ExperimentConfig, out_dir: Path) -> tuple[str, list[l
                 "episodes per task and run, the same for every row" if held is not None else
                 f"{config.evaluation.final_episodes} final episodes per task and run")
     lines = [f"# {config.name} — {config.environment.id} suite", "",
-             f"Final greedy success (%) on {episodes}. Per task: mean over runs with a "
-             "stratified bootstrap 95% interval (one run: over its episodes). Suite: IQM and "
-             "mean over runs x tasks, rliable's stratified bootstrap 95% intervals.", "",
+             f"Greedy success (%) of the final policy on {episodes}. Per task: mean over runs "
+             "with a stratified bootstrap 95% interval (one run: over its episodes). Suite: "
+             "IQM and mean over runs x tasks, rliable's stratified bootstrap 95% intervals."
+             + (" Rows `<agent> (best)`: the policy of the best evaluation during training "
+                "(evaluation.keep_best; chosen on the training-time evaluation episodes, "
+                "never on the held-out ones), on the same episodes."
+                if config.evaluation.keep_best else ""), "",
              "| adapter | agent | " + " | ".join(tasks) + " | suite IQM | suite mean | runs "
              "| intervals over |",
              "|---|---|" + "---|" * len(tasks) + "---|---|---|---|"]
     rows, profiles = [["adapter", "agent", "task", "seed", "success_rate", "episodes"]], {}
-    for (adapter, agent), outcomes in found.items():
+    for (adapter, agent), outcomes in sorted(found.items(), key=lambda item: item[0][1]):
         cells, iqm, mean, runs, over = _method_row(outcomes, tasks)
         lines.append(f"| {adapter} | {agent} | " + " | ".join(cells)
                      + f" | {iqm} | {mean} | {runs} | {over} |")

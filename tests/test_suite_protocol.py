@@ -137,17 +137,19 @@ def test_a_suite_is_one_experiment_per_task_and_an_unknown_goal_names_the_five(t
         _config(tasks={})
 
 
-def _episodes(path: Path, runs: dict[tuple[str, str, int], list[int]]) -> None:
+def _episodes(path: Path, runs: dict[tuple[str, str, int], list[int]],
+              best: dict[tuple[str, str, int], list[int]] | None = None) -> None:
     path.parent.mkdir(parents=True)
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, EPISODE_COLUMNS)
         writer.writeheader()
-        for (adapter, agent, seed), successes in runs.items():
-            for success in successes:
-                writer.writerow({"adapter": adapter, "agent": agent, "seed": seed,
-                                 "phase": "final", "episode": 0, "return": float(success),
-                                 "length": 5, "success": success, "wall_time": 0.1,
-                                 "llm_calls": 0, "cache_hits": 0, "llm_fallbacks": 0})
+        for phase, table in (("final", runs), ("best", best or {})):
+            for (adapter, agent, seed), successes in table.items():
+                for success in successes:
+                    writer.writerow({"adapter": adapter, "agent": agent, "seed": seed,
+                                     "phase": phase, "episode": 0, "return": float(success),
+                                     "length": 5, "success": success, "wall_time": 0.1,
+                                     "llm_calls": 0, "cache_hits": 0, "llm_fallbacks": 0})
 
 
 def test_the_suite_report_gives_per_task_success_the_suite_iqm_and_balrogs_figures(tmp_path):
@@ -158,10 +160,12 @@ def test_the_suite_report_gives_per_task_success_the_suite_iqm_and_balrogs_figur
     (tmp_path / SUITE_FILE).write_text(yaml.safe_dump(config.resolved(), sort_keys=False))
     _episodes(tmp_path / "goto" / "episodes.csv",
               {("raw", "dqn", 0): [1, 1, 0, 0], ("raw", "dqn", 1): [1, 1, 1, 1],
-               ("raw", "llm_policy", 0): [1, 0, 0, 0]})
+               ("raw", "llm_policy", 0): [1, 0, 0, 0]},
+              best={("raw", "dqn", 0): [1, 1, 1, 1], ("raw", "dqn", 1): [1, 1, 1, 1]})
     _episodes(tmp_path / "open" / "episodes.csv",
               {("raw", "dqn", 0): [0, 0, 0, 0], ("raw", "dqn", 1): [1, 0, 0, 0],
-               ("raw", "llm_policy", 0): [1, 1, 0, 0]})
+               ("raw", "llm_policy", 0): [1, 1, 0, 0]},
+              best={("raw", "dqn", 0): [1, 1, 0, 0], ("raw", "dqn", 1): [1, 0, 0, 0]})
     markdown = write_suite_report(tmp_path, log=None, task_reports=False)
     rows = {line.split(" | ")[1]: line for line in markdown.splitlines()
             if line.startswith("| raw |")}
@@ -169,6 +173,8 @@ def test_the_suite_report_gives_per_task_success_the_suite_iqm_and_balrogs_figur
     assert rows["dqn"].endswith(" | 2 | runs |")
     # one run: the mean over its 8 episodes, no IQM
     assert " | — | 37.5 [" in rows["llm_policy"] and "episodes (one run)" in rows["llm_policy"]
+    # the kept best policy: its own row, on the same held-out episodes
+    assert " | 100.0 [100.0, 100.0] | 37.5 [25.0, 50.0] | " in rows["dqn (best)"]
     assert "| GPT-4o | 77.6 ± 3.7 |" in markdown and "| GPT-4o-mini | 50.4 |" in markdown
     assert "held-out seeds [1000000, 1000004), 4 episodes per task" in markdown
     assert (tmp_path / "performance_profile.png").stat().st_size > 0
@@ -205,5 +211,6 @@ def test_the_shipped_suite_files_share_tasks_and_held_out_episodes():
     assert dqn.environment.params == {"num_dists": 0}
     assert dqn.evaluation.heldout_seeds == llm.evaluation.heldout_seeds
     assert dqn.evaluation.heldout_seeds.count >= 100 and len(dqn.seed_list) == 5
-    assert [a.type for a in dqn.adapters] == ["raw", "language"]
+    assert [a.name for a in dqn.adapters] == ["raw", "language", "language_whitened"]
+    assert dqn.evaluation.keep_best
     assert [a.type for a in llm.agents] == ["llm_policy"]
