@@ -213,4 +213,4 @@ def test_the_shipped_suite_files_share_tasks_and_held_out_episodes():
     assert dqn.evaluation.heldout_seeds.count >= 100 and len(dqn.seed_list) == 5
     assert [a.name for a in dqn.adapters] == ["raw", "language", "language_whitened"]
     assert dqn.evaluation.keep_best
-    assert [a.type for a in llm.agents] == ["llm_policy"]
+    assert [a.type for a in llm.agents] == ["llm_policy", "random"]
