@@ -20,7 +20,11 @@ Semantics follow SB3 so that its published hyperparameters (rl-baselines3-zoo) c
 - the target is ``r + gamma * (1 - terminated) * Q_target(s', a*)`` with
   ``a* = argmax_{a' legal} Q_online(s', a')`` (Double DQN, default) or
   ``max_{a' legal} Q_target(s', a')``: truncated transitions bootstrap, terminal ones do not;
-- Huber (smooth L1) loss, Adam, gradient norm clipped to ``max_grad_norm``.
+- Huber (smooth L1) loss, Adam, gradient norm clipped to ``max_grad_norm``;
+- transitions learnt as demonstrations (``learn(..., demonstration=True)``: an advisor with
+  ``learn_as: demonstrations``) add DQfD's supervised large-margin term (Hester et al. 2018),
+  ``margin_weight * J_E`` with ``J_E = max_a [Q(s,a) + l(a_E,a)] - Q(s,a_E)``,
+  ``l = margin`` for ``a != a_E`` and 0 for the advised action ``a_E`` (:func:`large_margin_loss`).
 
 Acting (one observation) multiplies numpy views of the module's weights: the same function
 as ``q_net(obs)`` in a few microseconds instead of tens; the optimiser and
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -41,7 +46,7 @@ from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from .base import Agent, take
+from .base import FILE_FORMAT, FILE_VERSION, Agent, read_agent_file, take, write_agent_file
 from .buffers import ReplayBuffer
 
 
@@ -86,6 +91,12 @@ class DQNConfig(BaseModel):
         ge=1,
         description="Training length in steps for the epsilon schedule; None: set by train().",
     )
+    margin: float = Field(
+        0.8, ge=0.0, le=1e6, description="DQfD's margin l(a_E, a) of the large-margin term on "
+        "transitions learnt as demonstrations (Hester et al. 2018 use 0.8).")
+    margin_weight: float = Field(
+        1.0, ge=0.0, le=1e6, description="Weight (DQfD's lambda_2) of the large-margin term "
+        "added to the TD loss; 0 learns demonstrations as ordinary transitions.")
 
 
 def dqn_targets(
@@ -118,6 +129,24 @@ def dqn_targets(
     return rewards + gamma * (1.0 - terminated) * next_v
 
 
+def large_margin_loss(
+    q: torch.Tensor, actions: torch.Tensor, marked: torch.Tensor, margin: float
+) -> torch.Tensor:
+    """DQfD's supervised loss over a batch: the mean of ``marked * J_E`` with
+    ``J_E = max_a [Q(s,a) + l(a_E,a)] - Q(s,a_E)``, ``l = margin`` for ``a != a_E``, 0 for
+    ``a_E``.
+
+    ``q``: (B, n_actions) values; ``actions``: (B, 1) int64 advised actions ``a_E``;
+    ``marked``: (B,) 1.0 for transitions learnt as demonstrations, 0.0 for the others (so
+    the term's weight grows with the share of demonstrations in the batch). ``J_E`` is 0
+    when ``a_E`` leads every other action by at least ``margin``. The max runs over all
+    actions: the learner is not told which were legal in ``s``.
+    """
+    margins = torch.full_like(q, margin).scatter_(1, actions, 0.0)
+    j_e = (q + margins).max(dim=1).values - q.gather(1, actions).squeeze(1)
+    return (marked * j_e).mean()
+
+
 def q_network(
     obs_dim: int, n_actions: int, hidden_sizes: list[int], activation: str
 ) -> nn.Sequential:
@@ -136,6 +165,7 @@ class DQNAgent(Agent):
 
     kind = "dqn"
     config_model = DQNConfig
+    learns_from_demonstrations = True
     config: DQNConfig
 
     def __init__(
@@ -250,6 +280,17 @@ class DQNAgent(Agent):
             q = np.where(mask, q, -np.inf)
         return int(q.argmax())
 
+    def confident(self, obs: Any, legal_moves: Sequence[int] | None = None) -> bool:
+        """True when the greedy action leads every other legal action by at least
+        ``margin`` (so the large-margin term of a demonstration of it would be 0)."""
+        q = self._q(self.check_obs(obs).reshape(-1))
+        if legal_moves is not None:
+            q = q[self.legal_mask(legal_moves, "legal_moves")]
+        if q.size < 2:
+            return True
+        second, first = np.partition(q, -2)[-2:]
+        return bool(first - second >= self.config.margin)
+
     def learn(
         self,
         obs: Any,
@@ -259,8 +300,10 @@ class DQNAgent(Agent):
         terminated: bool,
         truncated: bool,
         next_legal_moves: Sequence[int] | None = None,
+        demonstration: bool = False,
     ) -> None:
-        """Store the transition, advance the schedules and train / update the target on time."""
+        """Store the transition (``demonstration``: an advised action to learn with the
+        large-margin term too), advance the schedules and train / update the target on time."""
         cfg = self.config
         arr = self.check_obs(obs)
         next_arr = self.check_obs(next_obs)
@@ -270,7 +313,8 @@ class DQNAgent(Agent):
             next_mask = self._all_legal  # a terminal state's value is never used
         else:
             next_mask = self.legal_mask(next_legal_moves, "next_legal_moves")
-        self.buffer.add(arr.reshape(-1), a, reward, next_arr.reshape(-1), terminated, next_mask)
+        self.buffer.add(arr.reshape(-1), a, reward, next_arr.reshape(-1), terminated, next_mask,
+                        bool(demonstration))
         self.num_timesteps += 1
         if terminated or truncated:
             self.episodes += 1
@@ -299,12 +343,13 @@ class DQNAgent(Agent):
 
         The batches of a round come from one index draw, and the target network (which does
         not change within a round) evaluates all of them in one pass; each step is then the
-        textbook one: targets, Huber loss, backward, clip, Adam. ``last_loss`` is the loss
+        textbook one: targets, Huber loss (plus the large-margin term when the batches hold
+        demonstrations), backward, clip, Adam. ``last_loss`` is the loss
         of the round's last batch, before its step.
         """
         cfg = self.config
         batch = self.buffer.sample(self.rng, gradient_steps, cfg.batch_size, self.device)
-        masks = batch.next_masks
+        masks, marked = batch.next_masks, batch.demonstrations
         with torch.no_grad():
             next_q_target = self.target_net(batch.next_obs)
             if not cfg.double_dqn:  # the targets need only the target network: all at once
@@ -324,8 +369,11 @@ class DQNAgent(Agent):
                     )
             else:
                 targets = all_targets[g]
-            q_taken = self.q_net(batch.obs[g]).gather(1, batch.actions[g]).squeeze(1)
-            loss = F.smooth_l1_loss(q_taken, targets)
+            q = self.q_net(batch.obs[g])
+            loss = F.smooth_l1_loss(q.gather(1, batch.actions[g]).squeeze(1), targets)
+            if marked is not None and cfg.margin_weight > 0.0:
+                loss = loss + cfg.margin_weight * large_margin_loss(
+                    q, batch.actions[g], marked[g], cfg.margin)
             self.optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(self._parameters, cfg.max_grad_norm, foreach=True)
@@ -357,9 +405,32 @@ class DQNAgent(Agent):
             "activation": self.config.activation,
         }
 
+    def save_replay_buffer(self, path: str | Path) -> None:
+        """Write the replay buffer (every stored transition, demonstration marks included)
+        to ``path`` (SB3's name; :meth:`save` keeps the agent without it)."""
+        counters, tensors = self.buffer.state()
+        header = {"format": FILE_FORMAT, "version": FILE_VERSION, "kind": "dqn-replay-buffer",
+                  "obs_dim": self.obs_dim, "n_actions": self.n_actions, "state": counters}
+        write_agent_file(path, header, tensors)
+
+    def load_replay_buffer(self, path: str | Path) -> None:
+        """Replace the replay buffer by the one :meth:`save_replay_buffer` wrote; ValueError
+        naming the file when it is not one, or holds other shapes or another capacity."""
+        header, tensors = read_agent_file(path)
+        want = {"kind": "dqn-replay-buffer", "obs_dim": self.obs_dim, "n_actions": self.n_actions}
+        for key, value in want.items():
+            if header.get(key) != value:
+                raise ValueError(f"{path} holds {key}={header.get(key)!r}, but this agent's "
+                                 f"replay buffer needs {key}={value!r}")
+        try:
+            self.buffer.load_state(header["state"], tensors)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}: {error}") from None
+
     def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """Networks, Adam moments, counters and RNG state. The replay buffer is not saved:
-        a loaded agent acts identically and can continue training, refilling its buffer."""
+        """Networks, Adam moments, counters and RNG state. The replay buffer is not saved
+        (:meth:`save_replay_buffer` does): a loaded agent acts identically and can continue
+        training, refilling its buffer."""
         state, _ = super().get_state()
         tensors = {k: v.cpu() for k, v in self.snapshot().items()}
         for index, moments in self.optimizer.state_dict()["state"].items():
