@@ -3,14 +3,19 @@ replay buffer (and in its saved file), and the agents that cannot use them."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from test_minigrid import DOORKEY, each_adapter, needs_minigrid
 
+from langadapt import adapters
 from langadapt.agents import DQNAgent, make_agent, train
 from langadapt.agents.dqn import large_margin_loss
 from langadapt.environments import MazeEnv
+from langadapt.environments.minigrid import make_minigrid
 from langadapt.roles.advisor import AdvisedActions, AdvisorConfig, LLMAdvisor
 
 BOX2 = spaces.Box(low=-1.0, high=1.0, shape=(2,), dtype=np.float32)
@@ -162,3 +167,22 @@ def test_until_confident_needs_demonstrations_and_skips_states_the_agent_is_sure
     assert advisor(agent, obs, [0, 1, 2], 0, 0.0) == 0 and not advisor.advised
     advisor(agent, obs, [1, 2], 2, 0.0)
     assert advisor.advised and advisor.counters["advised"] == 1
+
+
+@needs_minigrid
+@pytest.mark.parametrize("adapter", ["raw", "language", "llm"])
+def test_oracle_advice_is_learnt_as_demonstrations_on_every_kind_of_state(adapter):
+    """DoorKey-5x5 through each adapter (a counting encoder, an echoing LLM): the advisor
+    reads the raw state, DQN learns from the adapter's vectors with the term switched on."""
+    env = adapters.LanguageObservation(make_minigrid(DOORKEY),
+                                       each_adapter(make_minigrid(DOORKEY))[adapter])
+    agent = make_agent("dqn", env.observation_space, env.action_space, seed=0,
+                       hidden_sizes=[16], learning_starts=40, batch_size=16)
+    advisor = LLMAdvisor({"source": "oracle", "probability": 1.0, "decay_fraction": 1.0,
+                          "learn_as": "demonstrations"}, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "different from the unwrapped"
+        train(agent, env, steps=120, seed=0, progress=False, advisor=advisor)
+    buf = agent.buffer
+    assert 0 < buf.demonstrations[: buf.size].sum() == advisor.counters["advised"]
+    assert agent.n_updates > 0 and np.isfinite(agent.last_loss)
