@@ -186,3 +186,18 @@ def test_oracle_advice_is_learnt_as_demonstrations_on_every_kind_of_state(adapte
     buf = agent.buffer
     assert 0 < buf.demonstrations[: buf.size].sum() == advisor.counters["advised"]
     assert agent.n_updates > 0 and np.isfinite(agent.last_loss)
+
+
+def test_the_check_a_config_layer_calls_names_every_agent_that_cannot_use_demonstrations():
+    import langadapt.roles  # noqa: F401  (registers the LLM roles as agents)
+    from langadapt.agents.loop import check_demonstrations
+    from langadapt.agents.registry import AGENTS
+
+    for name, cls in AGENTS.items():
+        check_demonstrations(cls, False)  # advice as actions suits every step learner
+        if name == "dqn":
+            check_demonstrations(cls, True)
+            continue
+        with pytest.raises(ValueError, match=f"learn_as: demonstrations .* agent is {name};"):
+            check_demonstrations(cls, True)
+    assert {"qlearning", "random", "llm_policy"} <= set(AGENTS)
