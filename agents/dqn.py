@@ -23,8 +23,10 @@ Semantics follow SB3 so that its published hyperparameters (rl-baselines3-zoo) c
 - Huber (smooth L1) loss, Adam, gradient norm clipped to ``max_grad_norm``;
 - transitions learnt as demonstrations (``learn(..., demonstration=True)``: an advisor with
   ``learn_as: demonstrations``) add DQfD's supervised large-margin term (Hester et al. 2018),
-  ``margin_weight * J_E`` with ``J_E = max_a [Q(s,a) + l(a_E,a)] - Q(s,a_E)``,
-  ``l = margin`` for ``a != a_E`` and 0 for the advised action ``a_E`` (:func:`large_margin_loss`).
+  ``margin_weight * J_E`` with ``J_E = max_a [Q(s,a) + l(a_E,a)] - Q(s,a_E)``, ``l = margin``
+  for ``a != a_E`` and 0 for the advised action ``a_E`` (:mod:`agents.dqfd`), and with
+  ``n_step > 1`` DQfD's n-step loss: a Huber loss toward the n-step return over the advised
+  segment that starts at the transition (:mod:`agents.buffers`), weight 1 as in DQfD.
 
 Acting (one observation) multiplies numpy views of the module's weights: the same function
 as ``q_net(obs)`` in a few microseconds instead of tens; the optimiser and
@@ -46,8 +48,9 @@ from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from .base import FILE_FORMAT, FILE_VERSION, Agent, read_agent_file, take, write_agent_file
-from .buffers import ReplayBuffer
+from .base import Agent, take
+from .buffers import ReplayBatch, ReplayBuffer
+from .dqfd import large_margin_loss
 
 
 class DQNConfig(BaseModel):
@@ -97,12 +100,16 @@ class DQNConfig(BaseModel):
     margin_weight: float = Field(
         1.0, ge=0.0, le=1e6, description="Weight (DQfD's lambda_2) of the large-margin term "
         "added to the TD loss; 0 learns demonstrations as ordinary transitions.")
+    n_step: int = Field(
+        1, ge=1, le=100, description="Transitions learnt as demonstrations also learn the "
+        "n-step return over up to this many consecutive advised steps of the same episode "
+        "(DQfD's J_n, which uses 10); 1: no n-step term.")
 
 
 def dqn_targets(
     rewards: torch.Tensor,
     terminated: torch.Tensor,
-    gamma: float,
+    gamma: float | torch.Tensor,
     next_q_target: torch.Tensor,
     next_q_online: torch.Tensor | None = None,
     next_masks: torch.Tensor | None = None,
@@ -114,6 +121,7 @@ def dqn_targets(
     given (Double DQN), else ``max_{legal a'} Q_target(s', a')``. ``next_masks`` (bool,
     True = legal) restricts the argmax / max; ``None`` means every action is legal.
     ``terminated`` is 1.0 for terminal states only: truncated transitions bootstrap.
+    ``gamma`` may be a tensor of per-transition discounts (``gamma ** k`` of n-step returns).
     """
     if next_q_online is not None:
         chooser = next_q_online
@@ -127,24 +135,6 @@ def dqn_targets(
             values = values.masked_fill(~next_masks, float("-inf"))
         next_v = values.max(dim=-1).values
     return rewards + gamma * (1.0 - terminated) * next_v
-
-
-def large_margin_loss(
-    q: torch.Tensor, actions: torch.Tensor, marked: torch.Tensor, margin: float
-) -> torch.Tensor:
-    """DQfD's supervised loss over a batch: the mean of ``marked * J_E`` with
-    ``J_E = max_a [Q(s,a) + l(a_E,a)] - Q(s,a_E)``, ``l = margin`` for ``a != a_E``, 0 for
-    ``a_E``.
-
-    ``q``: (B, n_actions) values; ``actions``: (B, 1) int64 advised actions ``a_E``;
-    ``marked``: (B,) 1.0 for transitions learnt as demonstrations, 0.0 for the others (so
-    the term's weight grows with the share of demonstrations in the batch). ``J_E`` is 0
-    when ``a_E`` leads every other action by at least ``margin``. The max runs over all
-    actions: the learner is not told which were legal in ``s``.
-    """
-    margins = torch.full_like(q, margin).scatter_(1, actions, 0.0)
-    j_e = (q + margins).max(dim=1).values - q.gather(1, actions).squeeze(1)
-    return (marked * j_e).mean()
 
 
 def q_network(
@@ -192,7 +182,8 @@ class DQNAgent(Agent):
         self.target_net.requires_grad_(False)
         self._parameters = list(self.q_net.parameters())  # one list for Adam and clipping
         self.optimizer = _adam(self._parameters, cfg.learning_rate)
-        self.buffer = ReplayBuffer(cfg.buffer_size, self.obs_dim, self.n_actions)
+        self.buffer = ReplayBuffer(cfg.buffer_size, self.obs_dim, self.n_actions, cfg.n_step,
+                                   cfg.gamma)
         self.gradient_steps = cfg.train_freq if cfg.gradient_steps == -1 else cfg.gradient_steps
         if self.gradient_steps < 1:
             raise ValueError(f"gradient_steps is {cfg.gradient_steps}, expected >= 1 or -1")
@@ -314,7 +305,7 @@ class DQNAgent(Agent):
         else:
             next_mask = self.legal_mask(next_legal_moves, "next_legal_moves")
         self.buffer.add(arr.reshape(-1), a, reward, next_arr.reshape(-1), terminated, next_mask,
-                        bool(demonstration))
+                        bool(demonstration), truncated)
         self.num_timesteps += 1
         if terminated or truncated:
             self.episodes += 1
@@ -349,9 +340,11 @@ class DQNAgent(Agent):
         """
         cfg = self.config
         batch = self.buffer.sample(self.rng, gradient_steps, cfg.batch_size, self.device)
-        masks, marked = batch.next_masks, batch.demonstrations
+        masks = batch.next_masks
         with torch.no_grad():
             next_q_target = self.target_net(batch.next_obs)
+            n_step_q_target = None if batch.n_step is None else self.target_net(
+                batch.n_step.next_obs)
             if not cfg.double_dqn:  # the targets need only the target network: all at once
                 all_targets = dqn_targets(
                     batch.rewards, batch.terminated, cfg.gamma, next_q_target, None, masks
@@ -370,16 +363,34 @@ class DQNAgent(Agent):
             else:
                 targets = all_targets[g]
             q = self.q_net(batch.obs[g])
-            loss = F.smooth_l1_loss(q.gather(1, batch.actions[g]).squeeze(1), targets)
-            if marked is not None and cfg.margin_weight > 0.0:
-                loss = loss + cfg.margin_weight * large_margin_loss(
-                    q, batch.actions[g], marked[g], cfg.margin)
+            q_taken = q.gather(1, batch.actions[g]).squeeze(1)
+            loss = F.smooth_l1_loss(q_taken, targets)
+            if batch.demonstrations is not None:
+                loss = loss + self._demonstration_loss(batch, g, q, q_taken, n_step_q_target)
             self.optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(self._parameters, cfg.max_grad_norm, foreach=True)
             self.optimizer.step()
         self.n_updates += gradient_steps
         self.last_loss = loss.item()
+
+    def _demonstration_loss(self, batch: ReplayBatch, g: int, q: torch.Tensor,
+                            q_taken: torch.Tensor, n_step_q_target: torch.Tensor | None
+                            ) -> torch.Tensor:
+        """DQfD's terms on the marked transitions of batch ``g``: ``margin_weight * J_E``,
+        plus the Huber loss toward their n-step returns (``n_step > 1``)."""
+        cfg, marked = self.config, batch.demonstrations[g]
+        loss = cfg.margin_weight * large_margin_loss(q, batch.actions[g], marked, cfg.margin)
+        n = batch.n_step
+        if n is not None:
+            with torch.no_grad():
+                targets = dqn_targets(
+                    n.returns[g], n.terminated[g], n.discounts[g], n_step_q_target[g],
+                    self.q_net(n.next_obs[g]) if cfg.double_dqn else None,
+                    None if n.next_masks is None else n.next_masks[g])
+            huber = F.smooth_l1_loss(q_taken, targets, reduction="none")
+            loss = loss + (marked * huber).mean()
+        return loss
 
     # ------------------------------------------------------------ snapshots / files
     def snapshot(self) -> dict[str, torch.Tensor]:
@@ -406,26 +417,14 @@ class DQNAgent(Agent):
         }
 
     def save_replay_buffer(self, path: str | Path) -> None:
-        """Write the replay buffer (every stored transition, demonstration marks included)
-        to ``path`` (SB3's name; :meth:`save` keeps the agent without it)."""
-        counters, tensors = self.buffer.state()
-        header = {"format": FILE_FORMAT, "version": FILE_VERSION, "kind": "dqn-replay-buffer",
-                  "obs_dim": self.obs_dim, "n_actions": self.n_actions, "state": counters}
-        write_agent_file(path, header, tensors)
+        """Write the replay buffer, demonstration marks included (SB3's name; :meth:`save`
+        keeps the agent without it)."""
+        self.buffer.save(path)
 
     def load_replay_buffer(self, path: str | Path) -> None:
-        """Replace the replay buffer by the one :meth:`save_replay_buffer` wrote; ValueError
-        naming the file when it is not one, or holds other shapes or another capacity."""
-        header, tensors = read_agent_file(path)
-        want = {"kind": "dqn-replay-buffer", "obs_dim": self.obs_dim, "n_actions": self.n_actions}
-        for key, value in want.items():
-            if header.get(key) != value:
-                raise ValueError(f"{path} holds {key}={header.get(key)!r}, but this agent's "
-                                 f"replay buffer needs {key}={value!r}")
-        try:
-            self.buffer.load_state(header["state"], tensors)
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{path}: {error}") from None
+        """Replace the replay buffer's contents by the file :meth:`save_replay_buffer` wrote
+        (ValueError naming the file when it does not fit)."""
+        self.buffer.load(path)
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Networks, Adam moments, counters and RNG state. The replay buffer is not saved

@@ -13,7 +13,8 @@ from test_minigrid import DOORKEY, each_adapter, needs_minigrid
 
 from langadapt import adapters
 from langadapt.agents import DQNAgent, make_agent, train
-from langadapt.agents.dqn import large_margin_loss
+from langadapt.agents.buffers import ReplayBuffer
+from langadapt.agents.dqfd import large_margin_loss
 from langadapt.environments import MazeEnv
 from langadapt.environments.minigrid import make_minigrid
 from langadapt.roles.advisor import AdvisedActions, AdvisorConfig, LLMAdvisor
@@ -53,6 +54,40 @@ def test_large_margin_term_on_three_states_matches_the_hand_computation():
         torch.tensor((0.5 + 0.0 + 0.9) / 3))  # margin 0: max_a Q - Q(a_E)
 
 
+def test_n_step_returns_run_over_advised_segments_only():
+    """gamma 0.5, n 3; rewards 1, 2, 4, 8 marked, 16 not, 32 marked then truncated, 64 and
+    128 marked (a new episode) then terminated."""
+    buf = ReplayBuffer(8, 1, 2, n_step=3, gamma=0.5)
+    steps = [(1, True, False, False), (2, True, False, False), (4, True, False, False),
+             (8, True, False, False), (16, False, False, False), (32, True, False, True),
+             (64, True, False, False), (128, True, True, False)]
+    for t, (reward, marked, terminated, truncated) in enumerate(steps):
+        buf.add(np.array([t]), 0, reward, np.array([t + 1]), terminated, np.ones(2, bool),
+                marked, truncated)
+    assert buf.segment_lengths.tolist() == [3, 3, 2, 1, 1, 1, 2, 1]
+    draw = np.random.default_rng(5)
+    idx = np.random.default_rng(5).integers(0, 8, size=(1, 32))[0]
+    n = buf.sample(draw, 1, 32, torch.device("cpu")).n_step
+    returns = {0: 1 + 0.5 * 2 + 0.25 * 4, 1: 2 + 0.5 * 4 + 0.25 * 8, 2: 4 + 0.5 * 8, 3: 8,
+               4: 16, 5: 32, 6: 64 + 0.5 * 128, 7: 128}
+    after = {0: 3, 1: 4, 2: 4, 3: 4, 4: 5, 5: 6, 6: 8, 7: 8}  # the state after the segment
+    assert n.returns[0].tolist() == [returns[i] for i in idx]
+    assert n.discounts[0].tolist() == [0.5 ** buf.segment_lengths[i] for i in idx]
+    assert n.next_obs[0, :, 0].tolist() == [after[i] for i in idx]
+    assert n.terminated[0].tolist() == [float(i >= 6) for i in idx]
+    ring = ReplayBuffer(4, 1, 2, n_step=3, gamma=0.5)  # one episode of 6 marked steps
+    for t in range(6):
+        ring.add(np.array([t]), 0, 1.0, np.array([t + 1]), False, np.ones(2, bool), True)
+    # positions 2, 3 hold steps 2, 3 (segments of 3, the second across the ring's end),
+    # positions 0, 1 steps 4, 5 (the open segment: 2 and 1 steps so far)
+    assert ring.segment_lengths.tolist() == [2, 1, 3, 3]
+    n = ring.sample(np.random.default_rng(0), 1, 16, torch.device("cpu")).n_step
+    picked = np.random.default_rng(0).integers(0, 4, size=16)
+    want = {0: (1.5, 6), 1: (1.0, 6), 2: (1.75, 5), 3: (1.75, 6)}
+    assert [(r, o) for r, o in zip(n.returns[0].tolist(), n.next_obs[0, :, 0].tolist(),
+                                   strict=True)] == [want[int(i)] for i in picked]
+
+
 def _agent(**params) -> DQNAgent:
     settings = dict(hidden_sizes=[4], batch_size=3, learning_starts=100, total_steps=1000,
                     learning_rate=0.01) | params
@@ -88,7 +123,8 @@ def test_dqn_adds_the_weighted_term_on_marked_transitions_only():
 def test_advised_transitions_are_marked_and_survive_save_and_load_of_the_buffer(tmp_path):
     env = MazeEnv(maze="medium", step_reward=0.0)
     agent = make_agent("dqn", env.observation_space, env.action_space, seed=0,
-                       hidden_sizes=[8], learning_starts=50, batch_size=8, buffer_size=400)
+                       hidden_sizes=[8], learning_starts=50, batch_size=8, buffer_size=400,
+                       n_step=3)
     advisor = LLMAdvisor({"source": "oracle", "probability": 1.0, "decay_fraction": 1.0,
                           "replace": "any", "learn_as": "demonstrations"}, seed=0)
     oracle_moves = []
@@ -108,20 +144,26 @@ def test_advised_transitions_are_marked_and_survive_save_and_load_of_the_buffer(
     path = tmp_path / "buffer.pt"
     agent.save_replay_buffer(path)
     other = make_agent("dqn", env.observation_space, env.action_space, seed=1,
-                       hidden_sizes=[8], buffer_size=400)
+                       hidden_sizes=[8], buffer_size=400, n_step=3)
     other.load_replay_buffer(path)
+    assert buf.segment_lengths.max() == 3
     for name in ("obs", "next_obs", "actions", "rewards", "terminated", "next_masks",
-                 "demonstrations"):
+                 "demonstrations", "segment_lengths"):
         np.testing.assert_array_equal(getattr(other.buffer, name), getattr(buf, name))
     assert (other.buffer.size, other.buffer.pos) == (300, 300)
     assert other.buffer.has_demonstrations and other.buffer.has_illegal
     batch = other.buffer.sample(np.random.default_rng(0), 1, 16, torch.device("cpu"))
     assert batch.demonstrations is not None and batch.demonstrations.shape == (1, 16)
+    assert batch.n_step is not None and batch.n_step.next_obs.shape == batch.next_obs.shape
+    one_step = make_agent("dqn", env.observation_space, env.action_space, buffer_size=400)
+    with pytest.raises(ValueError, match="saved buffer has n_step 3, but this buffer has "
+                                         "n_step 1"):
+        one_step.load_replay_buffer(path)
     smaller = make_agent("dqn", env.observation_space, env.action_space, buffer_size=100)
     with pytest.raises(ValueError, match="saved buffer holds 400 transitions .* holds 100"):
         smaller.load_replay_buffer(path)
     agent.save(tmp_path / "agent.pt")
-    with pytest.raises(ValueError, match="holds kind='dqn'"):
+    with pytest.raises(ValueError, match="holds kind=.dqn., expected a replay buffer"):
         other.load_replay_buffer(tmp_path / "agent.pt")
 
 
@@ -177,7 +219,7 @@ def test_oracle_advice_is_learnt_as_demonstrations_on_every_kind_of_state(adapte
     env = adapters.LanguageObservation(make_minigrid(DOORKEY),
                                        each_adapter(make_minigrid(DOORKEY))[adapter])
     agent = make_agent("dqn", env.observation_space, env.action_space, seed=0,
-                       hidden_sizes=[16], learning_starts=40, batch_size=16)
+                       hidden_sizes=[16], learning_starts=40, batch_size=16, n_step=4)
     advisor = LLMAdvisor({"source": "oracle", "probability": 1.0, "decay_fraction": 1.0,
                           "learn_as": "demonstrations"}, seed=0)
     with warnings.catch_warnings():
@@ -201,3 +243,25 @@ def test_the_check_a_config_layer_calls_names_every_agent_that_cannot_use_demons
         with pytest.raises(ValueError, match=f"learn_as: demonstrations .* agent is {name};"):
             check_demonstrations(cls, True)
     assert {"qlearning", "random", "llm_policy"} <= set(AGENTS)
+
+
+def test_dqn_adds_the_n_step_huber_term_toward_the_segment_returns():
+    """Q = (1, 0, 0.5) everywhere, gamma 0.99, three marked steps of reward 0.5 ending in a
+    terminal state; n = 2: targets 0.5 + 0.99 * 0.5 + 0.99^2 * 1 (then bootstrapping),
+    0.5 + 0.99 * 0.5 (the segment ends in the terminal state), 0.5."""
+    huber = {0: 0.5 * (0.5 + 0.99 * 0.5 + 0.99 ** 2 - 1.0) ** 2,
+             1: 0.5 * (0.5 + 0.99 * 0.5 - 0.0) ** 2, 2: 0.0}
+    losses = {}
+    for n_step in (1, 2):
+        agent = _agent(margin_weight=0.0, n_step=n_step)
+        with torch.no_grad():
+            for net in (agent.q_net, agent.target_net):
+                net[-1].weight.zero_()
+                net[-1].bias.copy_(torch.tensor([1.0, 0.0, 0.5]))
+        _fill(agent, [True, True, True])
+        draw = np.random.default_rng()
+        draw.bit_generator.state = agent.rng.bit_generator.state
+        idx = draw.integers(0, 3, size=(1, 3))[0]
+        agent.train_steps(1)
+        losses[n_step] = agent.last_loss
+    assert losses[2] - losses[1] == pytest.approx(np.mean([huber[i] for i in idx]), rel=1e-5)
