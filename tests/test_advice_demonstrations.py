@@ -265,3 +265,22 @@ def test_dqn_adds_the_n_step_huber_term_toward_the_segment_returns():
         agent.train_steps(1)
         losses[n_step] = agent.last_loss
     assert losses[2] - losses[1] == pytest.approx(np.mean([huber[i] for i in idx]), rel=1e-5)
+
+
+def test_a_users_own_override_marks_its_advice_as_demonstrations():
+    class EveryOtherStep:  # advises the lowest legal move on every other step
+        marks_demonstrations = True
+
+        def bind(self, env):
+            self.calls, self.advised = 0, False
+
+        def __call__(self, policy, obs, legal_moves, action, progress):
+            self.calls += 1
+            self.advised = self.calls % 2 == 0
+            return min(legal_moves) if self.advised else action
+
+    env = MazeEnv(maze="umaze")
+    agent = make_agent("dqn", env.observation_space, env.action_space, seed=0,
+                       hidden_sizes=[8], learning_starts=1000)
+    train(agent, env, steps=40, seed=0, progress=False, advisor=EveryOtherStep())
+    assert agent.buffer.demonstrations[:40].tolist() == [0.0, 1.0] * 20
