@@ -104,7 +104,6 @@ class ReplayBuffer:
         self.next_masks[i] = next_mask
         self.demonstrations[i] = demonstration
         self.has_demonstrations |= demonstration
-        self.segment_lengths[i] = 1
         if self.n_step > 1:
             self._extend_segment(i, demonstration, terminated or truncated)
         if not self.has_illegal and not next_mask.all():
@@ -114,6 +113,7 @@ class ReplayBuffer:
             self.size += 1
 
     def _extend_segment(self, i: int, demonstration: bool, episode_end: bool) -> None:
+        self.segment_lengths[i] = 1
         if not demonstration:
             self._open.clear()
             return

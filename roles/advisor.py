@@ -15,9 +15,10 @@ How the agent learns the advice (``learn_as``):
 - ``actions`` (the default): the advised action replaces the agent's and the transition is
   learnt like any other;
 - ``demonstrations``: the transition is also marked in the replay buffer and learnt with
-  DQfD's supervised large-margin term (Hester et al. 2018; :func:`agents.dqfd.large_margin_loss`,
-  its ``margin`` and ``margin_weight`` are DQN's params), for agents that learn from
-  demonstrations (DQN; another agent is a ValueError naming it and the setting). With
+  DQfD's supervised large-margin term (Hester et al. 2018; :mod:`agents.dqfd`) and, with
+  ``n_step > 1``, its n-step loss over advised segments (``margin``, ``margin_weight`` and
+  ``n_step`` are DQN's params), for agents that learn from demonstrations (DQN; another
+  agent is a ValueError naming it and the setting). With
   ``until_confident: true`` no advice is given in a state where the agent is already
   confident (its greedy action leads every other legal one by at least its margin), so the
   advice fades state by state as the agent learns it.
