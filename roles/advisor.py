@@ -18,10 +18,10 @@ How the agent learns the advice (``learn_as``):
   DQfD's supervised large-margin term (Hester et al. 2018; :mod:`agents.dqfd`) and, with
   ``n_step > 1``, its n-step loss over advised segments (``margin``, ``margin_weight`` and
   ``n_step`` are DQN's params), for agents that learn from demonstrations (DQN; another
-  agent is a ValueError naming it and the setting). With
-  ``until_confident: true`` no advice is given in a state where the agent is already
-  confident (its greedy action leads every other legal one by at least its margin), so the
-  advice fades state by state as the agent learns it.
+  agent is a ValueError naming it and the setting). With ``until_confident: true`` no
+  advice is given in a state where the agent is already confident (its greedy action leads
+  every other legal one by at least its margin), so the advice fades state by state as the
+  agent learns it.
 
 Sources (``source``):
 
@@ -49,7 +49,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..agents.base import Agent, check_count
 from ..environments import LanguageSpec, language_for
@@ -84,7 +84,8 @@ class AdvisorConfig(BaseModel):
     learn_as: Literal["actions", "demonstrations"] = Field(
         "actions", description="actions: the advice replaces the action and is learnt as an "
         "ordinary transition; demonstrations: also marked in the replay buffer and learnt "
-        "with DQfD's large-margin term (dqn only; its params margin and margin_weight)")
+        "with DQfD's large-margin term and n-step loss (dqn only; its params margin, "
+        "margin_weight, n_step)")
     until_confident: bool = Field(
         False, description="learn_as demonstrations only: no advice in a state where the "
         "agent's greedy action already leads every other legal one by its margin")
@@ -92,12 +93,14 @@ class AdvisorConfig(BaseModel):
         None, description="source llm on a backend that scores replies: no advice when the "
         "advised action's probability is below this (the agent's own choice stands)")
 
-    @model_validator(mode="after")
-    def _confident_needs_demonstrations(self) -> AdvisorConfig:
-        if self.until_confident and self.learn_as != "demonstrations":
+    @field_validator("until_confident")
+    @classmethod
+    def _confident_needs_demonstrations(cls, value: bool, info: ValidationInfo) -> bool:
+        learn_as = info.data.get("learn_as")  # validated before: declared first
+        if value and learn_as != "demonstrations":
             raise ValueError("advisor until_confident is true, which needs learn_as: "
-                             f"demonstrations (got learn_as: {self.learn_as})")
-        return self
+                             f"demonstrations (got learn_as: {learn_as})")
+        return value
 
     @field_validator("min_confidence")
     @classmethod
