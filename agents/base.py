@@ -77,6 +77,9 @@ class Agent:
     #: False for a policy that has nothing to learn (a zero-shot LLM policy): the runner
     #: evaluates it without training.
     learns: bool = True
+    #: True for an agent whose ``learn`` takes ``demonstration=True`` (advice learnt as
+    #: demonstrations: DQN's large-margin term) and that has ``confident(obs, legal_moves)``.
+    learns_from_demonstrations: ClassVar[bool] = False
 
     def __init__(
         self,

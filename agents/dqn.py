@@ -20,7 +20,13 @@ Semantics follow SB3 so that its published hyperparameters (rl-baselines3-zoo) c
 - the target is ``r + gamma * (1 - terminated) * Q_target(s', a*)`` with
   ``a* = argmax_{a' legal} Q_online(s', a')`` (Double DQN, default) or
   ``max_{a' legal} Q_target(s', a')``: truncated transitions bootstrap, terminal ones do not;
-- Huber (smooth L1) loss, Adam, gradient norm clipped to ``max_grad_norm``.
+- Huber (smooth L1) loss, Adam, gradient norm clipped to ``max_grad_norm``;
+- transitions learnt as demonstrations (``learn(..., demonstration=True)``: an advisor with
+  ``learn_as: demonstrations``) add DQfD's supervised large-margin term (Hester et al. 2018),
+  ``margin_weight * J_E`` with ``J_E = max_a [Q(s,a) + l(a_E,a)] - Q(s,a_E)``, ``l = margin``
+  for ``a != a_E`` and 0 for the advised action ``a_E`` (:mod:`agents.dqfd`), and with
+  ``n_step > 1`` DQfD's n-step loss: a Huber loss toward the n-step return over the advised
+  segment that starts at the transition (:mod:`agents.buffers`), weight 1 as in DQfD.
 
 Acting (one observation) multiplies numpy views of the module's weights: the same function
 as ``q_net(obs)`` in a few microseconds instead of tens; the optimiser and
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -42,7 +49,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from .base import Agent, take
-from .buffers import ReplayBuffer
+from .buffers import ReplayBatch, ReplayBuffer
+from .dqfd import large_margin_loss
 
 
 class DQNConfig(BaseModel):
@@ -86,12 +94,22 @@ class DQNConfig(BaseModel):
         ge=1,
         description="Training length in steps for the epsilon schedule; None: set by train().",
     )
+    margin: float = Field(
+        0.8, ge=0.0, le=1e6, description="DQfD's margin l(a_E, a) of the large-margin term on "
+        "transitions learnt as demonstrations (Hester et al. 2018 use 0.8).")
+    margin_weight: float = Field(
+        1.0, ge=0.0, le=1e6, description="Weight (DQfD's lambda_2) of the large-margin term "
+        "added to the TD loss; 0 learns demonstrations as ordinary transitions.")
+    n_step: int = Field(
+        1, ge=1, le=100, description="Transitions learnt as demonstrations also learn the "
+        "n-step return over up to this many consecutive advised steps of the same episode "
+        "(DQfD's J_n, which uses 10); 1: no n-step term.")
 
 
 def dqn_targets(
     rewards: torch.Tensor,
     terminated: torch.Tensor,
-    gamma: float,
+    gamma: float | torch.Tensor,
     next_q_target: torch.Tensor,
     next_q_online: torch.Tensor | None = None,
     next_masks: torch.Tensor | None = None,
@@ -103,6 +121,7 @@ def dqn_targets(
     given (Double DQN), else ``max_{legal a'} Q_target(s', a')``. ``next_masks`` (bool,
     True = legal) restricts the argmax / max; ``None`` means every action is legal.
     ``terminated`` is 1.0 for terminal states only: truncated transitions bootstrap.
+    ``gamma`` may be a tensor of per-transition discounts (``gamma ** k`` of n-step returns).
     """
     if next_q_online is not None:
         chooser = next_q_online
@@ -136,6 +155,7 @@ class DQNAgent(Agent):
 
     kind = "dqn"
     config_model = DQNConfig
+    learns_from_demonstrations = True
     config: DQNConfig
 
     def __init__(
@@ -162,7 +182,8 @@ class DQNAgent(Agent):
         self.target_net.requires_grad_(False)
         self._parameters = list(self.q_net.parameters())  # one list for Adam and clipping
         self.optimizer = _adam(self._parameters, cfg.learning_rate)
-        self.buffer = ReplayBuffer(cfg.buffer_size, self.obs_dim, self.n_actions)
+        self.buffer = ReplayBuffer(cfg.buffer_size, self.obs_dim, self.n_actions, cfg.n_step,
+                                   cfg.gamma)
         self.gradient_steps = cfg.train_freq if cfg.gradient_steps == -1 else cfg.gradient_steps
         if self.gradient_steps < 1:
             raise ValueError(f"gradient_steps is {cfg.gradient_steps}, expected >= 1 or -1")
@@ -250,6 +271,17 @@ class DQNAgent(Agent):
             q = np.where(mask, q, -np.inf)
         return int(q.argmax())
 
+    def confident(self, obs: Any, legal_moves: Sequence[int] | None = None) -> bool:
+        """True when the greedy action leads every other legal action by at least
+        ``margin`` (so the large-margin term of a demonstration of it would be 0)."""
+        q = self._q(self.check_obs(obs).reshape(-1))
+        if legal_moves is not None:
+            q = q[self.legal_mask(legal_moves, "legal_moves")]
+        if q.size < 2:
+            return True
+        second, first = np.partition(q, -2)[-2:]
+        return bool(first - second >= self.config.margin)
+
     def learn(
         self,
         obs: Any,
@@ -259,8 +291,10 @@ class DQNAgent(Agent):
         terminated: bool,
         truncated: bool,
         next_legal_moves: Sequence[int] | None = None,
+        demonstration: bool = False,
     ) -> None:
-        """Store the transition, advance the schedules and train / update the target on time."""
+        """Store the transition (``demonstration``: an advised action to learn with the
+        large-margin term too), advance the schedules and train / update the target on time."""
         cfg = self.config
         arr = self.check_obs(obs)
         next_arr = self.check_obs(next_obs)
@@ -270,7 +304,8 @@ class DQNAgent(Agent):
             next_mask = self._all_legal  # a terminal state's value is never used
         else:
             next_mask = self.legal_mask(next_legal_moves, "next_legal_moves")
-        self.buffer.add(arr.reshape(-1), a, reward, next_arr.reshape(-1), terminated, next_mask)
+        self.buffer.add(arr.reshape(-1), a, reward, next_arr.reshape(-1), terminated, next_mask,
+                        bool(demonstration), truncated)
         self.num_timesteps += 1
         if terminated or truncated:
             self.episodes += 1
@@ -299,7 +334,8 @@ class DQNAgent(Agent):
 
         The batches of a round come from one index draw, and the target network (which does
         not change within a round) evaluates all of them in one pass; each step is then the
-        textbook one: targets, Huber loss, backward, clip, Adam. ``last_loss`` is the loss
+        textbook one: targets, Huber loss (plus the large-margin term when the batches hold
+        demonstrations), backward, clip, Adam. ``last_loss`` is the loss
         of the round's last batch, before its step.
         """
         cfg = self.config
@@ -307,6 +343,8 @@ class DQNAgent(Agent):
         masks = batch.next_masks
         with torch.no_grad():
             next_q_target = self.target_net(batch.next_obs)
+            n_step_q_target = None if batch.n_step is None else self.target_net(
+                batch.n_step.next_obs)
             if not cfg.double_dqn:  # the targets need only the target network: all at once
                 all_targets = dqn_targets(
                     batch.rewards, batch.terminated, cfg.gamma, next_q_target, None, masks
@@ -324,14 +362,35 @@ class DQNAgent(Agent):
                     )
             else:
                 targets = all_targets[g]
-            q_taken = self.q_net(batch.obs[g]).gather(1, batch.actions[g]).squeeze(1)
+            q = self.q_net(batch.obs[g])
+            q_taken = q.gather(1, batch.actions[g]).squeeze(1)
             loss = F.smooth_l1_loss(q_taken, targets)
+            if batch.demonstrations is not None:
+                loss = loss + self._demonstration_loss(batch, g, q, q_taken, n_step_q_target)
             self.optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(self._parameters, cfg.max_grad_norm, foreach=True)
             self.optimizer.step()
         self.n_updates += gradient_steps
         self.last_loss = loss.item()
+
+    def _demonstration_loss(self, batch: ReplayBatch, g: int, q: torch.Tensor,
+                            q_taken: torch.Tensor, n_step_q_target: torch.Tensor | None
+                            ) -> torch.Tensor:
+        """DQfD's terms on the marked transitions of batch ``g``: ``margin_weight * J_E``,
+        plus the Huber loss toward their n-step returns (``n_step > 1``)."""
+        cfg, marked = self.config, batch.demonstrations[g]
+        loss = cfg.margin_weight * large_margin_loss(q, batch.actions[g], marked, cfg.margin)
+        n = batch.n_step
+        if n is not None:
+            with torch.no_grad():
+                targets = dqn_targets(
+                    n.returns[g], n.terminated[g], n.discounts[g], n_step_q_target[g],
+                    self.q_net(n.next_obs[g]) if cfg.double_dqn else None,
+                    None if n.next_masks is None else n.next_masks[g])
+            huber = F.smooth_l1_loss(q_taken, targets, reduction="none")
+            loss = loss + (marked * huber).mean()
+        return loss
 
     # ------------------------------------------------------------ snapshots / files
     def snapshot(self) -> dict[str, torch.Tensor]:
@@ -357,9 +416,20 @@ class DQNAgent(Agent):
             "activation": self.config.activation,
         }
 
+    def save_replay_buffer(self, path: str | Path) -> None:
+        """Write the replay buffer, demonstration marks included (SB3's name; :meth:`save`
+        keeps the agent without it)."""
+        self.buffer.save(path)
+
+    def load_replay_buffer(self, path: str | Path) -> None:
+        """Replace the replay buffer's contents by the file :meth:`save_replay_buffer` wrote
+        (ValueError naming the file when it does not fit)."""
+        self.buffer.load(path)
+
     def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """Networks, Adam moments, counters and RNG state. The replay buffer is not saved:
-        a loaded agent acts identically and can continue training, refilling its buffer."""
+        """Networks, Adam moments, counters and RNG state. The replay buffer is not saved
+        (:meth:`save_replay_buffer` does): a loaded agent acts identically and can continue
+        training, refilling its buffer."""
         state, _ = super().get_state()
         tensors = {k: v.cpu() for k, v in self.snapshot().items()}
         for index, moments in self.optimizer.state_dict()["state"].items():

@@ -3,7 +3,9 @@
 :class:`StepLearner` trains agents that update from every transition (Q-learning, DQN) in
 the shape of Stable-Baselines3's ``learn()``: one loop over episodes and steps; evaluation,
 keep-best, records and progress are :class:`Callback` s (:mod:`agents.training`); an action
-override (an advisor) may replace the policy's action before the environment steps. A
+override (an advisor) may replace the policy's action before the environment steps, and
+mark the transition as a demonstration (``learn(..., demonstration=True)``) when it
+``marks_demonstrations`` and its last action was ``advised``. A
 learner seeds the first reset and the action space with ``budget.seed`` and touches no
 global random generator. Legal moves come from ``info["legal_moves"]`` (``None``: all),
 success from the last step's ``info["is_success"]``; the policy acts on
@@ -28,6 +30,8 @@ class Policy(Protocol):
 
     action_space: gym.spaces.Space
     obs_shape: tuple[int, ...]
+    kind: str
+    learns_from_demonstrations: bool
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int: ...
     def observe(self, obs: Any, info: dict[str, Any]) -> Any: ...
@@ -162,7 +166,13 @@ class TrainingRun:
 
 
 class ActionOverride(Protocol):
-    """Replaces some of the actions a policy chooses while it learns (an advisor)."""
+    """Replaces some of the actions a policy chooses while it learns (an advisor).
+
+    ``advised``: whether the action the last call returned is the override's own (advice);
+    ``marks_demonstrations``: whether advised transitions are learnt as demonstrations."""
+
+    advised: bool
+    marks_demonstrations: bool
 
     def bind(self, env: Any) -> None: ...
     def __call__(self, policy: Policy, obs: Any, legal_moves: Sequence[int] | None,
@@ -183,6 +193,16 @@ def check_env(agent: Policy, env: gym.Env) -> None:
         raise ValueError(
             f"env observation shape is {shape}, but the agent was built for {agent.obs_shape}"
         )
+
+
+def check_demonstrations(policy: Any, marks_demonstrations: bool) -> None:
+    """ValueError naming the agent and the setting when advice is to be learnt as
+    demonstrations by a policy (an agent or its class) that cannot learn from them."""
+    if marks_demonstrations and not policy.learns_from_demonstrations:
+        raise ValueError(
+            f"advisor learn_as: demonstrations needs an agent that learns from "
+            f"demonstrations (dqn), but this agent is {policy.kind}; use learn_as: actions "
+            "(the advice replaces the action and is learnt as an ordinary transition)")
 
 
 def start_run(policy: Policy, env: gym.Env, budget: Budget,
@@ -220,6 +240,8 @@ class StepLearner:
         if budget.episodes is None and budget.steps is None:
             raise ValueError("train needs episodes=... or steps=... (or both); got neither")
         policy, override = self.policy, self.override
+        marking = override is not None and override.marks_demonstrations
+        check_demonstrations(policy, marking)
         run = start_run(policy, env, budget, callbacks)
         if override is not None:
             override.bind(env)
@@ -238,7 +260,11 @@ class StepLearner:
                     action = override(policy, obs, legal, action, progress)
                 next_obs, reward, terminated, truncated, info = step(action)
                 next_obs, next_legal = observe(next_obs, info), info.get("legal_moves")
-                learn(obs, action, reward, next_obs, terminated, truncated, next_legal)
+                if marking and override.advised:
+                    learn(obs, action, reward, next_obs, terminated, truncated, next_legal,
+                          demonstration=True)
+                else:
+                    learn(obs, action, reward, next_obs, terminated, truncated, next_legal)
                 obs, legal = next_obs, next_legal
                 ret += float(reward)
                 length += 1

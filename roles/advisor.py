@@ -10,6 +10,19 @@ any behaviour). ``p`` starts at ``probability`` and falls linearly to 0 at
 ``decay_fraction`` of training (the budget's progress), so the advice fades away and the
 final policy is the agent's own. Evaluation never asks for advice: zero LLM calls.
 
+How the agent learns the advice (``learn_as``):
+
+- ``actions`` (the default): the advised action replaces the agent's and the transition is
+  learnt like any other;
+- ``demonstrations``: the transition is also marked in the replay buffer and learnt with
+  DQfD's supervised large-margin term (Hester et al. 2018; :mod:`agents.dqfd`) and, with
+  ``n_step > 1``, its n-step loss over advised segments (``margin``, ``margin_weight`` and
+  ``n_step`` are DQN's params), for agents that learn from demonstrations (DQN; another
+  agent is a ValueError naming it and the setting). With ``until_confident: true`` no
+  advice is given in a state where the agent is already confident (its greedy action leads
+  every other legal one by at least its margin), so the advice fades state by state as the
+  agent learns it.
+
 Sources (``source``):
 
 - ``llm``: the LLM's action for the state (an :class:`LLMPolicy` decision: structured output
@@ -36,7 +49,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..agents.base import Agent, check_count
 from ..environments import LanguageSpec, language_for
@@ -68,9 +81,26 @@ class AdvisorConfig(BaseModel):
                                      description="options of the language spec")
     prompt_style: Literal["verbose", "compact"] = Field(
         "verbose", description="source llm: the prompt style of its decisions")
+    learn_as: Literal["actions", "demonstrations"] = Field(
+        "actions", description="actions: the advice replaces the action and is learnt as an "
+        "ordinary transition; demonstrations: also marked in the replay buffer and learnt "
+        "with DQfD's large-margin term and n-step loss (dqn only; its params margin, "
+        "margin_weight, n_step)")
+    until_confident: bool = Field(
+        False, description="learn_as demonstrations only: no advice in a state where the "
+        "agent's greedy action already leads every other legal one by its margin")
     min_confidence: float | None = Field(
         None, description="source llm on a backend that scores replies: no advice when the "
         "advised action's probability is below this (the agent's own choice stands)")
+
+    @field_validator("until_confident")
+    @classmethod
+    def _confident_needs_demonstrations(cls, value: bool, info: ValidationInfo) -> bool:
+        learn_as = info.data.get("learn_as")  # validated before: declared first
+        if value and learn_as != "demonstrations":
+            raise ValueError("advisor until_confident is true, which needs learn_as: "
+                             f"demonstrations (got learn_as: {learn_as})")
+        return value
 
     @field_validator("min_confidence")
     @classmethod
@@ -120,6 +150,13 @@ class LLMAdvisor:
         self.policy: LLMPolicy | None = None
         self.oracle: Oracle | None = None
         self.counters = {"advised": 0, "withheld": 0}
+        #: whether the last action :meth:`__call__` returned is the advice
+        self.advised = False
+
+    @property
+    def marks_demonstrations(self) -> bool:
+        """Whether advised transitions are learnt as demonstrations (``learn_as``)."""
+        return self.config.learn_as == "demonstrations"
 
     def probability(self, progress: float) -> float:
         """``p`` after ``progress`` (0..1) of training: linear from ``probability`` to 0."""
@@ -153,7 +190,9 @@ class LLMAdvisor:
     def __call__(self, policy: Agent, obs: Any, legal_moves: Sequence[int] | None,
                  action: int, progress: float) -> int:
         """The action to take instead of ``policy``'s exploratory ``action`` after
-        ``progress`` of training: the advice with probability ``p``, else ``action``."""
+        ``progress`` of training: the advice with probability ``p``, else ``action``
+        (``advised`` says which)."""
+        self.advised = False
         p = self.probability(progress)
         if p <= 0.0 or self.draws.random() >= p:
             return action
@@ -161,7 +200,10 @@ class LLMAdvisor:
             obs, legal_moves, False
         ):
             return action  # the agent's greedy choice: tried as it is
+        if self.config.until_confident and policy.confident(obs, legal_moves):
+            return action  # the agent is sure here: its own choice stands
         advice = self.suggest(legal_moves)
+        self.advised = advice is not None
         return action if advice is None else advice
 
     def suggest(self, legal_moves: Sequence[int] | None) -> int | None:
@@ -210,6 +252,10 @@ class AdvisedActions(gym.Wrapper):
         super().__init__(env)
         check_count("total_steps", total_steps, optional=False)
         self.advice = LLMAdvisor(config, seed, backend)
+        if self.advice.marks_demonstrations:
+            raise ValueError("AdvisedActions: advisor learn_as: demonstrations needs an agent "
+                             "that learns from demonstrations (langadapt's dqn); a library "
+                             "with its own loop learns advice as actions (learn_as: actions)")
         self.advice.bind(env)
         self.total_steps = int(total_steps)
         self.steps = 0

@@ -718,6 +718,8 @@ def test_step_learner_runs_callbacks_in_order_and_takes_an_action_override():
             events.append(("end", run.episodes, run.steps))
 
     class LowestMove:  # an override: every action becomes the lowest legal move
+        advised = marks_demonstrations = False
+
         def bind(self, env):
             self.env, self.progress = env, []
 
