@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import re
 import typing
@@ -38,7 +39,7 @@ from .. import environments  # noqa: F401  (registers the langadapt gymnasium id
 from ..adapters import LanguageAdapter
 from ..adapters.llm import llm_setting_models
 from ..adapters.representation import check_representation
-from ..agents import AGENTS
+from ..agents import AGENTS, SB3Agent
 from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
@@ -72,7 +73,7 @@ MAX_YAML_VALUES = 100_000
 """Most values (scalars, lists, mappings) an experiment file may hold with its YAML aliases
 expanded: nine levels of nine aliases are 637 bytes but 387 million values."""
 
-RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor")
+RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor", "logging")
 """Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
 
 RESULT_NEUTRAL_KEYS = frozenset(
@@ -150,10 +151,10 @@ class AdapterSpec(_Strict):
 
 
 class AgentSpec(_Strict):
-    """One learner (``qlearning``, ``dqn``, ``random``, an LLM role, ``grpo``) and its
-    hyperparameters."""
+    """One learner (``qlearning``, ``dqn``, ``random``, an LLM role, ``grpo``, ``sb3``) and
+    its hyperparameters."""
 
-    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo"]
+    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo", "sb3"]
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     advisor: dict[str, Any] | None = Field(
@@ -306,6 +307,21 @@ class ExecutorSpec(_Strict):
         return self
 
 
+class LoggingSpec(_Strict):
+    """What each run logs besides its rows of episodes.csv."""
+
+    tensorboard: Bool = Field(
+        default=False, description="TensorBoard scalars of each run in runs/<run>/tb/ (the "
+        "tensorboard extra; the process executor)")
+
+    @field_validator("tensorboard")
+    @classmethod
+    def _installed(cls, value: bool) -> bool:
+        if value and importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("tensorboard is not installed: pip install 'langadapt[tensorboard]'")
+        return value
+
+
 class ExperimentConfig(_Strict):
     """One experiment file."""
 
@@ -342,6 +358,7 @@ class ExperimentConfig(_Strict):
         "second thread fighting other processes for a core can slow a step tenfold",
     )
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    logging: LoggingSpec = Field(default_factory=LoggingSpec)
 
     @model_validator(mode="before")
     @classmethod
@@ -731,10 +748,11 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
 def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
     """The advisor and reward-shaping blocks, and llm_policy agents only on raw states."""
     if spec.advisor is not None:
-        if issubclass(AGENTS[spec.type], (LLMPolicy, LLMPolicySearch)):
+        if issubclass(AGENTS[spec.type], (LLMPolicy, LLMPolicySearch, SB3Agent)):
             raise ConfigError(
                 f"{source}: agents.{index}.advisor: an advisor replaces some of the actions an "
-                f"agent learns from step by step, but {spec.type} does not learn from steps; "
+                f"agent learns from step by step, but {spec.type} does not learn from steps "
+                "in langadapt's loop; "
                 "remove the advisor block (advisors suit qlearning and dqn)")
         _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
     if spec.reward_shaping is not None:
