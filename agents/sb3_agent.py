@@ -24,6 +24,7 @@ stable_baselines3 is imported when an sb3 agent is first built or checked (it is
 from __future__ import annotations
 
 import copy
+import difflib
 import inspect
 import random
 import time
@@ -34,7 +35,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .base import Agent
 from .loop import Budget, Callback, EpisodeRecord, TrainingResult, TrainingRun, end_run, start_run
@@ -63,7 +64,7 @@ class SB3Config(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    algorithm: Literal["PPO", "A2C", "DQN"] = "PPO"
+    algorithm: Literal["PPO", "A2C", "DQN"] = Field("PPO", validate_default=True)
     policy: str = "MlpPolicy"
 
     @field_validator("algorithm")
@@ -79,10 +80,11 @@ class SB3Config(BaseModel):
     def _constructor_keywords(self) -> SB3Config:
         accepted = [name for name in inspect.signature(sb3_algorithm(self.algorithm)).parameters
                     if name not in SET_HERE]
-        unknown = sorted(set(self.keywords) - set(accepted))
-        if unknown:
-            raise ValueError(f"{', '.join(unknown)}: not a parameter of SB3's {self.algorithm}; "
-                             f"expected algorithm, policy or one of {', '.join(accepted)}")
+        for name in sorted(set(self.keywords) - set(accepted)):
+            close = difflib.get_close_matches(name, accepted, n=1)
+            expected = (f"did you mean {close[0]}?" if close else
+                        f"expected algorithm, policy or one of {', '.join(accepted)}")
+            raise ValueError(f"{name}: not a parameter of SB3's {self.algorithm} ({expected})")
         return self
 
     @property

@@ -598,7 +598,8 @@ def _format_validation_error(
 ) -> str:
     lines = [f"{path}: invalid experiment file"]
     for item in error.errors():
-        where = loc_prefix + ".".join(str(part) for part in item["loc"]) or "(top level)"
+        where = (loc_prefix + ".".join(str(part) for part in item["loc"])).rstrip(".") \
+            or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             known = _keys_at(model or ExperimentConfig, tuple(item["loc"][:-1]))
