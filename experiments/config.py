@@ -726,6 +726,10 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
         for where, params in checks:
             _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
         _check_llm_roles(config, index, spec, source)
+        if spec.type == "sb3" and config.training_for(spec).steps is None:
+            raise ConfigError(f"{source}: agents.{index}: an sb3 agent trains for a number of "
+                              "environment steps (SB3's total_timesteps); give it training: "
+                              "{steps: N} (its own block or the file's)")
     for index, adapter in enumerate(config.adapters):
         where = f"adapters.{index}.settings."
         try:

@@ -147,6 +147,9 @@ def test_sb3_settings_are_checked_in_the_file(tmp_path):
     advised = {"type": "sb3", "advisor": {"backend": "llamacpp"}}
     with pytest.raises(ConfigError, match="sb3 does not learn from steps in langadapt's loop"):
         experiment_from_dict(_config(tmp_path, advised))
+    with pytest.raises(ConfigError, match=r"agents\.0: an sb3 agent trains for a number of "
+                                          r"environment steps .* training: \{steps: N\}"):
+        experiment_from_dict(_config(tmp_path, {"type": "sb3"}, training={"episodes": 5}))
     env = _taxi()
     agent = agents.make_agent("sb3", env.observation_space, env.action_space, **PPO)
     with pytest.raises(ValueError, match=r"sb3 agent trains for a number of environment "
