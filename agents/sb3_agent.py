@@ -42,9 +42,6 @@ from .loop import Budget, Callback, EpisodeRecord, TrainingResult, TrainingRun, 
 
 INSTALL = "pip install 'langadapt[sb3]'"
 
-ALGORITHMS = ("PPO", "A2C", "DQN")
-"""SB3's algorithms for a discrete action space."""
-
 SET_HERE = ("policy", "env", "seed", "verbose", "tensorboard_log", "_init_setup_model")
 """Constructor keywords the agent sets itself (the TensorBoard log is langadapt's callback)."""
 
@@ -64,7 +61,8 @@ class SB3Config(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    algorithm: Literal["PPO", "A2C", "DQN"] = Field("PPO", validate_default=True)
+    algorithm: Literal["PPO", "A2C", "DQN"] = Field(  # SB3's for a discrete action space
+        "PPO", validate_default=True)
     policy: str = "MlpPolicy"
 
     @field_validator("algorithm")
@@ -80,11 +78,13 @@ class SB3Config(BaseModel):
     def _constructor_keywords(self) -> SB3Config:
         accepted = [name for name in inspect.signature(sb3_algorithm(self.algorithm)).parameters
                     if name not in SET_HERE]
-        for name in sorted(set(self.keywords) - set(accepted)):
-            close = difflib.get_close_matches(name, accepted, n=1)
+        unknown = sorted(set(self.keywords) - set(accepted))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], accepted, n=1)
             expected = (f"did you mean {close[0]}?" if close else
                         f"expected algorithm, policy or one of {', '.join(accepted)}")
-            raise ValueError(f"{name}: not a parameter of SB3's {self.algorithm} ({expected})")
+            raise ValueError(f"{unknown[0]}: not a parameter of SB3's {self.algorithm} "
+                             f"({expected})")
         return self
 
     @property

@@ -162,6 +162,9 @@ def test_a_missing_extra_is_one_line_naming_pip_install(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"agents\.0\.params\.algorithm: sb3 agents need "
                                           r"Stable-Baselines3: pip install 'langadapt\[sb3\]'"):
         experiment_from_dict(_config(tmp_path, {"type": "sb3"}))
+    plain = experiment_from_dict(_config(tmp_path, {"type": "dqn"}))
+    logged = experiment_from_dict(_config(tmp_path, {"type": "dqn"}, logging={"tensorboard": True}))
+    assert plain.fingerprint() == logged.fingerprint()  # logging changes no result: resumable
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
     with pytest.raises(ConfigError, match=r"logging\.tensorboard: tensorboard is not installed: "
                                           r"pip install 'langadapt\[tensorboard\]'"):
