@@ -57,7 +57,7 @@ agents:
     params: {algorithm: PPO, n_steps: 64, batch_size: 32, n_epochs: 1}
 training: {steps: 240}
 seeds: 1
-evaluation: {every_steps: 120, episodes: 1, final_episodes: 2}
+evaluation: {every_steps: 120, episodes: 1, heldout_seeds: {first: 500000, count: 2}}
 logging: {tensorboard: true}
 cache_dir: CACHE
 """
@@ -78,7 +78,8 @@ def test_taxi_file_with_sb3_ppo_and_dqn_in_one_summary_and_tensorboard(tmp_path,
     train = [r for r in episodes if r["phase"] == "train"]
     assert sum(int(r["length"]) for r in train if r["adapter"] == "raw") <= 240
     assert {r["phase"] for r in episodes} == {"train", "eval", "final"}
-    assert len([r for r in episodes if r["phase"] == "final"]) == 4  # 2 per adapter
+    final = [r for r in episodes if r["phase"] == "final"]
+    assert len(final) == 4  # the 2 held-out episodes per adapter
     ppo, dqn = _scalars(out / "runs/language__ppo__seed0/tb"), _scalars(
         out / "runs/language__dqn__seed0/tb")
     for scalars in (ppo, dqn):
