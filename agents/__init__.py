@@ -1,8 +1,9 @@
 """RL agents that work on raw vectors, 384-dim language encodings and descriptions alike.
 
-Public names: the agents (:class:`QLearningAgent`, :class:`DQNAgent`, :class:`RandomAgent`)
-with their pydantic configs, :func:`make_agent` / :func:`register_agent`, the learner loop
-(:class:`StepLearner` with its :class:`Budget` and :class:`Callback` s, :func:`train`,
+Public names: the agents (:class:`QLearningAgent`, :class:`DQNAgent`, :class:`RandomAgent`,
+Stable-Baselines3's algorithms as :class:`SB3Agent`) with their pydantic configs,
+:func:`make_agent` / :func:`register_agent`, the learner loop (:class:`StepLearner` with its
+:class:`Budget` and :class:`Callback` s, :func:`train`, :class:`TensorBoardLog`,
 :func:`evaluate`, :class:`EpisodeRecord`, :class:`TrainingResult`),
 :class:`Discretisation` and :func:`read_agent_file` (the one save format). Agents know only
 gymnasium spaces and the environment they are bound to; the LLM roles that act as agents
@@ -25,7 +26,8 @@ from .loop import (
 from .qlearning import QLearningAgent, QLearningConfig
 from .random_agent import RandomAgent
 from .registry import AGENTS, make_agent, register_agent
-from .training import train
+from .sb3_agent import SB3Agent, SB3Config
+from .training import TensorBoardLog, train
 
 __all__ = [
     "AGENTS",
@@ -40,7 +42,10 @@ __all__ = [
     "QLearningAgent",
     "QLearningConfig",
     "RandomAgent",
+    "SB3Agent",
+    "SB3Config",
     "StepLearner",
+    "TensorBoardLog",
     "TrainingResult",
     "TrainingRun",
     "dqn_targets",

@@ -15,11 +15,13 @@ from .base import Agent
 from .dqn import DQNAgent
 from .qlearning import QLearningAgent
 from .random_agent import RandomAgent
+from .sb3_agent import SB3Agent
 
 AGENTS: dict[str, type[Agent]] = {
     "qlearning": QLearningAgent,
     "dqn": DQNAgent,
     "random": RandomAgent,
+    "sb3": SB3Agent,  # Stable-Baselines3 (the sb3 extra, imported when one is built)
 }
 
 

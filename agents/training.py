@@ -2,15 +2,18 @@
 
 :func:`train` checks its arguments, builds the callbacks (:class:`EpisodeHook` for the
 caller's ``on_episode``, :class:`Evaluations` for evaluation and keep-best,
-:class:`ProgressBar`) and hands them to the agent's learner (``agent.learner()``, see
-:mod:`agents.loop`). Neither it nor :func:`evaluate` touches the global random generators of
-Python, numpy or torch: the agent, the environment and its action space carry their own.
+:class:`ProgressBar`) and hands them, with the caller's own (:class:`TensorBoardLog`), to
+the agent's learner (``agent.learner()``, see :mod:`agents.loop`). Neither it nor
+:func:`evaluate` touches the global random generators of Python, numpy or torch: the agent,
+the environment and its action space carry their own.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -140,6 +143,107 @@ class ProgressBar(Callback):
         self.bar.close()
 
 
+class TensorBoardLog(Callback):
+    """TensorBoard scalars of one training run in ``folder``, by environment steps, with
+    Stable-Baselines3's names where it has one (the ``tensorboard`` extra):
+
+    - ``rollout/ep_rew_mean``, ``rollout/ep_len_mean``, ``rollout/success_rate``: the mean
+      over the last ``window`` training episodes (SB3's stats window), after each episode;
+    - ``eval/mean_reward``, ``eval/mean_ep_length``, ``eval/success_rate``: each greedy
+      evaluation during training;
+    - ``train/loss`` (the policy's ``last_loss``), ``rollout/exploration_rate`` (its
+      ``epsilon``), when the policy has them; ``train/q_mean`` for a policy with
+      ``q_values``: the mean best legal Q-value of ``probes`` fixed start states of the
+      training environment (drawn before training from the evaluations' seed, its random
+      stream put back: Mnih et al.'s held-out states);
+    - ``llm/calls``, ``llm/seconds``: ``counters()["llm_calls"]`` and ``["llm_seconds"]``
+      so far (the LLM cost of the run, when the caller knows it).
+    """
+
+    def __init__(self, folder: str | Path, counters: Callable[[], dict[str, float]] | None = None,
+                 window: int = 100, probes: int = 10) -> None:
+        check_count("window", window, optional=False)
+        check_count("probes", probes, minimum=0, optional=False)
+        self.folder, self.counters, self.probes = Path(folder), counters, probes
+        self.returns: deque[float] = deque(maxlen=window)
+        self.lengths: deque[int] = deque(maxlen=window)
+        self.successes: deque[bool] = deque(maxlen=window)
+        self.evaluation: list[EpisodeRecord] = []
+        self.states: list[tuple[Any, Any]] = []
+        self.writer: Any = None
+
+    def on_start(self, run: TrainingRun) -> None:
+        self.writer = summary_writer(self.folder)
+        if self.probes and hasattr(run.policy, "q_values"):
+            self.states = _start_states(run.policy, run.env, self.probes,
+                                        run.budget.seed + EVAL_SEED_OFFSET)
+
+    def on_record(self, run: TrainingRun, record: EpisodeRecord) -> None:
+        if record.phase != "train":
+            self.evaluation.append(record)
+            return
+        self._write_evaluation()
+        self.returns.append(record.return_)
+        self.lengths.append(record.length)
+        self.successes.append(record.success)
+        scalars = {"rollout/ep_rew_mean": np.mean(self.returns),
+                   "rollout/ep_len_mean": np.mean(self.lengths),
+                   "rollout/success_rate": np.mean(self.successes)}
+        for name, attribute in (("train/loss", "last_loss"),
+                                ("rollout/exploration_rate", "epsilon")):
+            value = getattr(run.policy, attribute, None)
+            if value is not None:
+                scalars[name] = value
+        if self.states:
+            scalars["train/q_mean"] = np.mean([
+                np.max(np.asarray(run.policy.q_values(obs))[legal]) for obs, legal in self.states])
+        if self.counters is not None:
+            counters = self.counters()
+            scalars["llm/calls"] = counters.get("llm_calls", 0)
+            scalars["llm/seconds"] = counters.get("llm_seconds", 0.0)
+        for name, value in scalars.items():
+            self.writer.add_scalar(name, float(value), record.total_steps)
+
+    def on_end(self, run: TrainingRun) -> None:
+        self._write_evaluation()
+        self.writer.close()
+
+    def _write_evaluation(self) -> None:
+        """The evaluation round recorded since the last training episode, if any."""
+        records, self.evaluation = self.evaluation, []
+        if not records:
+            return
+        step = records[0].total_steps
+        self.writer.add_scalar("eval/mean_reward", np.mean([r.return_ for r in records]), step)
+        self.writer.add_scalar("eval/mean_ep_length", np.mean([r.length for r in records]), step)
+        self.writer.add_scalar("eval/success_rate", np.mean([r.success for r in records]), step)
+
+
+def summary_writer(folder: Path) -> Any:
+    """torch's TensorBoard ``SummaryWriter`` on ``folder``; one line naming the extra when
+    tensorboard is not installed."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard extra
+    except ImportError:
+        raise ImportError("TensorBoard logging needs tensorboard: "
+                          "pip install 'langadapt[tensorboard]'") from None
+    return SummaryWriter(log_dir=str(folder))
+
+
+def _start_states(policy: Any, env: gym.Env, count: int, seed: int) -> list[tuple[Any, Any]]:
+    """(what the policy acts on, legal-move index) of ``count`` starts of ``env`` (the first
+    reset seeded with ``seed``, as evaluations start), its random stream put back."""
+    saved = _rng_state(env)
+    states = []
+    for index in range(count):
+        obs, info = env.reset(seed=seed if index == 0 else None)
+        legal = info.get("legal_moves")
+        states.append((policy.observe(obs, info), slice(None) if legal is None else list(legal)))
+    if saved is not None:
+        _rng(env).bit_generator.state = saved
+    return states
+
+
 def train(
     agent: Agent,
     env: gym.Env,
@@ -154,6 +258,7 @@ def train(
     eval_every_steps: int | None = None,
     keep_best: bool = False,
     advisor: ActionOverride | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> TrainingResult:
     """Train ``agent`` on ``env`` for ``episodes`` episodes and/or ``steps`` steps, with its
     learner (``agent.learner(advisor)``).
@@ -164,7 +269,8 @@ def train(
     ``eval_episodes`` greedy episodes on ``eval_env`` (default: ``env``) seeded with
     ``seed + EVAL_SEED_OFFSET``. ``keep_best`` needs an evaluation schedule. ``advisor``:
     an action override (:class:`~langadapt.roles.LLMAdvisor`) in the step loop.
-    ``on_episode`` is called with every record as it is made.
+    ``on_episode`` is called with every record as it is made; ``callbacks`` (e.g.
+    :class:`TensorBoardLog`) run after those, in the order given.
     """
     budget = Budget(episodes, steps, seed)
     check_count("eval_every", eval_every)
@@ -181,10 +287,10 @@ def train(
     eval_env = env if eval_env is None else eval_env
     if scheduled:
         check_env(agent, eval_env)
-    callbacks: list[Callback] = [] if on_episode is None else [EpisodeHook(on_episode)]
+    own: list[Callback] = [] if on_episode is None else [EpisodeHook(on_episode)]
     if scheduled:
-        callbacks.append(Evaluations(eval_env, eval_episodes, seed + EVAL_SEED_OFFSET,
+        own.append(Evaluations(eval_env, eval_episodes, seed + EVAL_SEED_OFFSET,
                                      eval_every, eval_every_steps, keep_best))
     if progress:
-        callbacks.append(ProgressBar(f"train {agent.kind}"))
-    return agent.learner(advisor).learn(env, budget, callbacks)
+        own.append(ProgressBar(f"train {agent.kind}"))
+    return agent.learner(advisor).learn(env, budget, [*own, *callbacks])

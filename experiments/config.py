@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import re
 import typing
@@ -38,7 +39,7 @@ from .. import environments  # noqa: F401  (registers the langadapt gymnasium id
 from ..adapters import LanguageAdapter
 from ..adapters.llm import llm_setting_models
 from ..adapters.representation import check_representation
-from ..agents import AGENTS
+from ..agents import AGENTS, SB3Agent
 from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
@@ -72,7 +73,7 @@ MAX_YAML_VALUES = 100_000
 """Most values (scalars, lists, mappings) an experiment file may hold with its YAML aliases
 expanded: nine levels of nine aliases are 637 bytes but 387 million values."""
 
-RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor")
+RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor", "logging")
 """Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
 
 RESULT_NEUTRAL_KEYS = frozenset(
@@ -150,10 +151,10 @@ class AdapterSpec(_Strict):
 
 
 class AgentSpec(_Strict):
-    """One learner (``qlearning``, ``dqn``, ``random``, an LLM role, ``grpo``) and its
-    hyperparameters."""
+    """One learner (``qlearning``, ``dqn``, ``random``, an LLM role, ``grpo``, ``sb3``) and
+    its hyperparameters."""
 
-    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo"]
+    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo", "sb3"]
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     advisor: dict[str, Any] | None = Field(
@@ -306,6 +307,21 @@ class ExecutorSpec(_Strict):
         return self
 
 
+class LoggingSpec(_Strict):
+    """What each run logs besides its rows of episodes.csv."""
+
+    tensorboard: Bool = Field(
+        default=False, description="TensorBoard scalars of each run in runs/<run>/tb/ (the "
+        "tensorboard extra; the process executor)")
+
+    @field_validator("tensorboard")
+    @classmethod
+    def _installed(cls, value: bool) -> bool:
+        if value and importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("tensorboard is not installed: pip install 'langadapt[tensorboard]'")
+        return value
+
+
 class ExperimentConfig(_Strict):
     """One experiment file."""
 
@@ -342,6 +358,7 @@ class ExperimentConfig(_Strict):
         "second thread fighting other processes for a core can slow a step tenfold",
     )
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    logging: LoggingSpec = Field(default_factory=LoggingSpec)
 
     @model_validator(mode="before")
     @classmethod
@@ -581,7 +598,8 @@ def _format_validation_error(
 ) -> str:
     lines = [f"{path}: invalid experiment file"]
     for item in error.errors():
-        where = loc_prefix + ".".join(str(part) for part in item["loc"]) or "(top level)"
+        where = (loc_prefix + ".".join(str(part) for part in item["loc"])).rstrip(".") \
+            or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             known = _keys_at(model or ExperimentConfig, tuple(item["loc"][:-1]))
@@ -708,6 +726,10 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
         for where, params in checks:
             _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
         _check_llm_roles(config, index, spec, source)
+        if spec.type == "sb3" and config.training_for(spec).steps is None:
+            raise ConfigError(f"{source}: agents.{index}: an sb3 agent trains for a number of "
+                              "environment steps (SB3's total_timesteps); give it training: "
+                              "{steps: N} (its own block or the file's)")
     for index, adapter in enumerate(config.adapters):
         where = f"adapters.{index}.settings."
         try:
@@ -731,10 +753,11 @@ def _check_component_settings(config: ExperimentConfig, source: Path | str) -> N
 def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
     """The advisor and reward-shaping blocks, and llm_policy agents only on raw states."""
     if spec.advisor is not None:
-        if issubclass(AGENTS[spec.type], (LLMPolicy, LLMPolicySearch)):
+        if issubclass(AGENTS[spec.type], (LLMPolicy, LLMPolicySearch, SB3Agent)):
             raise ConfigError(
                 f"{source}: agents.{index}.advisor: an advisor replaces some of the actions an "
-                f"agent learns from step by step, but {spec.type} does not learn from steps; "
+                f"agent learns from step by step, but {spec.type} does not learn from steps "
+                "in langadapt's loop; "
                 "remove the advisor block (advisors suit qlearning and dqn)")
         _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
     if spec.reward_shaping is not None:

@@ -210,6 +210,8 @@ def train_run(
             **_retention(config),
             **({} if eval_env is env else {"eval_env": eval_env}),
             advisor=advisor,
+            callbacks=_logs(config, run_dir, lambda: _run_stats(adapter, agent, advisor, shaper,
+                                                                plan)),
         )
     final_env = _final_env(config, eval_env)
     if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
@@ -327,6 +329,15 @@ def _agent_log(agent: Any) -> dict[str, Any]:
     if not hasattr(agent, "round_log"):
         return {}
     return {"agent_stats": agent.stats(), "rounds": agent.round_log}
+
+
+def _logs(config: ExperimentConfig, run_dir: Path | None,
+          counters: Callable[[], dict[str, float]]) -> list[agents.Callback]:
+    """The run's TensorBoard log in ``runs/<run>/tb/`` when the experiment asks for it
+    (``logging.tensorboard``; not under Ray, whose runs have no folder of their own here)."""
+    if not config.logging.tensorboard or run_dir is None:
+        return []
+    return [agents.TensorBoardLog(Path(run_dir) / "tb", counters=counters)]
 
 
 def _retention(config: ExperimentConfig) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Learning curves and final-return bars: raw vs language vs llm, mean and 95% percentile
 bootstrap interval over seeds (never outside the seeds' range), each seed's own curve
-beneath; curves over environment steps when the training budget is steps (Q-learning and
-DQN then line up however long their episodes are), over training episodes otherwise."""
+beneath. Two rows of curves: the greedy evaluations during training (when the experiment
+has them) and the training episodes' returns. Curves run over environment steps when the
+training budget is steps (Q-learning and DQN then line up however long their episodes
+are), over training episodes otherwise."""
 
 from __future__ import annotations
 
@@ -23,22 +25,28 @@ LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D")
 """Lines that lie on top of each other (two adapters that both solved the task) stay visible."""
 
+GRID_POINTS = 100
+"""Most points of a mean curve: more distinct x values than this are read on an even grid."""
 
-def _curve_points(episodes: list[Episode]) -> tuple[str, dict[int, list[tuple[int, float]]]]:
-    """Per seed, (training episodes done, return) points: evaluations if any, else training."""
-    evaluations = [e for e in episodes if e.phase == "eval"]
+Series = dict[int, list[tuple[int, float]]]
+"""Per seed, (x, y) points in increasing x."""
+
+
+def _evaluation_points(episodes: list[Episode]) -> Series:
+    """Per seed, (training episodes done, mean return of the greedy evaluation then)."""
     per_seed: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    if evaluations:
-        for e in evaluations:
+    for e in episodes:
+        if e.phase == "eval":
             per_seed[e.seed][e.episode].append(e.return_)
-        kind = "greedy evaluation return"
-        return kind, {
-            seed: [(x, float(np.mean(v))) for x, v in sorted(points.items())]
-            for seed, points in per_seed.items()
-        }
-    train = [e for e in episodes if e.phase == "train"]
+    return {seed: [(x, float(np.mean(v))) for x, v in sorted(points.items())]
+            for seed, points in per_seed.items()}
+
+
+def _training_points(episodes: list[Episode]) -> tuple[int, Series]:
+    """(window, per seed the moving mean of ``window`` training returns at each training
+    episode that ends a window); the window is a twentieth of the longest seed's episodes."""
     by_seed: dict[int, list[tuple[int, float]]] = defaultdict(list)
-    for e in sorted(train, key=lambda e: e.episode):
+    for e in sorted((e for e in episodes if e.phase == "train"), key=lambda e: e.episode):
         by_seed[e.seed].append((e.episode, e.return_))
     window = max(1, max((len(v) for v in by_seed.values()), default=1) // 20)
     smoothed = {}
@@ -47,25 +55,35 @@ def _curve_points(episodes: list[Episode]) -> tuple[str, dict[int, list[tuple[in
         kernel = np.ones(window) / window
         moving = np.convolve(values, kernel, mode="valid") if len(values) >= window else values
         smoothed[seed] = [(points[i + window - 1][0], float(m)) for i, m in enumerate(moving)]
-    return f"training return (moving mean of {window})", smoothed
+    return window, smoothed
 
 
-def _mean_band(series: dict[int, list[tuple[int, float]]]):
-    """Per x: mean over seeds and its bootstrap interval (the mean where undefined)."""
-    by_x: dict[int, list[float]] = defaultdict(list)
+def _mean_band(series: Series):
+    """The mean over seeds and its bootstrap interval (the mean where undefined) on a
+    common grid: every x of the curves, or :data:`GRID_POINTS` evenly spaced ones when
+    there are more. Each seed counts where its curve spans x, read linearly between its
+    points (seeds evaluated at different steps still share a band)."""
+    xs = sorted({x for points in series.values() for x, _ in points})
+    if not xs:
+        return (np.array([]),) * 4
+    grid = np.array(xs, dtype=float) if len(xs) <= GRID_POINTS else np.linspace(
+        xs[0], xs[-1], GRID_POINTS)
+    columns: list[list[float]] = [[] for _ in grid]
     for points in series.values():
-        for x, y in points:
-            by_x[x].append(y)
-    xs = sorted(by_x)
-    stats = np.array([mean_and_interval(by_x[x]) for x in xs]).reshape(-1, 3)
+        px = np.array([x for x, _ in points], dtype=float)
+        inside = np.flatnonzero((grid >= px[0]) & (grid <= px[-1]))
+        values = np.interp(grid[inside], px, [y for _, y in points])
+        for index, value in zip(inside, values, strict=True):
+            columns[index].append(float(value))
+    keep = [i for i, column in enumerate(columns) if column]
+    stats = np.array([mean_and_interval(columns[i]) for i in keep]).reshape(-1, 3)
     means, lows, highs = stats.T
     undefined = np.isnan(lows)
     lows[undefined], highs[undefined] = means[undefined], means[undefined]
-    return np.array(xs), means, lows, highs
+    return grid[keep], means, lows, highs
 
 
-def _in_steps(series: dict[int, list[tuple[int, float]]], episodes: list[Episode]
-              ) -> dict[int, list[tuple[int, float]]]:
+def _in_steps(series: Series, episodes: list[Episode]) -> Series:
     """The points of ``series`` with x as environment steps: the training episodes done
     replaced by the sum of their lengths (per seed, from the training rows)."""
     lengths: dict[int, dict[int, int]] = defaultdict(dict)
@@ -81,54 +99,65 @@ def _in_steps(series: dict[int, list[tuple[int, float]]], episodes: list[Episode
     return converted
 
 
+def _curve_rows(episodes: list[Episode]) -> list[str]:
+    """The rows of panels: evaluations (when there are any) above training returns."""
+    return (["eval"] if any(e.phase == "eval" for e in episodes) else []) + ["train"]
+
+
 def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
                          x_axis: str = "episodes") -> None:
-    """One panel per agent; one line per adapter with its 95% band over seeds and each
+    """One column per agent, a row for the greedy evaluations (when there are any) and one
+    for the training returns; one line per adapter with its 95% band over seeds and each
     seed's own line beneath. ``x_axis``: ``episodes`` (training episodes done) or ``steps``
     (environment steps done, for a budget in steps)."""
     if x_axis not in ("episodes", "steps"):
         raise ValueError(f"x_axis={x_axis!r}: expected 'episodes' or 'steps'")
     agents = list(dict.fromkeys(e.agent for e in episodes))
     adapters = list(dict.fromkeys(e.adapter for e in episodes))
-    figure, axes = plt.subplots(
-        1, max(1, len(agents)), figsize=(5.2 * max(1, len(agents)), 3.8), squeeze=False
-    )
-    ylabel = ""
-    for axis, agent in zip(axes[0], agents, strict=False):
-        for index, adapter in enumerate(adapters):
-            subset = [e for e in episodes if e.agent == agent and e.adapter == adapter]
-            if not subset:
-                continue
-            ylabel, series = _curve_points(subset)
-            if x_axis == "steps":
-                series = _in_steps(series, subset)
-            xs, means, lows, highs = _mean_band(series)
-            if len(xs) == 0:
-                continue
-            colour = f"C{index}"
-            for points in series.values():  # each seed, thin, under the band
-                axis.plot([x for x, _ in points], [y for _, y in points], color=colour,
-                          linewidth=0.6, alpha=0.35)
-            axis.plot(
-                xs,
-                means,
-                color=colour,
-                linestyle=LINE_STYLES[index % len(LINE_STYLES)],
-                marker=MARKERS[index % len(MARKERS)],
-                markersize=3,
-                label=f"{adapter} ({len(series)} seeds)",
-            )
-            axis.fill_between(xs, lows, highs, color=colour, alpha=0.2)
-        axis.set_title(agent)
-        axis.set_xlabel("environment steps" if x_axis == "steps" else "training episodes")
-        axis.set_ylabel(ylabel)
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
+    rows = _curve_rows(episodes)
+    columns = max(1, len(agents))
+    figure, axes = plt.subplots(len(rows), columns, figsize=(5.2 * columns, 3.4 * len(rows)),
+                                squeeze=False)
+    for row, phase in enumerate(rows):
+        for column, agent in enumerate(agents):
+            axis = axes[row][column]
+            ylabel = "greedy evaluation return"
+            for index, adapter in enumerate(adapters):
+                subset = [e for e in episodes if e.agent == agent and e.adapter == adapter]
+                if phase == "eval":
+                    series = _evaluation_points(subset)
+                else:
+                    window, series = _training_points(subset)
+                    ylabel = f"training return (moving mean of {window})"
+                if x_axis == "steps":
+                    series = _in_steps(series, subset)
+                _plot_band(axis, series, index, adapter)
+            axis.set_title(f"{agent}: {'greedy evaluations' if phase == 'eval' else 'training'}")
+            axis.set_xlabel("environment steps" if x_axis == "steps" else "training episodes")
+            axis.set_ylabel(ylabel)
+            axis.grid(alpha=0.3)
+            if axis.has_data():
+                axis.legend(fontsize=8)
     figure.suptitle(f"{title}\nmean and 95% bootstrap interval over seeds (thin: each seed)",
                     fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
+
+
+def _plot_band(axis, series: Series, index: int, adapter: str) -> None:
+    """Each seed's line, thin, under the mean line and its band."""
+    xs, means, lows, highs = _mean_band(series)
+    if len(xs) == 0:
+        return
+    colour = f"C{index}"
+    for points in series.values():
+        axis.plot([x for x, _ in points], [y for _, y in points], color=colour,
+                  linewidth=0.6, alpha=0.35)
+    axis.plot(xs, means, color=colour, linestyle=LINE_STYLES[index % len(LINE_STYLES)],
+              marker=MARKERS[index % len(MARKERS)], markersize=3, markevery=max(1, len(xs) // 20),
+              label=f"{adapter} ({len(series)} seeds)")
+    axis.fill_between(xs, lows, highs, color=colour, alpha=0.2)
 
 
 def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> None:

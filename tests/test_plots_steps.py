@@ -1,11 +1,18 @@
 """Learning curves over environment steps when the budget is steps: each evaluation's x is
-the sum of the lengths of the training episodes before it, per seed."""
+the sum of the lengths of the training episodes before it, per seed; seeds evaluated at
+different steps share one band; the training returns have a row of their own."""
 
 from __future__ import annotations
 
 import pytest
 
-from langadapt.experiments.plots import _curve_points, _in_steps, plot_learning_curves
+from langadapt.experiments.plots import (
+    _evaluation_points,
+    _in_steps,
+    _mean_band,
+    _training_points,
+    plot_learning_curves,
+)
 from langadapt.experiments.results import Episode
 
 
@@ -21,14 +28,26 @@ EPISODES = [
 
 
 def test_evaluations_are_placed_at_the_steps_done_per_seed():
-    _, series = _curve_points(EPISODES)
+    series = _evaluation_points(EPISODES)
     assert _in_steps(series, EPISODES) == {0: [(40, 1.0), (47, 2.0)], 1: [(101, 3.0)]}
+    window, training = _training_points(EPISODES)
+    assert window == 1 and _in_steps(training, EPISODES)[1] == [(100, 0.0), (101, 0.0)]
+
+
+def test_seeds_at_different_steps_share_the_band_where_both_run():
+    xs, means, lows, highs = _mean_band({0: [(0, 0.0), (100, 10.0)], 1: [(50, 0.0), (150, 4.0)]})
+    assert xs.tolist() == [0, 50, 100, 150]
+    assert means.tolist() == [0.0, 2.5, 6.0, 4.0]  # at 100: seed 0's 10 and seed 1's 2
+    assert lows[2] == 2.0 and highs[2] == 10.0 and lows[0] == highs[0] == 0.0
 
 
 def test_the_curves_plot_over_steps_or_episodes_and_nothing_else(tmp_path):
+    import matplotlib.pyplot as plt
+
     for axis in ("steps", "episodes"):
         plot_learning_curves(EPISODES, tmp_path / f"{axis}.png", "t", x_axis=axis)
-        assert (tmp_path / f"{axis}.png").stat().st_size > 0
+        height, width, _ = plt.imread(tmp_path / f"{axis}.png").shape
+        assert height > width  # two rows for one agent: evaluations above training returns
     with pytest.raises(ValueError, match="x_axis='time': expected 'episodes' or 'steps'"):
         plot_learning_curves(EPISODES, tmp_path / "x.png", x_axis="time")
 

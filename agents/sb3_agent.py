@@ -1,0 +1,247 @@
+"""Stable-Baselines3's PPO, A2C and DQN as langadapt agents (the ``sb3`` extra).
+
+``make_agent("sb3", observation_space, action_space, algorithm="PPO", n_steps=128)`` (in an
+experiment file: ``type: sb3`` with ``params: {algorithm: PPO, n_steps: 128}``) builds the SB3
+algorithm from the spaces; every other parameter is a keyword of the algorithm's constructor
+(``learning_rate``, ``policy_kwargs``, ``device`` ...). Its learner (:class:`SB3Learner`)
+trains with SB3's own ``learn()`` on the same environment and budget as langadapt's agents,
+and reports each finished training episode to the same callbacks (evaluation, keep-best,
+records, TensorBoard): they run when the episode ends, before SB3's vectorised environment
+resets it, so an evaluation on the training environment sees it as langadapt's step loop
+leaves it. The step budget is exact (SB3's rollouts stop at it); an episode cut short by it
+is not recorded. The budget is steps: SB3's schedules (DQN's epsilon, a learning-rate
+schedule) run over ``total_timesteps``.
+
+Greedy actions (evaluation) are the policy's best legal action: the most probable one for
+PPO and A2C, the highest Q-value for DQN (SB3's deterministic ``predict`` where every move
+is legal). SB3 trains without legal-move masks. SB3 seeds Python's, numpy's and torch's
+global generators; here they are put back after building and after ``learn``, so training
+touches no global random state of the caller.
+
+stable_baselines3 is imported when an sb3 agent is first built or checked (it is optional).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import inspect
+import random
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .base import Agent
+from .loop import Budget, Callback, EpisodeRecord, TrainingResult, TrainingRun, end_run, start_run
+
+INSTALL = "pip install 'langadapt[sb3]'"
+
+SET_HERE = ("policy", "env", "seed", "verbose", "tensorboard_log", "_init_setup_model")
+"""Constructor keywords the agent sets itself (the TensorBoard log is langadapt's callback)."""
+
+
+def sb3_algorithm(name: str) -> type:
+    """The SB3 class ``name`` (PPO, A2C or DQN); one line naming the extra without SB3."""
+    try:
+        import stable_baselines3  # optional: the sb3 extra
+    except ImportError:
+        raise ImportError(f"sb3 agents need Stable-Baselines3: {INSTALL}") from None
+    return getattr(stable_baselines3, name)
+
+
+class SB3Config(BaseModel):
+    """``algorithm``, ``policy`` (SB3's policy name) and any keyword of the algorithm's
+    constructor, checked against its signature."""
+
+    model_config = ConfigDict(extra="allow")
+
+    algorithm: Literal["PPO", "A2C", "DQN"] = Field(  # SB3's for a discrete action space
+        "PPO", validate_default=True)
+    policy: str = "MlpPolicy"
+
+    @field_validator("algorithm")
+    @classmethod
+    def _installed(cls, value: str) -> str:
+        try:
+            sb3_algorithm(value)
+        except ImportError as error:
+            raise ValueError(str(error)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _constructor_keywords(self) -> SB3Config:
+        accepted = [name for name in inspect.signature(sb3_algorithm(self.algorithm)).parameters
+                    if name not in SET_HERE]
+        unknown = sorted(set(self.keywords) - set(accepted))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], accepted, n=1)
+            expected = (f"did you mean {close[0]}?" if close else
+                        f"expected algorithm, policy or one of {', '.join(accepted)}")
+            raise ValueError(f"{unknown[0]}: not a parameter of SB3's {self.algorithm} "
+                             f"({expected})")
+        return self
+
+    @property
+    def keywords(self) -> dict[str, Any]:
+        """The algorithm's constructor keywords (everything but algorithm and policy)."""
+        return dict(self.model_extra or {})
+
+
+@contextmanager
+def own_random_state() -> Iterator[None]:
+    """Python's, numpy's and torch's global generators as they were, after the block."""
+    python, legacy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(python)
+            np.random.set_state(legacy)
+
+
+class SB3Agent(Agent):
+    """An SB3 algorithm built from the spaces (as SB3's own ``load`` does); ``model`` is it."""
+
+    kind = "sb3"
+    config_model = SB3Config
+
+    def __init__(self, observation_space: gym.spaces.Space, action_space: gym.spaces.Space,
+                 config: BaseModel | dict[str, Any] | None = None, seed: int = 0) -> None:
+        super().__init__(observation_space, action_space, config, seed)
+        cfg: SB3Config = self.config
+        self.algorithm = cfg.algorithm
+        with own_random_state():
+            model = sb3_algorithm(cfg.algorithm)(cfg.policy, env=None, seed=self.seed, verbose=0,
+                                                 _init_setup_model=False, **cfg.keywords)
+            model.observation_space, model.action_space, model.n_envs = (
+                observation_space, action_space, 1)
+            model._setup_model()
+        self.model = model
+
+    # ----------------------------------------------------------------- acting
+    def action_scores(self, obs: np.ndarray) -> np.ndarray:
+        """Q-values (DQN) or action logits (PPO, A2C) of one observation."""
+        tensor, _ = self.model.policy.obs_to_tensor(obs)
+        with torch.no_grad():
+            if self.algorithm == "DQN":
+                scores = self.model.policy.q_net(tensor)
+            else:
+                scores = self.model.policy.get_distribution(tensor).distribution.logits
+        return scores[0].cpu().numpy()
+
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+        """``explore``: SB3's stochastic action if it is legal; else the best legal action."""
+        arr = self.check_obs(obs)
+        mask = self.legal_mask(legal_moves, "legal_moves")
+        if explore:  # SB3 samples with torch's global generator, as in its own loop
+            action, _ = self.model.predict(arr, deterministic=False)
+            if mask[int(action)]:
+                return int(action)
+        scores = np.where(mask, self.action_scores(arr), -np.inf)
+        return int(np.argmax(scores))
+
+    def learn(self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
+              truncated: bool, next_legal_moves: Sequence[int] | None = None) -> None:
+        raise ValueError("an sb3 agent learns in SB3's own loop: train it with agents.train "
+                         "(or agent.learner().learn), not transition by transition")
+
+    def learner(self, override: Any = None) -> SB3Learner:
+        if override is not None:
+            raise ValueError("an advisor replaces actions in langadapt's step loop; an sb3 "
+                             "agent trains in SB3's own loop (advisors suit qlearning and dqn)")
+        return SB3Learner(self)
+
+    # ------------------------------------------------------- what callbacks read
+    @property
+    def last_loss(self) -> float | None:
+        """SB3's ``train/loss`` of the last update (PPO, DQN; A2C logs no total loss)."""
+        logger = getattr(self.model, "_logger", None)  # set by SB3 when learn() starts
+        value = None if logger is None else logger.name_to_value.get("train/loss")
+        return None if value is None else float(value)
+
+    @property
+    def epsilon(self) -> float | None:
+        """DQN's exploration rate (SB3's ``rollout/exploration_rate``); None for PPO, A2C."""
+        return float(self.model.exploration_rate) if self.algorithm == "DQN" else None
+
+    # ---------------------------------------------------------- copies, files
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        return copy.deepcopy(self.model.policy.state_dict())
+
+    def restore(self, snapshot: dict[str, torch.Tensor]) -> None:
+        self.model.policy.load_state_dict(snapshot)
+
+    def header(self) -> dict[str, Any]:
+        return {**super().header(), "settings": self.config.model_dump(mode="json")}
+
+    def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        state, _ = super().get_state()
+        return state, {f"policy.{k}": v.detach().cpu() for k, v in
+                       self.model.policy.state_dict().items()}
+
+    def set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        super().set_state(state, tensors)
+        self.model.policy.load_state_dict(
+            {k.removeprefix("policy."): v for k, v in tensors.items()})
+
+
+class SB3Learner:
+    """Trains an :class:`SB3Agent` with SB3's ``learn()`` for the budget, reporting each
+    finished training episode to the callbacks (see the module docstring)."""
+
+    def __init__(self, agent: SB3Agent) -> None:
+        self.agent = agent
+
+    def learn(self, env: gym.Env, budget: Budget,
+              callbacks: Sequence[Callback] = ()) -> TrainingResult:
+        if budget.steps is None:
+            raise ValueError(
+                f"an sb3 agent trains for a number of environment steps (SB3's total_timesteps, "
+                f"which its schedules read), got episodes={budget.episodes}: give it "
+                "steps=... (in an experiment file, training: {steps: N})")
+        run = start_run(self.agent, env, budget, callbacks)
+        model = self.agent.model
+        with own_random_state():
+            model.set_env(_EpisodeRecords(env, run))
+            model.set_random_seed(budget.seed)  # the first reset and the action space
+            model.learn(total_timesteps=budget.steps,
+                        callback=lambda _locals, _globals: not budget.spent(run.episodes,
+                                                                            run.steps),
+                        log_interval=None)  # type: ignore[arg-type]  # SB3: None = no dumps
+        model.env = None  # the environment is the caller's: no reference kept
+        return end_run(run)
+
+
+class _EpisodeRecords(gym.Wrapper):
+    """Counts the run's steps and records each finished episode (callbacks run then, while
+    the environment is still at the episode's end)."""
+
+    def __init__(self, env: gym.Env, run: TrainingRun) -> None:
+        super().__init__(env)
+        self.run = run
+        self.started, self.return_, self.length = time.perf_counter(), 0.0, 0
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.started, self.return_, self.length = time.perf_counter(), 0.0, 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        run = self.run
+        run.steps += 1
+        self.return_ += float(reward)
+        self.length += 1
+        if terminated or truncated:
+            run.episodes += 1
+            run.record(EpisodeRecord(
+                episode=run.episodes, return_=self.return_, length=self.length,
+                success=bool(info.get("is_success", False)),
+                wall_time=time.perf_counter() - self.started, phase="train",
+                total_steps=run.steps))
+        return obs, reward, terminated, truncated, info
