@@ -63,10 +63,10 @@ import time
 import warnings
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from .tasks import MazeTask, MiniGridTask
 
@@ -106,8 +106,10 @@ class GRPOSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     steps: int = Field(30, ge=1, description="GRPO steps (one gradient step each)")
-    group_size: int = Field(4, description="rollouts per start state (G, at least 2)")
-    states: Literal["all"] | int = Field(
+    group_size: Annotated[int, Strict()] = Field(
+        4, ge=2, description="rollouts per start state (G, at least 2: GRPO compares the "
+        "rewards within a group, and a group of 1 has no spread)")
+    states: Literal["all"] | Annotated[int, Strict(), Field(ge=1)] = Field(
         "all", description="start states per step: 'all' reachable non-goal maze cells, or N")
     group_actions: Literal["cover", "sampled"] = Field(
         "cover", description="first actions of a group: every legal action once, the rest "
@@ -144,23 +146,6 @@ class GRPOSettings(BaseModel):
     stop_after_tied: int | None = Field(
         3, ge=1, description="stop after this many steps in a row in which every group was "
         "tied (no gradient: the policy has stopped changing); None = run every step")
-
-    @field_validator("group_size")
-    @classmethod
-    def _group(cls, value: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-            raise ValueError(
-                f"group_size is {value!r}, expected an int >= 2 (GRPO compares the rewards "
-                "within a group; a group of 1 has no spread)")
-        return value
-
-    @field_validator("states")
-    @classmethod
-    def _states(cls, value: Any) -> Any:
-        if value != "all" and (isinstance(value, bool) or not isinstance(value, int)
-                               or value < 1):
-            raise ValueError(f"states is {value!r}, expected 'all' or a positive int")
-        return value
 
 
 def group_advantages(rewards: Any, eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
