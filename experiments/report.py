@@ -46,18 +46,9 @@ from pathlib import Path
 
 from .config import load_config
 from .plots import plot_final_returns, plot_learning_curves
-from .results import (
-    Episode,
-    ResultsFolderError,
-    check_results,
-    folder_lock,
-    read_episodes,
-    refuse_links,
-    replacing,
-    results_notes,
-    write_text,
-    writing,
-)
+from .results import Episode, check_results, read_episodes, results_notes
+from .results_folder import refuse_links
+from .results_io import ResultsFolderError, folder_lock, replacing, write_text, writing
 from .stats import seed_scores_markdown
 from .summary import (
     FEW_SEEDS,
