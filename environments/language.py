@@ -38,15 +38,9 @@ import gymnasium
 import numpy as np
 
 from .cartpole import CartPoleEnv
-from .describers import (
-    CartPoleDescriber,
-    Describer,
-    FrozenLakeDescriber,
-    FrozenLakeMapsDescriber,
-    MazeDescriber,
-    SailingDescriber,
-)
+from .describers import CartPoleDescriber, Describer, SailingDescriber
 from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
+from .grid_describers import FrozenLakeDescriber, FrozenLakeMapsDescriber, MazeDescriber
 from .maze import ACTION_NAMES, MazeEnv
 from .sailing import X_LIMIT, SailingEnv
 
