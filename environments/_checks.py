@@ -9,8 +9,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict, validate_call
 
 RENDER_MODES: tuple[str, ...] = ("rgb_array", "ansi")
+
+checked_arguments = validate_call(config=ConfigDict(arbitrary_types_allowed=True))
+"""Check a constructor's arguments against their annotations (``Annotated`` bounds, a
+``Literal``): a pydantic ValidationError naming the argument, the bound and the value."""
 
 
 def check_action(action: Any, n_actions: int) -> int:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
-from ._checks import check_action, check_legal_moves, check_state
+from ._checks import check_action, check_legal_moves, check_state, checked_arguments
 
 __all__ = [
     "Describer",
@@ -269,6 +269,9 @@ class CartPoleBins(BaseModel):
         return self
 
 
+Decimals = Annotated[int, Strict(), Field(ge=0, le=6)]
+"""Decimal places of a number shown in a description."""
+
 _SPEED = ("", " slowly", "", " quickly")
 
 
@@ -321,20 +324,17 @@ class CartPoleDescriber(Describer):
         ("pole angular velocity", -math.inf, math.inf),
     )
 
+    @checked_arguments
     def __init__(
         self,
         bins: CartPoleBins | dict | None = None,
         include_numbers: bool = False,
-        decimals: int = 2,
-        style: str = "bins",
+        decimals: Decimals = 2,
+        style: Literal["bins", "numbers"] = "bins",
         steps: CartPoleSteps | dict | None = None,
     ) -> None:
         self.bins = _make_bins(CartPoleBins, bins)
         self.steps = _make_bins(CartPoleSteps, steps)
-        if isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 6:
-            raise ValueError(f"decimals={decimals!r}: expected an int in [0, 6]")
-        if style not in ("bins", "numbers"):
-            raise ValueError(f"style={style!r}: expected 'bins' or 'numbers'")
         self.include_numbers = bool(include_numbers)
         self.decimals = decimals
         self.style = style
