@@ -34,7 +34,6 @@ def shown(value: Any) -> str:
         return repr(value)
 
 
-
 def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """The keys the model at ``loc`` inside ``model`` accepts ([] where none is a model)."""
     current: Any = model
@@ -58,8 +57,6 @@ def _model_in(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
-
-
 
 
 def format_validation_error(

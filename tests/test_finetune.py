@@ -99,6 +99,12 @@ def test_group_size_below_two_is_rejected():
         GRPOSettings(group_size=1)
 
 
+def test_an_empty_lora_target_module_name_is_rejected():
+    with pytest.raises(ValidationError, match=r"target_modules\.1\n.*at least 1 character "
+                                              r".*input_value=''"):
+        LoRASettings(target_modules=["q_proj", ""])
+
+
 # ------------------------------------------------------------------ the reward
 def test_reward_steps_a_real_maze_with_oracle_shaping(umaze):
     task = MazeTask(umaze)
