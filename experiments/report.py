@@ -30,7 +30,7 @@ line naming the ``stats`` extra without rliable). A suite's report across tasks 
 
 The numbers come from :mod:`langadapt.experiments.summary`, the plots from
 :mod:`langadapt.experiments.plots`. Rebuilding holds the folder's lock and writes every file
-whole (see :mod:`langadapt.experiments.results`): a symbolic link among the folder's files
+whole (see :mod:`langadapt.experiments.results_io`): a symbolic link among the folder's files
 is refused, a full disk is one line naming the folder, and the previous summary stays.
 """
 

@@ -17,9 +17,9 @@ The modules of this package, each importing only those before it::
     suite          a suite: one experiment per task, the report across tasks
     cli            the ``langadapt`` command
 
-The layout of a results folder and how it is written safely (only inside itself, whole
-files, one writer at a time, a full disk as one line) are described in
-:mod:`langadapt.experiments.results`. A crash loses at most the runs in flight;
+The layout of a results folder is described in :mod:`langadapt.experiments.results`, how it
+is written safely (only inside itself, whole files, one writer at a time, a full disk as one
+line) in :mod:`langadapt.experiments.results_io`. A crash loses at most the runs in flight;
 ``resume=True`` keeps every finished run and redoes the others from their start (an
 agent's half-trained weights are not saved).
 

@@ -17,7 +17,7 @@ return of its evaluation episodes); for a step-wise learner it is the best mean 
 greedy evaluations so far (``evaluation.every``), placed at the training steps taken.
 
 Like the report, it holds the folder's lock and writes each file whole (see
-:mod:`langadapt.experiments.results`); ``done.json`` counters of older versions are read under
+:mod:`langadapt.experiments.results_io`); ``done.json`` counters of older versions are read under
 today's names.
 """
 
