@@ -58,7 +58,7 @@ class DQNConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    hidden_sizes: list[Annotated[int, Field(le=65_536)]] = Field(
+    hidden_sizes: list[Annotated[int, Field(ge=1, le=65_536)]] = Field(
         default_factory=lambda: [256, 256], max_length=64,
         description="Widths of the hidden layers (at most 64 layers of 65,536).",
     )
@@ -169,8 +169,6 @@ class DQNAgent(Agent):
         cfg = self.config
         if not isinstance(observation_space, spaces.Box):
             raise ValueError(f"observation_space is {observation_space!r}, expected a Box space")
-        if any(w < 1 for w in cfg.hidden_sizes):
-            raise ValueError(f"hidden_sizes is {cfg.hidden_sizes}, expected positive widths")
         self.device = _device(cfg.device)
         self.obs_dim = int(np.prod(self.obs_shape))
         with torch.random.fork_rng(devices=[]):  # seeded init; the caller's RNG untouched

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from .base import Agent, take
 from .discretisation import Discretisation
@@ -70,7 +70,7 @@ class QLearningConfig(BaseModel):
         '"observation" (the state, or its bins) or "auto" (description when the environment '
         "supplies one, else observation).",
     )
-    bins: int | list[int] | None = Field(
+    bins: PositiveInt | list[PositiveInt] | None = Field(
         None,
         description="None: key = exact observation bytes. int or one int per dimension: "
         "discretise a Box observation into that many equal bins.",
@@ -80,15 +80,6 @@ class QLearningConfig(BaseModel):
         description="Per-dimension (low, high) used for discretisation instead of the "
         "observation space bounds; needed where the space is unbounded.",
     )
-
-    @field_validator("bins")
-    @classmethod
-    def _positive_bins(cls, v: int | list[int] | None) -> int | list[int] | None:
-        values = [v] if isinstance(v, int) else (v or [])
-        for b in values:
-            if b < 1:
-                raise ValueError(f"bins contains {b}, expected positive bin counts")
-        return v
 
 
 class QLearningAgent(Agent):

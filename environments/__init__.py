@@ -24,13 +24,11 @@ from .describers import (
     CartPoleDescriber,
     CartPoleSteps,
     Describer,
-    FrozenLakeDescriber,
-    FrozenLakeMapsDescriber,
-    MazeDescriber,
     SailingBins,
     SailingDescriber,
 )
 from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
+from .grid_describers import FrozenLakeDescriber, FrozenLakeMapsDescriber, MazeDescriber
 from .language import (
     LanguageSpec,
     bridged_minigrid_hint,

@@ -9,8 +9,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict, validate_call
 
 RENDER_MODES: tuple[str, ...] = ("rgb_array", "ansi")
+
+checked_arguments = validate_call(config=ConfigDict(arbitrary_types_allowed=True))
+"""Check a constructor's arguments against their annotations (``Annotated`` bounds, a
+``Literal``): a pydantic ValidationError naming the argument, the bound and the value."""
 
 
 def check_action(action: Any, n_actions: int) -> int:
@@ -121,3 +126,23 @@ def check_legal_moves(legal_moves: Any, n_actions: int | None) -> tuple[int, ...
     if len(set(moves)) != len(moves):
         raise ValueError(f"legal_moves {legal_moves!r} repeat an action; expected distinct actions")
     return tuple(moves)
+
+
+def check_state(state: Any, shape: tuple[int, ...], what: str = "state") -> np.ndarray:
+    """``state`` as a finite float64 array of ``shape``, or a ValueError naming the problem."""
+    if isinstance(state, (str, bytes)):
+        raise ValueError(
+            f"{what} {state!r} is a {type(state).__name__}; expected numbers of shape {shape}"
+        )
+    try:
+        array = np.asarray(state, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{what} {state!r} (type {type(state).__name__}) is not numeric; expected a float "
+            f"array of shape {shape}"
+        ) from None
+    if array.shape != shape:
+        raise ValueError(f"{what} {state!r} has shape {array.shape}; expected shape {shape}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{what} {state!r} contains NaN or inf; expected finite values")
+    return array

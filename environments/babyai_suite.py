@@ -42,7 +42,7 @@ is made.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from minigrid.core.constants import COLOR_NAMES
 from minigrid.core.roomgrid import RoomGrid
@@ -57,7 +57,9 @@ from minigrid.envs.babyai.core.verifier import (
     PickupInstr,
     PutNextInstr,
 )
+from pydantic import Field, Strict
 
+from ._checks import checked_arguments
 from .babyai_goals import GLAM_EXCLUDED, GOAL_TYPES, check_goal
 
 __all__ = ["GLAM_EXCLUDED", "GOAL_TYPES", "MixedTrainLocal"]
@@ -79,13 +81,12 @@ class MixedTrainLocal(RoomGridLevel):
     ``agent_view_size``, ``render_mode``...).
     """
 
-    def __init__(self, goal: str = "goto", num_dists: int = 0,
+    @checked_arguments
+    def __init__(self, goal: str = "goto",
+                 num_dists: Annotated[int, Strict(), Field(ge=0, le=20)] = 0,
                  excluded: Sequence[str] = GLAM_EXCLUDED, room_size: int = 8,
                  **kwargs: Any) -> None:
         self.goal = check_goal(goal)
-        if isinstance(num_dists, bool) or not isinstance(num_dists, int) \
-                or not 0 <= num_dists <= 20:
-            raise ValueError(f"num_dists={num_dists!r}: expected an int in [0, 20]")
         if isinstance(excluded, str) or not all(isinstance(p, str) for p in excluded):
             raise ValueError(f"excluded={excluded!r}: expected a list of mission phrases")
         self.num_dists = num_dists

@@ -4,12 +4,9 @@ A :class:`Describer` is called as ``describer(state, legal_moves=(), last_action
 and returns one deterministic sentence (or a few). One describer per environment:
 
 - :class:`SailingDescriber` - position across the river and heading relative to the wind.
-- :class:`MazeDescriber` - where the goal is, the walls around, the legal moves.
 - :class:`CartPoleDescriber` - qualitative bins for the four CartPole quantities, or the
   numbers rounded to what balancing needs (``style="numbers"``).
-- :class:`FrozenLakeDescriber` - where the goal is, the holes and the lake's edges around.
-- :class:`FrozenLakeMapsDescriber` - the same sentences on random lakes (the lake is part of
-  the state).
+- the grid worlds' (maze, frozen lakes) in :mod:`.grid_describers`.
 
 Each is part of its environment's language spec (:mod:`environments.language`), where
 :func:`~environments.language.language_for` finds it for an environment.
@@ -20,67 +17,29 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
-from ._checks import check_legal_moves
-from .frozenlake import FROZENLAKE_ACTIONS, TILE_CODES
-from .maze import ACTION_DELTAS, ACTION_NAMES
+from ._checks import check_action, check_legal_moves, check_state, checked_arguments
 
 __all__ = [
     "Describer",
     "SailingDescriber",
     "SailingBins",
-    "MazeDescriber",
     "CartPoleDescriber",
     "CartPoleBins",
     "CartPoleSteps",
-    "FrozenLakeDescriber",
-    "FrozenLakeMapsDescriber",
     "number_words",
+    "join_words",
     "check_state",
     "check_legal_moves",
 ]
 
 
 # --------------------------------------------------------------------------- checks
-def check_state(state: Any, shape: tuple[int, ...], what: str = "state") -> np.ndarray:
-    """``state`` as a finite float64 array of ``shape``, or a ValueError naming the problem."""
-    if isinstance(state, (str, bytes)):
-        raise ValueError(
-            f"{what} {state!r} is a {type(state).__name__}; expected numbers of shape {shape}"
-        )
-    try:
-        array = np.asarray(state, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{what} {state!r} (type {type(state).__name__}) is not numeric; expected a float "
-            f"array of shape {shape}"
-        ) from None
-    if array.shape != shape:
-        raise ValueError(f"{what} {state!r} has shape {array.shape}; expected shape {shape}")
-    if not np.isfinite(array).all():
-        raise ValueError(f"{what} {state!r} contains NaN or inf; expected finite values")
-    return array
-
-
-def _check_action(action: Any, n_actions: int) -> int | None:
-    if action is None:
-        return None
-    if isinstance(action, np.ndarray) and action.shape == ():
-        action = action.item()
-    if isinstance(action, bool) or not isinstance(action, numbers.Integral):
-        raise ValueError(
-            f"last_action {action!r} is not an int; expected an int in [0, {n_actions - 1}]"
-        )
-    if not 0 <= int(action) < n_actions:
-        raise ValueError(f"last_action {action!r} is outside [0, {n_actions - 1}]")
-    return int(action)
-
-
-def _check_edges(name: str, edges: Sequence[float], count: int) -> tuple[float, ...]:
+def check_edges(name: str, edges: Sequence[float], count: int) -> tuple[float, ...]:
     values = tuple(float(e) for e in edges)
     if len(values) != count:
         raise ValueError(f"{name}={list(edges)!r} has {len(values)} edges; expected {count}")
@@ -91,7 +50,7 @@ def _check_edges(name: str, edges: Sequence[float], count: int) -> tuple[float, 
     return values
 
 
-def _bin(value: float, edges: Sequence[float]) -> int:
+def bin_index(value: float, edges: Sequence[float]) -> int:
     """Index of the bin of ``value`` (>= 0): 0 below edges[0], ..., len(edges) at/above the last."""
     for i, edge in enumerate(edges):
         if value < edge:
@@ -122,7 +81,7 @@ def number_words(n: int) -> str:
     return str(n)
 
 
-def _join(words: Sequence[str], conjunction: str) -> str:
+def join_words(words: Sequence[str], conjunction: str) -> str:
     if len(words) == 1:
         return words[0]
     return ", ".join(words[:-1]) + f" {conjunction} " + words[-1]
@@ -159,7 +118,12 @@ class Describer:
                         f"the observation space [{low}, {high}]"
                     )
         moves = check_legal_moves(legal_moves, self.n_actions)
-        action = _check_action(last_action, self.n_actions) if self.n_actions else last_action
+        action = last_action
+        if self.n_actions and last_action is not None:
+            try:
+                action = check_action(last_action, self.n_actions)
+            except ValueError as error:
+                raise ValueError(f"last_action: {error}") from None
         return self.describe(checked, moves, action)
 
     def describe(
@@ -187,7 +151,7 @@ class SailingBins(BaseModel):
     @field_validator("position", "heading")
     @classmethod
     def _increasing(cls, edges: tuple[float, ...], info: Any) -> tuple[float, ...]:
-        return _check_edges(info.field_name, edges, 4)
+        return check_edges(info.field_name, edges, 4)
 
 
 _POSITIONS = (
@@ -260,10 +224,10 @@ class SailingDescriber(Describer):
         self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
     ) -> str:
         x, theta = float(state[0]), float(state[1])
-        where = _bin(abs(x) / self.half_width, self.bins.position)
+        where = bin_index(abs(x) / self.half_width, self.bins.position)
         side = "harbor" if x < 0 else "beach"
         position = _POSITIONS[where] + ("" if where == 0 else f" on the {side} side")
-        how = _bin(abs(theta), self.bins.heading)
+        how = bin_index(abs(theta), self.bins.heading)
         heading = _HEADINGS[how]
         if how > 0:
             heading += " with the wind on the " + ("port" if theta > 0 else "starboard") + " side"
@@ -274,121 +238,6 @@ class SailingDescriber(Describer):
                 toward = "center"
             text += f" It last turned toward the {toward}."
         return text
-
-
-# --------------------------------------------------------------------------- maze
-def _cells(n: int) -> str:
-    return f"{number_words(n)} cell" + ("" if n == 1 else "s")
-
-
-class MazeDescriber(Describer):
-    """Maze: state ``[row, col]`` (row 0 at the top) on ``grid`` (1 = wall).
-
-    Three sentences (four with ``include_last_move``):
-
-    1. the goal: how far (right next to you: 1 move; near: 2-3; a fair way off: 4-6; far
-       away: 7 or more, counted in king moves ignoring walls, ``distance_edges``) and the
-       exact offset in words ("two cells up and one cell to the right") - the offset
-       makes every free cell's description distinct;
-    2. which of the eight neighbouring cells are walls (cells outside the grid count as
-       walls);
-    3. the legal moves in words;
-    4. optionally the last move ("Your last move was up." / "You have not moved yet.").
-
-    Example: ``"The goal is near, two cells down and one cell to the right. There are
-    walls to the left, up and up-left. You can move right, down or down-right."``
-    """
-
-    env_name = "Maze"
-    state_shape = (2,)
-    n_actions = 8
-
-    def __init__(
-        self,
-        grid: Any,
-        goal: Sequence[int],
-        include_last_move: bool = False,
-        distance_edges: Sequence[int] = (2, 4, 7),
-    ) -> None:
-        array = np.asarray(grid)
-        if array.ndim != 2 or array.size == 0 or not np.isin(array, (0, 1)).all():
-            raise ValueError(
-                f"grid of shape {array.shape}: expected a 2-D array of 0 (free) / 1 (wall)"
-            )
-        self.grid = array.astype(np.int8)
-        self.height, self.width = self.grid.shape
-        if (
-            isinstance(goal, (str, bytes))
-            or not isinstance(goal, Sequence | np.ndarray)
-            or len(goal) != 2
-            or not all(isinstance(v, numbers.Integral) for v in goal)
-        ):
-            raise ValueError(f"goal={goal!r}: expected a (row, col) pair of ints")
-        self.goal = (int(goal[0]), int(goal[1]))
-        if not self._is_free(*self.goal):
-            raise ValueError(
-                f"goal={goal!r} is not a free cell of the {self.height}x{self.width} grid"
-            )
-        self.include_last_move = bool(include_last_move)
-        self.uses_last_action = self.include_last_move
-        self.distance_edges = tuple(
-            int(e) for e in _check_edges("distance_edges", distance_edges, 3)
-        )
-
-    def _is_free(self, row: int, col: int) -> bool:
-        return 0 <= row < self.height and 0 <= col < self.width and self.grid[row, col] == 0
-
-    def goal_sentence(self, row: int, col: int) -> str:
-        """Where the goal lies from ``(row, col)``."""
-        drow, dcol = self.goal[0] - row, self.goal[1] - col
-        if drow == 0 and dcol == 0:
-            return "You are at the goal."
-        parts = []
-        if drow:
-            parts.append(_cells(abs(drow)) + (" up" if drow < 0 else " down"))
-        if dcol:
-            parts.append(_cells(abs(dcol)) + (" to the left" if dcol < 0 else " to the right"))
-        moves = max(abs(drow), abs(dcol))
-        how_far = ("right next to you", "near", "a fair way off", "far away")[
-            _bin(moves, self.distance_edges)
-        ]
-        return f"The goal is {how_far}, {' and '.join(parts)}."
-
-    def wall_sentence(self, row: int, col: int) -> str:
-        """Which neighbouring cells are walls."""
-        walls = [
-            name
-            for name, (dr, dc) in zip(ACTION_NAMES, ACTION_DELTAS, strict=True)
-            if not self._is_free(row + dr, col + dc)
-        ]
-        if not walls:
-            return "There are no walls around you."
-        if len(walls) == 1:
-            return f"There is a wall {walls[0]}."
-        return f"There are walls {_join(walls, 'and')}."
-
-    def describe(
-        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
-    ) -> str:
-        if not all(float(v).is_integer() for v in state):
-            raise ValueError(f"Maze state {state.tolist()!r}: expected integer [row, col]")
-        row, col = int(state[0]), int(state[1])
-        if not self._is_free(row, col):
-            raise ValueError(
-                f"Maze state {[row, col]!r} is not a free cell of the {self.height}x{self.width} "
-                "maze; expected the [row, col] of a free cell"
-            )
-        sentences = [self.goal_sentence(row, col), self.wall_sentence(row, col)]
-        if legal_moves:
-            sentences.append(f"You can move {_join([ACTION_NAMES[a] for a in legal_moves], 'or')}.")
-        else:
-            sentences.append("You cannot move.")
-        if self.include_last_move:
-            if last_action is None:
-                sentences.append("You have not moved yet.")
-            else:
-                sentences.append(f"Your last move was {ACTION_NAMES[last_action]}.")
-        return " ".join(sentences)
 
 
 # --------------------------------------------------------------------------- cartpole
@@ -416,9 +265,12 @@ class CartPoleBins(BaseModel):
     def _increasing(self) -> CartPoleBins:
         for name in ("angle", "angular_velocity", "position", "velocity"):
             edges = getattr(self, name)
-            _check_edges(name, edges, len(edges))
+            check_edges(name, edges, len(edges))
         return self
 
+
+Decimals = Annotated[int, Strict(), Field(ge=0, le=6)]
+"""Decimal places of a number shown in a description."""
 
 _SPEED = ("", " slowly", "", " quickly")
 
@@ -472,20 +324,17 @@ class CartPoleDescriber(Describer):
         ("pole angular velocity", -math.inf, math.inf),
     )
 
+    @checked_arguments
     def __init__(
         self,
         bins: CartPoleBins | dict | None = None,
         include_numbers: bool = False,
-        decimals: int = 2,
-        style: str = "bins",
+        decimals: Decimals = 2,
+        style: Literal["bins", "numbers"] = "bins",
         steps: CartPoleSteps | dict | None = None,
     ) -> None:
         self.bins = _make_bins(CartPoleBins, bins)
         self.steps = _make_bins(CartPoleSteps, steps)
-        if isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 6:
-            raise ValueError(f"decimals={decimals!r}: expected an int in [0, 6]")
-        if style not in ("bins", "numbers"):
-            raise ValueError(f"style={style!r}: expected 'bins' or 'numbers'")
         self.include_numbers = bool(include_numbers)
         self.decimals = decimals
         self.style = style
@@ -498,9 +347,9 @@ class CartPoleDescriber(Describer):
         x, x_dot, angle, omega = (float(v) for v in state)
         bins = self.bins
         lean = "right" if angle > 0 else "left"
-        tilt = _bin(abs(angle), bins.angle)
+        tilt = bin_index(abs(angle), bins.angle)
         pole = ("is upright", f"leans slightly {lean}", f"leans {lean}", f"leans far {lean}")[tilt]
-        spin = _bin(abs(omega), bins.angular_velocity)
+        spin = bin_index(abs(omega), bins.angular_velocity)
         if spin == 0:
             rotation = "is nearly still"
         else:
@@ -508,9 +357,9 @@ class CartPoleDescriber(Describer):
             verb = "is falling" if tilt == 0 or turn == lean else "is swinging back"
             rotation = f"{verb} {turn}{_SPEED[spin]}"
         side = "right" if x > 0 else "left"
-        place = _bin(abs(x), bins.position)
+        place = bin_index(abs(x), bins.position)
         cart = ("near the center", f"{side} of the center", f"near the {side} edge")[place]
-        pace = _bin(abs(x_dot), bins.velocity)
+        pace = bin_index(abs(x_dot), bins.velocity)
         if pace == 0:
             motion = "standing still"
         else:
@@ -539,105 +388,3 @@ class CartPoleDescriber(Describer):
 
 def _side(value: float) -> str:
     return "right" if value > 0 else "left"
-
-
-# --------------------------------------------------------------------------- frozen lake
-#: (row, col) step of each FrozenLake action: 0 left, 1 down, 2 right, 3 up.
-_LAKE_DELTAS = ((0, -1), (1, 0), (0, 1), (-1, 0))
-_TILES = {"S": "the start", "F": "frozen ice", "H": "a hole", "G": "the goal"}
-
-
-class FrozenLakeDescriber(Describer):
-    """FrozenLake: state ``[row, col]`` (row 0 at the top) on a lake ``desc`` (rows of
-    S start, F frozen, H hole, G goal).
-
-    Three sentences: where the goal is (the offset in words, like the maze's), what lies
-    in each of the four directions (a hole, the lake's edge; frozen ice is not mentioned),
-    and the moves. Slipping is the environment's business, not the description's.
-
-    Example: ``"The goal is two cells down and one cell to the right. There is a hole to
-    the left and the edge of the lake up. You can move left, down, right or up."``
-    """
-
-    env_name = "FrozenLake"
-    state_shape = (2,)
-    n_actions = 4
-
-    def __init__(self, desc: Sequence[str]) -> None:
-        rows = [str(row.decode() if isinstance(row, bytes) else row) for row in desc]
-        if not rows or len({len(r) for r in rows}) != 1 or not all(
-                set(r) <= set(_TILES) for r in rows):
-            raise ValueError(f"desc={desc!r}: expected equal-length rows of S, F, H and G")
-        goals = [(r, c) for r, row in enumerate(rows) for c, tile in enumerate(row) if tile == "G"]
-        if len(goals) != 1:
-            raise ValueError(f"desc={desc!r}: expected exactly one goal G, found {len(goals)}")
-        self.desc = tuple(rows)
-        self.height, self.width = len(rows), len(rows[0])
-        self.goal = goals[0]
-
-    def describe(
-        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
-    ) -> str:
-        if not all(float(v).is_integer() for v in state):
-            raise ValueError(f"FrozenLake state {state.tolist()!r}: expected integer [row, col]")
-        row, col = int(state[0]), int(state[1])
-        if not (0 <= row < self.height and 0 <= col < self.width):
-            raise ValueError(f"FrozenLake state {[row, col]!r} is outside the "
-                             f"{self.height}x{self.width} lake")
-        tile = self.desc[row][col]
-        if tile in "HG":
-            sentences = [f"You are in {_TILES[tile]}."]
-        else:
-            drow, dcol = self.goal[0] - row, self.goal[1] - col
-            parts = []
-            if drow:
-                parts.append(_cells(abs(drow)) + (" up" if drow < 0 else " down"))
-            if dcol:
-                parts.append(_cells(abs(dcol)) + (" to the left" if dcol < 0 else " to the right"))
-            sentences = [f"The goal is {' and '.join(parts)}."]
-        around = []
-        for name, (dr, dc) in zip(FROZENLAKE_ACTIONS, _LAKE_DELTAS, strict=True):
-            r, c = row + dr, col + dc
-            where = "to the " + name if name in ("left", "right") else name
-            if not (0 <= r < self.height and 0 <= c < self.width):
-                around.append(f"the edge of the lake {where}")
-            elif self.desc[r][c] == "H":
-                around.append(f"a hole {where}")
-        if around:
-            verb = "is" if len(around) == 1 else "are"
-            sentences.append(f"There {verb} {_join(around, 'and')}.")
-        else:
-            sentences.append("There is frozen ice all around you.")
-        if legal_moves:
-            names = [FROZENLAKE_ACTIONS[a] for a in legal_moves]
-            sentences.append(f"You can move {_join(names, 'or')}.")
-        return " ".join(sentences)
-
-
-class FrozenLakeMapsDescriber(Describer):
-    """FrozenLake on random lakes: state ``[row, col, tile codes]`` (`FrozenLakeMapsEnv`'s
-    observation, the lake row by row: 0 frozen or start, 1 hole, 2 goal); the sentences of
-    `FrozenLakeDescriber` on the lake the state carries."""
-
-    env_name = "FrozenLake"
-    n_actions = 4
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.state_shape = (2 + size * size,)
-        self._describers: dict[bytes, FrozenLakeDescriber] = {}
-
-    def describe(
-        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
-    ) -> str:
-        tiles = state[2:].astype(np.int64)
-        key = tiles.tobytes()
-        if key not in self._describers:
-            letters = {code: letter for letter, code in TILE_CODES.items() if letter != "S"}
-            if not set(tiles.tolist()) <= set(letters):
-                raise ValueError(f"FrozenLake lake codes {sorted(set(tiles.tolist()))}: "
-                                 f"expected {sorted(letters)}")
-            rows = ["".join(letters[int(c)] for c in tiles[r * self.size:(r + 1) * self.size])
-                    for r in range(self.size)]
-            self._describers[key] = FrozenLakeDescriber(rows)
-        return self._describers[key].describe(state[:2], legal_moves, last_action)

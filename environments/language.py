@@ -37,16 +37,11 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from ._checks import checked_arguments
 from .cartpole import CartPoleEnv
-from .describers import (
-    CartPoleDescriber,
-    Describer,
-    FrozenLakeDescriber,
-    FrozenLakeMapsDescriber,
-    MazeDescriber,
-    SailingDescriber,
-)
+from .describers import CartPoleDescriber, Decimals, Describer, SailingDescriber
 from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
+from .grid_describers import FrozenLakeDescriber, FrozenLakeMapsDescriber, MazeDescriber
 from .maze import ACTION_NAMES, MazeEnv
 from .sailing import X_LIMIT, SailingEnv
 
@@ -243,10 +238,9 @@ def _maze(env: MazeEnv, **options: Any) -> LanguageSpec:
                         compact_state=compact, compact_task=MAZE_COMPACT_TASK)
 
 
-def _cartpole(env: CartPoleEnv, decimals: int = 2, **options: Any) -> LanguageSpec:
+@checked_arguments
+def _cartpole(env: CartPoleEnv, decimals: Decimals = 2, **options: Any) -> LanguageSpec:
     describer = CartPoleDescriber(**options)
-    if isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 6:
-        raise ValueError(f"decimals={decimals!r}: expected an int in [0, 6]")
 
     def numbers(state: np.ndarray) -> tuple[str, str, str, str]:
         return tuple(f"{float(v) + 0.0:.{decimals}f}" for v in np.round(state, decimals))

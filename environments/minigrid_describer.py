@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy as np
+from pydantic import Field, Strict
 
+from ._checks import checked_arguments
 from .describers import Describer
 
 __all__ = [
@@ -164,13 +167,11 @@ class MiniGridDescriber(Describer):
     env_name = "MiniGrid"
     n_actions = len(ACTION_NAMES)
 
-    def __init__(self, view_size: int = 7, mission_words: int = MISSION_WORDS) -> None:
-        if isinstance(view_size, bool) or not isinstance(view_size, int) or view_size < 3 \
-                or view_size % 2 == 0:
+    @checked_arguments
+    def __init__(self, view_size: Annotated[int, Strict(), Field(ge=3)] = 7,
+                 mission_words: Annotated[int, Strict(), Field(ge=1)] = MISSION_WORDS) -> None:
+        if view_size % 2 == 0:
             raise ValueError(f"view_size={view_size!r}: expected an odd int >= 3")
-        if isinstance(mission_words, bool) or not isinstance(mission_words, int) \
-                or mission_words < 1:
-            raise ValueError(f"mission_words={mission_words!r}: expected a positive int")
         self.view_size = view_size
         self.mission_words = mission_words
         self.state_shape = (observation_size(view_size, mission_words),)

@@ -13,7 +13,8 @@ from pathlib import Path
 from .config import load_config
 from .plots import plot_final_returns, plot_learning_curves
 from .report import summary_markdown, write_summary_csv
-from .results import Episode, ResultsFolderError, read_episodes
+from .results import Episode, read_episodes
+from .results_io import ResultsFolderError
 from .summary import summarise
 
 __all__ = ["compare_folders"]

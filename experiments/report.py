@@ -30,7 +30,7 @@ line naming the ``stats`` extra without rliable). A suite's report across tasks 
 
 The numbers come from :mod:`langadapt.experiments.summary`, the plots from
 :mod:`langadapt.experiments.plots`. Rebuilding holds the folder's lock and writes every file
-whole (see :mod:`langadapt.experiments.results`): a symbolic link among the folder's files
+whole (see :mod:`langadapt.experiments.results_io`): a symbolic link among the folder's files
 is refused, a full disk is one line naming the folder, and the previous summary stays.
 """
 
@@ -46,40 +46,11 @@ from pathlib import Path
 
 from .config import load_config
 from .plots import plot_final_returns, plot_learning_curves
-from .results import (
-    Episode,
-    ResultsFolderError,
-    check_results,
-    folder_lock,
-    read_episodes,
-    refuse_links,
-    replacing,
-    results_notes,
-    write_text,
-    writing,
-)
+from .results import check_results, read_episodes, results_notes
+from .results_folder import refuse_links
+from .results_io import ResultsFolderError, folder_lock, replacing, write_text, writing
 from .stats import seed_scores_markdown
-from .summary import (
-    FEW_SEEDS,
-    SUMMARY_COLUMNS,
-    SummaryRow,
-    mean_and_interval,
-    median_to_threshold,
-    summarise,
-)
-
-__all__ = [  # the statistics are re-exported: they were defined here before
-    "Episode",
-    "SummaryRow",
-    "mean_and_interval",
-    "median_to_threshold",
-    "prerender_markdown",
-    "read_episodes",
-    "summarise",
-    "summary_markdown",
-    "write_report",
-    "write_summary_csv",
-]
+from .summary import FEW_SEEDS, SUMMARY_COLUMNS, SummaryRow, summarise
 
 
 def _cell(value: float | int | str) -> str:

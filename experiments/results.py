@@ -1,4 +1,4 @@
-"""The results folder: its layout, writing it safely, reading it back and checking it.
+"""The results folder: its layout, its runs on disk, reading it back and checking it.
 
 Layout of a results folder::
 
@@ -18,27 +18,11 @@ Layout of a results folder::
                               folder (or one whose config.yaml is an experiment), and only of
                               the files above and the run folders
 
-A folder is written safely:
-
-- **Only inside itself.** An entry of the folder that is a symbolic link (``summary.md``,
-  ``runs/``, ``runs/<run>/done.json``, ...) is refused with a :class:`ResultsFolderError`
-  naming it, before anything is written: a link would send the writes (or ``--force``'s
-  deletions) outside the folder. ``--force`` removes such a link itself, never what it
-  points to, with the folder's other result files. The folder itself may be a link.
-- **Whole files.** Every file but a running run's ``episodes.csv`` is written to a
-  temporary file beside it and moved into place (``os.replace``): a crash or a full disk
-  leaves the previous version, never half a file.
-- **One writer.** ``run`` and ``report`` hold an exclusive lock (``fcntl.flock``) on
-  ``.langadapt.lock``, which names the holder's PID and host; a second writer is refused
-  with a one-line error naming them. The kernel drops the lock when its holder dies, so a
-  killed run never blocks the next (where ``flock`` is unavailable, a lock whose PID is
-  gone on this host is taken over).
-- **A full disk is one line.** ``OSError`` while writing (no space, quota, read-only, I/O
-  error, permission) becomes a :class:`ResultsFolderError` naming the folder and the
-  error; finished runs are kept and ``--resume`` continues.
-- **Old counter names.** ``done.json`` of older versions kept the LLM roles' counters as
-  ``cache_hits``, ``fallbacks`` and ``seconds``; they are read as ``llm_cache_hits``,
-  ``llm_fallbacks`` and ``llm_seconds`` (:func:`read_run_record`).
+A folder is written only inside itself, in whole files, by one writer at a time, and a full
+disk is one line (:mod:`.results_io`); ``--force`` empties only a langadapt folder, and a
+symbolic link among its entries is refused (:mod:`.results_folder`). ``done.json`` of older
+versions kept the LLM roles' counters as ``cache_hits``, ``fallbacks`` and ``seconds``; they
+are read under today's names (:func:`read_run_record`).
 
 A crash loses at most the runs in flight; resuming keeps every finished run (a
 ``done.json`` whose ``episodes.csv`` has the rows it records) and redoes the others.
@@ -47,33 +31,18 @@ A crash loses at most the runs in flight; resuming keeps every finished run (a
 from __future__ import annotations
 
 import csv
-import errno
-import fcntl
 import json
-import os
 import re
-import secrets
 import shutil
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import yaml
-
-from .config import (
-    AdapterSpec,
-    AgentSpec,
-    ConfigError,
-    ExperimentConfig,
-    changed_keys,
-    load_config,
-    load_yaml,
-)
+from .config import AdapterSpec, AgentSpec, ExperimentConfig, load_config
+from .results_io import ResultsFolderError, inside, write_csv, write_json
 
 EPISODE_COLUMNS = (
     "adapter",
@@ -116,8 +85,6 @@ RESULT_FILES = (
 RUN_FILES = ("episodes.csv", "done.json", "failed.json")
 """What a run writes in ``runs/<run>/``."""
 
-LOCK_FILE = ".langadapt.lock"
-
 MARKER = ".langadapt-results"
 """The file that marks a folder as written by ``langadapt run`` (what ``--force`` may empty)."""
 MARKER_TEXT = "a langadapt results folder: `langadapt run --force` may replace its results\n"
@@ -131,16 +98,6 @@ OLD_COUNTER_NAMES = {
     "seconds": "llm_seconds",
 }
 """LLM role counters of older ``done.json`` files, by the name they have now."""
-
-WRITE_ERRORS = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EACCES,
-     errno.EPERM}
-)
-"""``OSError`` numbers that mean "this folder cannot be written" (one line, not a traceback)."""
-
-
-class ResultsFolderError(ValueError):
-    """A results folder that cannot be used as it is; the message says what to do."""
 
 
 # ----------------------------------------------------------------------------- runs
@@ -226,330 +183,6 @@ def _episode(row: dict[str, str]) -> Episode:
         cache_hits=int(row["cache_hits"]),
         llm_fallbacks=int(row.get("llm_fallbacks") or 0),
     )
-
-
-# ----------------------------------------------------------------------------- writing safely
-
-
-def inside(out_dir: Path, relative: str | Path) -> Path:
-    """``out_dir / relative``, refusing when it or a folder on the way is a symbolic link
-    (a write there would land outside the results folder)."""
-    path = Path(out_dir)
-    for part in Path(relative).parts:
-        path = path / part
-        if path.is_symlink():
-            raise ResultsFolderError(
-                f"{path} is a symbolic link; a results folder is written only inside itself — "
-                "remove the link (or pass --force to replace the folder's results)"
-            )
-    return path
-
-
-def refuse_links(out_dir: Path) -> None:
-    """Refuse a results folder any of whose result entries is a symbolic link."""
-    for name in (*RESULT_FILES, LOCK_FILE, MARKER, "runs"):
-        inside(out_dir, name)
-    runs = out_dir / "runs"
-    if runs.is_dir():
-        for run_dir in runs.iterdir():
-            inside(out_dir, Path("runs") / run_dir.name)
-            if run_dir.is_dir():
-                for name in RUN_FILES:
-                    inside(out_dir, Path("runs") / run_dir.name / name)
-
-
-@contextmanager
-def replacing(out_dir: Path, relative: str | Path) -> Iterator[Path]:
-    """A temporary path beside ``out_dir / relative`` to write; moved over the target when
-    the block ends without an error (removed otherwise). The temporary name keeps the
-    target's suffix, so plotting libraries pick the format from it."""
-    target = inside(out_dir, relative)
-    temporary = _new_file(target.parent, f".{target.name}.", f".tmp{target.suffix}")
-    try:
-        yield temporary
-        os.replace(temporary, target)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _new_file(folder: Path, prefix: str, suffix: str) -> Path:
-    """A new empty file of a fresh name in ``folder`` (never an existing file or link),
-    with the permissions an ordinary new file gets (``tempfile`` would make it private)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    while True:
-        path = folder / f"{prefix}{secrets.token_hex(4)}{suffix}"
-        try:
-            os.close(os.open(path, flags, 0o666))
-        except FileExistsError:
-            continue
-        return path
-
-
-def write_text(out_dir: Path, relative: str | Path, text: str) -> None:
-    with replacing(out_dir, relative) as temporary:
-        temporary.write_text(text)
-
-
-def write_json(out_dir: Path, relative: str | Path, data: Any) -> None:
-    write_text(out_dir, relative, json.dumps(data, indent=2))
-
-
-@contextmanager
-def write_csv(out_dir: Path, relative: str | Path) -> Iterator[IO[str]]:
-    """An open text file for a whole CSV file, moved into place when the block ends."""
-    with replacing(out_dir, relative) as temporary, open(temporary, "w", newline="") as handle:
-        yield handle
-
-
-@contextmanager
-def writing(out_dir: Path, again: str) -> Iterator[None]:
-    """Turn an ``OSError`` that means the folder cannot be written (:data:`WRITE_ERRORS`:
-    a full disk, a quota, a read-only or failing disk, no permission inside the folder)
-    into one line naming the folder, the error and ``again`` (what to do next). Nested, the
-    outermost block speaks (a report written by ``run`` says what ``run`` should do)."""
-    depth = getattr(_writing, "depth", 0)
-    _writing.depth = depth + 1
-    try:
-        yield
-    except OSError as error:
-        if depth or error.errno not in WRITE_ERRORS:
-            raise
-        if error.errno in (errno.EACCES, errno.EPERM) and not _within(error.filename, out_dir):
-            raise  # a permission problem elsewhere (a model file, a cache) is not ours
-        code = errno.errorcode.get(error.errno, str(error.errno))
-        where = f" ({error.filename})" if error.filename else ""
-        raise ResultsFolderError(
-            f"{out_dir}: cannot write the results: {error.strerror or error} [{code}]{where}; "
-            f"the finished runs are kept — {again}"
-        ) from None
-    finally:
-        _writing.depth = depth
-
-
-_writing = threading.local()
-
-
-def _within(filename: Any, folder: Path) -> bool:
-    if not filename:
-        return True
-    try:
-        Path(os.path.abspath(filename)).relative_to(os.path.abspath(folder))
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-# ----------------------------------------------------------------------------- one writer
-
-
-_held: dict[str, list[int]] = {}  # real path of a locked folder -> [lock file descriptor, depth]
-_held_guard = threading.Lock()
-
-
-@contextmanager
-def folder_lock(out_dir: Path) -> Iterator[None]:
-    """Hold the folder's exclusive lock for the block (re-entrant within one process); a
-    :class:`ResultsFolderError` naming the holder if another process holds it."""
-    key = os.path.realpath(out_dir)
-    with _held_guard:
-        if key in _held:
-            _held[key][1] += 1
-            descriptor = None
-        else:
-            descriptor = _acquire(Path(out_dir))
-            _held[key] = [descriptor, 1]
-    try:
-        yield
-    finally:
-        with _held_guard:
-            _held[key][1] -= 1
-            if _held[key][1] == 0:
-                os.close(_held.pop(key)[0])  # closing the file drops the lock
-
-
-def _acquire(out_dir: Path) -> int:
-    path = inside(out_dir, LOCK_FILE)
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    descriptor = os.open(path, flags, 0o644)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(descriptor)
-        os.close(descriptor)
-        raise _in_use(out_dir, holder) from None
-    except OSError:  # no flock on this file system: a holder that is alive on this host wins
-        holder = _holder(descriptor)
-        if holder is not None and _alive(*holder):
-            os.close(descriptor)
-            raise _in_use(out_dir, holder) from None
-    record = f"{os.getpid()} {socket.gethostname()}\n".encode()
-    os.ftruncate(descriptor, 0)
-    os.pwrite(descriptor, record, 0)
-    return descriptor
-
-
-def _holder(descriptor: int) -> tuple[int, str] | None:
-    try:
-        pid, host = os.pread(descriptor, 4096, 0).decode().split()[:2]
-        return int(pid), host
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int, host: str) -> bool:
-    if host != socket.gethostname():
-        return True  # cannot tell: another machine's process
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _in_use(out_dir: Path, holder: tuple[int, str] | None) -> ResultsFolderError:
-    who = f"langadapt process {holder[0]} on {holder[1]}" if holder else "another process"
-    return ResultsFolderError(
-        f"{out_dir} is being written by {who} (lock {out_dir / LOCK_FILE}); wait for it to "
-        "end (or stop it), then run again — two writers would overwrite each other's runs"
-    )
-
-
-# ----------------------------------------------------------------------------- preparing
-
-
-def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force: bool) -> None:
-    """Create the results folder, refusing to mix two different experiments in one.
-
-    ``force`` replaces an earlier experiment's results, in a folder recognised as
-    langadapt's own (:func:`is_results_folder`), and only what the runner writes
-    (:func:`_remove_results`); a folder holding anything else is never touched. Call it
-    holding :func:`folder_lock`, or before any other writer can run.
-    """
-    config_file = out_dir / "config.yaml"
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{out_dir} is a file; expected a results folder")
-    refuse_foreign(out_dir)
-    if force and is_results_folder(out_dir):
-        _remove_results(out_dir)
-    refuse_links(out_dir)
-    if config_file.exists():
-        try:
-            existing = load_config(config_file)
-        except ConfigError as error:
-            _refuse_old_finetune(out_dir)
-            reason = str(error).splitlines()[-1].strip()
-            raise ConfigError(
-                f"{config_file} cannot be read ({reason}); this folder's experiment is "
-                "unknown: pass --force to replace its results, or choose another --out folder"
-            ) from None
-        if existing.fingerprint() != config.fingerprint() and not (
-                resume and _adds_seeds(existing, config)):
-            changes = "; ".join(changed_keys(existing, config))
-            raise ConfigError(
-                f"{out_dir} holds the results of a different experiment (changed: {changes}); "
-                "choose another --out folder, or pass --force to replace them"
-            )
-        if not resume:
-            raise ConfigError(
-                f"{out_dir} already holds results of this experiment; pass --resume to "
-                "continue it or --force to start again"
-            )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not (out_dir / MARKER).is_file():
-        write_text(out_dir, MARKER, MARKER_TEXT)
-    resolved = config.resolved()
-    resolved["output"] = str(out_dir)
-    write_text(out_dir, "config.yaml", yaml.safe_dump(resolved, sort_keys=False))
-
-
-def _adds_seeds(existing: ExperimentConfig, config: ExperimentConfig) -> bool:
-    """Whether ``config`` is ``existing`` with more seeds (every earlier seed kept): resuming
-    then keeps the finished runs and trains the new seeds."""
-    earlier = set(existing.seed_list)
-    if not earlier < set(config.seed_list):
-        return False
-    return (existing.model_copy(update={"seeds": config.seeds}).fingerprint()
-            == config.fingerprint())
-
-
-def _old_finetune_config(out_dir: Path) -> bool:
-    """Whether ``config.yaml`` is one the old ``langadapt finetune`` wrote (``grpo`` and
-    ``lora`` at its top)."""
-    config_file = out_dir / "config.yaml"
-    if config_file.is_symlink() or not config_file.is_file():
-        return False
-    try:
-        data = load_yaml(config_file.read_bytes().decode("utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError, ConfigError):
-        return False
-    return isinstance(data, dict) and {"grpo", "lora"} <= set(data)
-
-
-def _refuse_old_finetune(out_dir: Path) -> None:
-    """One line for a folder the old ``langadapt finetune`` wrote (``grpo`` and ``lora`` at
-    the top of its ``config.yaml``, ``seed_<k>/`` folders)."""
-    if _old_finetune_config(out_dir):
-        raise ConfigError(
-            f"{out_dir} holds results of the old `langadapt finetune` (grpo and lora settings "
-            "at the top of config.yaml, seed_<k>/ folders); GRPO is now an agent (type: grpo) "
-            "of an experiment, its files in runs/<run>/grpo/, so this folder cannot be "
-            "resumed: choose another --out folder, or pass --force to replace its results "
-            "(seed_<k>/adapter stays usable with llm_policy and finetune-export)")
-
-
-def is_results_folder(out_dir: Path) -> bool:
-    """Whether langadapt wrote ``out_dir``: it holds the :data:`MARKER` file the runner
-    writes, or a ``config.yaml`` that is an experiment (or of the old ``langadapt
-    finetune``). Only such a folder is emptied by ``--force``."""
-    marker = out_dir / MARKER
-    if marker.is_file() and not marker.is_symlink():
-        return True
-    config_file = out_dir / "config.yaml"
-    if config_file.is_symlink() or not config_file.is_file():
-        return False
-    try:
-        load_config(config_file)
-    except ConfigError:
-        return _old_finetune_config(out_dir)
-    return True
-
-
-def refuse_foreign(out_dir: Path) -> None:
-    """Refuse a folder that holds files but is not a langadapt results folder
-    (:func:`is_results_folder`), without suggesting ``--force``: it is someone else's."""
-    if not out_dir.is_dir() or is_results_folder(out_dir):
-        return
-    if any(entry.name != LOCK_FILE for entry in out_dir.iterdir()):
-        raise ConfigError(
-            f"{out_dir} exists and is not a langadapt results folder (no {MARKER} file, no "
-            "experiment config.yaml); its files are not langadapt's, so they are never "
-            "replaced: choose another --out folder"
-        )
-
-
-def _remove_results(out_dir: Path) -> None:
-    """Remove what the runner writes: the :data:`RESULT_FILES` and the run folders
-    (``runs/<adapter>__<agent>__seed<k>``); other entries of the folder and of ``runs/``
-    stay. A symbolic link is removed itself, never followed."""
-    for name in RESULT_FILES:
-        path = out_dir / name
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-    runs = out_dir / "runs"
-    if runs.is_symlink():
-        runs.unlink()
-    elif runs.is_dir():
-        for entry in runs.iterdir():
-            if not RUN_KEY.fullmatch(entry.name):
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)  # does not follow links inside the folder
-            else:
-                entry.unlink()
-        if not any(runs.iterdir()):
-            runs.rmdir()
 
 
 # ----------------------------------------------------------------------------- runs on disk

@@ -17,9 +17,9 @@ The modules of this package, each importing only those before it::
     suite          a suite: one experiment per task, the report across tasks
     cli            the ``langadapt`` command
 
-The layout of a results folder and how it is written safely (only inside itself, whole
-files, one writer at a time, a full disk as one line) are described in
-:mod:`langadapt.experiments.results`. A crash loses at most the runs in flight;
+The layout of a results folder is described in :mod:`langadapt.experiments.results`, how it
+is written safely (only inside itself, whole files, one writer at a time, a full disk as one
+line) in :mod:`langadapt.experiments.results_io`. A crash loses at most the runs in flight;
 ``resume=True`` keeps every finished run and redoes the others from their start (an
 agent's half-trained weights are not saved).
 
@@ -46,20 +46,17 @@ from .executors_ray import RayExecutor
 from .one_run import make_adapter, make_env
 from .report import write_report
 from .results import (
-    ResultsFolderError,
     Run,
     check_results,
     finished_runs,
-    folder_lock,
     listing,
     merge_episodes,
-    prepare_output,
     record_prerender,
-    refuse_foreign,
     runs_of,
     write_failed_run,
-    writing,
 )
+from .results_folder import prepare_output, refuse_foreign
+from .results_io import ResultsFolderError, folder_lock, writing
 from .search_report import write_search_report
 
 __all__ = [  # what the CLI, the benchmarks and the tests use from here

@@ -36,7 +36,8 @@ import yaml
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
 from .one_run import make_env
 from .report import write_report
-from .results import ResultsFolderError, read_episodes, replacing, write_text, writing
+from .results import read_episodes
+from .results_io import ResultsFolderError, replacing, write_text, writing
 from .runner import run_experiment
 from .stats import aggregate_estimates, plot_performance_profile, require_rliable
 

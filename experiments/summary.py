@@ -6,33 +6,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy import stats
 
 from .results import Episode
-
-SUMMARY_COLUMNS = (
-    "adapter",
-    "agent",
-    "seeds",
-    "final_return_mean",
-    "final_return_low",
-    "final_return_high",
-    "final_success_rate",
-    "best_return_mean",
-    "best_return_low",
-    "best_return_high",
-    "best_success_rate",
-    "best_chosen_at",
-    "episodes_to_threshold",
-    "seeds_reaching_threshold",
-    "train_wall_time_s",
-    "llm_calls",
-    "cache_hits",
-    "llm_fallbacks",
-)
 
 
 @dataclass
@@ -56,6 +35,9 @@ class SummaryRow:
     cache_hits: int
     llm_fallbacks: int
 
+
+SUMMARY_COLUMNS = tuple(field.name for field in fields(SummaryRow))
+"""Columns of ``summary.csv``: the fields of :class:`SummaryRow`, in order."""
 
 #: Fewer seeds than this: the summary says its intervals are rough.
 FEW_SEEDS = 5

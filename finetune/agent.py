@@ -4,7 +4,7 @@
 :mod:`langadapt.finetune` is imported), calls :meth:`GRPOAgent.fit` instead of the step
 loop, and evaluates the trained policy greedily on the same held-out episodes as every
 other agent. ``params`` are :class:`GRPOAgentConfig`: the GRPO settings
-(:class:`~langadapt.finetune.grpo.GRPOSettings`, ``steps`` being its own budget) plus
+(:class:`~langadapt.finetune.grpo_settings.GRPOSettings`, ``steps`` being its own budget) plus
 ``model``, ``lora`` and, on a MiniGrid or BabyAI level, ``held_out``.
 
 A run's folder keeps GRPO's own files in ``runs/<run>/grpo/``: ``log.csv`` (one row per

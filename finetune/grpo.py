@@ -42,32 +42,23 @@ docs/finetune.md.
 On a maze with ``states: all``, the step's pass over every cell also gives the greedy
 action in every cell, so the greedy rollout and per-state accuracy are logged at every
 step for free; the final evaluation (``final.json``) encodes every prompt whole, exactly
-as ``llm_policy`` does.
-
-The checkpoint (``out/checkpoint/trainer.pt``) holds tensors and plain data only (ints,
-floats, strings, lists, tuples, dicts: the LoRA weights, AdamW's state, numpy's and
-Python's RNG states, torch's RNG state tensor, the task's own state, the settings), and
-`read_checkpoint` loads it with ``torch.load(weights_only=True)``: a results folder is data,
-never code, so a crafted file whose pickle would call a function is refused (one ValueError
-naming the file; nothing in it runs), as is a damaged or truncated one or one that does not
-fit the policy. Delete the file or the folder to start afresh.
+as ``llm_policy`` does. Checkpoints (resume, read as data only): :mod:`.checkpoint`; the
+settings: :mod:`.grpo_settings`.
 """
 
 from __future__ import annotations
 
 import csv
-import pickle
-import random
 import resource
 import time
-import warnings
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
+from .grpo_settings import LOG_COLUMNS, GRPOSettings
 from .tasks import MazeTask, MiniGridTask
 
 __all__ = [
@@ -81,14 +72,6 @@ __all__ = [
     "read_checkpoint",
 ]
 
-LOG_COLUMNS = (
-    "step", "states", "samples", "decisions", "env_steps", "reward_mean", "reward_std",
-    "rollout_success", "groups_skipped", "zero_spread_fraction", "loss", "kl",
-    "greedy_success", "greedy_shortest", "greedy_length", "state_accuracy", "step_seconds",
-    "train_seconds", "train_cpu_seconds", "wall_seconds", "cpu_seconds", "rss_mb",
-    "peak_rss_mb",
-)
-
 
 def floored_advantages(advantages: Any, probs: Any, min_prob: float) -> Any:
     """The advantages with the terms that would push an action's probability below
@@ -98,69 +81,6 @@ def floored_advantages(advantages: Any, probs: Any, min_prob: float) -> Any:
         return advantages
     done = ((advantages < 0) & (probs < min_prob)) | ((advantages > 0) & (probs > 1 - min_prob))
     return advantages * ~done
-
-
-class GRPOSettings(BaseModel):
-    """Hyperparameters of GRPO (defaults: environment reward only, CPU settings)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    steps: int = Field(30, ge=1, description="GRPO steps (one gradient step each)")
-    group_size: int = Field(4, description="rollouts per start state (G, at least 2)")
-    states: Literal["all"] | int = Field(
-        "all", description="start states per step: 'all' reachable non-goal maze cells, or N")
-    group_actions: Literal["cover", "sampled"] = Field(
-        "cover", description="first actions of a group: every legal action once, the rest "
-        "sampled (cover), or all sampled from the policy")
-    min_prob: float = Field(
-        0.02, ge=0, lt=0.5, description="an action is not pushed below this probability, nor "
-        "above 1 - min_prob (the policy keeps exploring and its logits stay bounded); 0 = off")
-    learning_rate: float = Field(3e-4, gt=0, le=1.0)
-    weight_decay: float = Field(0.0, ge=0)
-    max_grad_norm: float | None = Field(1.0, gt=0, description="gradient clipping; None = off")
-    temperature: float = Field(1.0, gt=0, description="policy temperature (sampling and loss)")
-    kl_coef: float = Field(0.0, ge=0, description="weight of KL to the frozen model; 0 = off")
-    reward: Literal["return", "step"] = Field(
-        "return", description="return: the discounted return the environment pays along a "
-        "rollout; step: the one-step reward")
-    shaping: Literal["none", "oracle"] = Field(
-        "none", description="oracle: add potential-based shaping with phi = -BFS distance to "
-        "the goal (mazes; an oracle the environment does not have)")
-    gamma: float = Field(0.99, gt=0, le=1.0, description="discount of returns and shaping")
-    horizon: int | None = Field(
-        None, ge=1, description="longest rollout of reward: return; None = the environment's "
-        "step limit")
-    batch_size: int = Field(16, ge=1, description="states per backward pass (bounds memory)")
-    max_minutes: float | None = Field(
-        None, gt=0, description="stop after this much training time (wall minutes); None = off")
-    max_cpu_minutes: float | None = Field(
-        None, gt=0, description="stop after this much training CPU time of the process (CPU "
-        "minutes, unaffected by other jobs on the machine); None = off")
-    checkpoint_every: int = Field(5, ge=1, description="steps between checkpoints")
-    stop_after_solved: int | None = Field(
-        3, ge=1, description="maze with states: all: stop, with that policy, once the greedy "
-        "rollout has taken the shortest path in this many steps in a row (judged, never "
-        "trained on); None = run every step")
-    stop_after_tied: int | None = Field(
-        3, ge=1, description="stop after this many steps in a row in which every group was "
-        "tied (no gradient: the policy has stopped changing); None = run every step")
-
-    @field_validator("group_size")
-    @classmethod
-    def _group(cls, value: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-            raise ValueError(
-                f"group_size is {value!r}, expected an int >= 2 (GRPO compares the rewards "
-                "within a group; a group of 1 has no spread)")
-        return value
-
-    @field_validator("states")
-    @classmethod
-    def _states(cls, value: Any) -> Any:
-        if value != "all" and (isinstance(value, bool) or not isinstance(value, int)
-                               or value < 1):
-            raise ValueError(f"states is {value!r}, expected 'all' or a positive int")
-        return value
 
 
 def group_advantages(rewards: Any, eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
@@ -517,121 +437,9 @@ class GRPOTrainer:
         append_row(self.out / "log.csv", row, LOG_COLUMNS)
 
     def checkpoint(self) -> Path:
-        """Save the adapter, optimiser, RNGs and counters to ``out/checkpoint`` (tensors and
-        plain data only, so `read_checkpoint` loads it with ``weights_only=True``)."""
-        import torch
-
-        if self.out is None:
-            raise ValueError("this trainer has no out folder to checkpoint to")
-        folder = self.out / "checkpoint"
-        folder.mkdir(parents=True, exist_ok=True)
-        state = {
-            "step": self.step_index, "train_seconds": self.train_seconds,
-            "train_cpu_seconds": self.train_cpu_seconds, "wall_seconds": self.wall_seconds,
-            "task": self.task.state_dict(),
-            "adapter": self.policy.adapter_state(), "optimizer": self.optimizer.state_dict(),
-            "rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
-            "python_rng": random.getstate(), "settings": self.settings.model_dump(),
-        }
-        partial = folder / "trainer.pt.partial"
-        torch.save(state, partial)
-        partial.replace(folder / "trainer.pt")
-        return folder
+        """Save the trainer to ``out/checkpoint`` (:func:`~.checkpoint.save_checkpoint`)."""
+        return save_checkpoint(self)
 
     def resume(self) -> None:
-        """Continue from ``out/checkpoint`` (log rows after the checkpoint are dropped).
-
-        ValueError naming the file for a checkpoint that is refused, damaged, or made with
-        other settings, another model or other LoRA settings."""
-        import torch
-
-        path = self.out / "checkpoint" / "trainer.pt"
-        state = read_checkpoint(path)
-        mine = self.settings.model_dump()
-        changed = sorted(k for k in mine if k not in ("steps", "max_minutes", "max_cpu_minutes",
-                                                      "stop_after_tied",
-                                                      "stop_after_solved")
-                         and state["settings"].get(k) != mine[k])
-        if changed:
-            raise ValueError(
-                f"the checkpoint in {self.out} was made with other settings ({changed}); "
-                "start in a new folder or remove it")
-        try:
-            self.policy.load_adapter_state(state["adapter"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.rng.bit_generator.state = state["rng"]
-            torch.set_rng_state(state["torch_rng"])
-            random.setstate(state["python_rng"])
-        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as error:
-            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
-            raise ValueError(
-                f"finetune checkpoint {path} does not fit this policy ({type(error).__name__}: "
-                f"{reason}; made with another model or LoRA settings?); delete it or the "
-                "folder to start afresh") from None
-        self.step_index = state["step"]
-        self.train_seconds = state["train_seconds"]
-        self.train_cpu_seconds = float(state.get("train_cpu_seconds", 0.0))
-        self.wall_seconds = state["wall_seconds"]
-        self.task.load_state_dict(state["task"])
-        log = self.out / "log.csv"
-        if log.is_file():
-            with log.open(newline="", encoding="utf-8") as fh:
-                rows = [r for r in csv.DictReader(fh) if int(r["step"]) < self.step_index]
-            with log.open("w", newline="", encoding="utf-8") as fh:
-                writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS)
-                writer.writeheader()
-                writer.writerows(rows)
-            self.history = [{k: float(v) for k, v in r.items()} for r in rows]
-
-
-_CHECKPOINT_KEYS = {
-    "step": int, "train_seconds": (int, float), "wall_seconds": (int, float), "task": dict,
-    "adapter": dict, "optimizer": dict, "rng": dict, "torch_rng": object,
-    "python_rng": tuple, "settings": dict,
-}
-
-
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The state dict of a GRPO checkpoint file, read as data only.
-
-    ``torch.load(weights_only=True)``: only tensors and plain Python data are rebuilt, never
-    an arbitrary object, so a crafted file cannot run code. One ValueError naming the file
-    (and saying to delete it or the folder) when the file is refused, damaged or truncated,
-    or is not a GRPO checkpoint.
-    """
-    import torch
-
-    path = Path(path)
-    fresh = "delete it or the folder to start afresh"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4"
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:
-        if "weights only" in str(error).lower():
-            raise ValueError(
-                f"finetune checkpoint {path} holds objects other than tensors and plain data; "
-                f"refused (a results folder is read as data, never run as code); {fresh}"
-            ) from None
-        raise ValueError(f"finetune checkpoint {path} is damaged or truncated "
-                         f"(UnpicklingError); {fresh}") from None
-    except (OSError, RuntimeError, EOFError, ValueError, KeyError, IndexError, TypeError,
-            AttributeError, UnicodeDecodeError) as error:
-        if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
-            raise
-        raise ValueError(f"finetune checkpoint {path} is damaged or truncated "
-                         f"({type(error).__name__}); {fresh}") from None
-    if not isinstance(state, dict):
-        raise ValueError(f"finetune checkpoint {path} holds a {type(state).__name__}, not a "
-                         f"GRPO checkpoint; {fresh}")
-    wrong = sorted(k for k, kind in _CHECKPOINT_KEYS.items()
-                   if k not in state or not isinstance(state[k], kind)
-                   or (kind is int and (isinstance(state[k], bool) or state[k] < 0))
-                   or (k == "torch_rng" and not isinstance(state[k], torch.Tensor)))
-    if wrong:
-        raise ValueError(f"finetune checkpoint {path} is not a GRPO checkpoint (missing or "
-                         f"wrong: {', '.join(wrong)}); {fresh}")
-    if any(not isinstance(v, torch.Tensor) for v in state["adapter"].values()):
-        raise ValueError(f"finetune checkpoint {path}: its adapter weights are not all "
-                         f"tensors; {fresh}")
-    return state
+        """Continue from ``out/checkpoint`` (:func:`~.checkpoint.restore_checkpoint`)."""
+        restore_checkpoint(self)

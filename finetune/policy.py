@@ -19,10 +19,10 @@ import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..environments import LanguageSpec
 from ..llm.schema import finite_values, reply_text
@@ -49,17 +49,10 @@ class LoRASettings(BaseModel):
     r: int = Field(16, ge=1, le=1024, description="rank")
     alpha: float = Field(32.0, gt=0, description="scale numerator (scale = alpha / r)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
-    target_modules: list[str] = Field(
+    target_modules: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                  "up_proj", "down_proj"],
         min_length=1, description="names of the linear layers that get an adapter")
-
-    @field_validator("target_modules")
-    @classmethod
-    def _names(cls, value: list[str]) -> list[str]:
-        if any(not isinstance(v, str) or not v for v in value):
-            raise ValueError(f"target_modules={value!r}: expected non-empty module names")
-        return value
 
 
 class LoRAPolicy:

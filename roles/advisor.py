@@ -66,10 +66,10 @@ class AdvisorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: Literal["llm", "oracle", "random"] = Field("llm", description="who advises")
-    probability: float = Field(0.5, description="chance of taking the advice at the start")
+    probability: float = Field(
+        0.5, ge=0, le=1, description="chance of taking the advice at the start")
     decay_fraction: float = Field(
-        0.5, description="fraction of training after which the advice is never taken"
-    )
+        0.5, gt=0, le=1, description="fraction of training after which the advice is never taken")
     replace: Literal["exploratory", "any"] = Field(
         "exploratory",
         description="exploratory: advice replaces only the agent's exploratory choices (its "
@@ -90,8 +90,8 @@ class AdvisorConfig(BaseModel):
         False, description="learn_as demonstrations only: no advice in a state where the "
         "agent's greedy action already leads every other legal one by its margin")
     min_confidence: float | None = Field(
-        None, description="source llm on a backend that scores replies: no advice when the "
-        "advised action's probability is below this (the agent's own choice stands)")
+        None, ge=0, le=1, description="source llm on a backend that scores replies: no advice "
+        "when the advised action's probability is below this (the agent's own choice stands)")
 
     @field_validator("until_confident")
     @classmethod
@@ -100,27 +100,6 @@ class AdvisorConfig(BaseModel):
         if value and learn_as != "demonstrations":
             raise ValueError("advisor until_confident is true, which needs learn_as: "
                              f"demonstrations (got learn_as: {learn_as})")
-        return value
-
-    @field_validator("min_confidence")
-    @classmethod
-    def _confidence(cls, value: float | None) -> float | None:
-        if value is not None and not 0.0 <= value <= 1.0:
-            raise ValueError(f"advisor min_confidence is {value!r}, expected a number in [0, 1]")
-        return value
-
-    @field_validator("probability")
-    @classmethod
-    def _probability(cls, value: float) -> float:
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"advisor probability is {value!r}, expected a number in [0, 1]")
-        return value
-
-    @field_validator("decay_fraction")
-    @classmethod
-    def _fraction(cls, value: float) -> float:
-        if not 0.0 < value <= 1.0:
-            raise ValueError(f"advisor decay_fraction is {value!r}, expected a number in (0, 1]")
         return value
 
 

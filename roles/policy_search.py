@@ -55,7 +55,8 @@ from ..agents import (
     TrainingRun,
 )
 from ..agents.loop import end_run, start_run
-from ..llm import LLMBackend, LLMReplyError, backend_fields, make_backend
+from ..llm import LLMBackend, LLMReplyError, make_backend
+from .counting import check_backend_spec
 from .policy_families import (
     LinearPolicy,
     Policy,
@@ -121,10 +122,7 @@ class PolicySearchConfig(BaseModel):
             return value
         if not isinstance(value, (str, dict)):
             raise ValueError(f"llm is {value!r}, expected a backend name or a dict spec")
-        for backend, fields in backend_fields({"backend": value} if isinstance(value, str)
-                                              else value):
-            backend(**fields)  # a bad field is a ValidationError now, not mid-run
-        return value
+        return check_backend_spec(value)  # a bad field fails now, not mid-run
 
     @model_validator(mode="after")
     def _templates_exist(self) -> PolicySearchConfig:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import spearmanr
 
 from ..environments import language_for
@@ -73,27 +73,16 @@ class RewardShapingConfig(BaseModel):
     form: Literal["potential", "judge"] = Field(
         "potential", description="potential: policy-invariant; judge: LLM bonus per transition"
     )
-    gamma: float = Field(0.99, description="discount in gamma*Phi(s'); use the agent's gamma")
-    scale: float = Field(1.0, description="Phi = scale * score / 10 (oracle: -scale * d/d_max)")
+    gamma: float = Field(
+        0.99, ge=0, le=1, description="discount in gamma*Phi(s'); use the agent's gamma")
+    scale: float = Field(
+        1.0, gt=0, allow_inf_nan=False,
+        description="Phi = scale * score / 10 (oracle: -scale * d/d_max)")
     backend: str | dict[str, Any] = Field("llamacpp", description="LLM backend spec")
     language: dict[str, Any] = Field(default_factory=dict,
                                      description="options of the language spec")
     prompt_style: Literal["verbose", "compact"] = Field(
         "verbose", description="the prompt style of the potential and judge prompts")
-
-    @field_validator("gamma")
-    @classmethod
-    def _gamma(cls, value: float) -> float:
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"reward_shaping gamma is {value!r}, expected a number in [0, 1]")
-        return value
-
-    @field_validator("scale")
-    @classmethod
-    def _scale(cls, value: float) -> float:
-        if not (np.isfinite(value) and value > 0):
-            raise ValueError(f"reward_shaping scale is {value!r}, expected a finite number > 0")
-        return value
 
 
 class RewardShaping(gym.Wrapper):

@@ -284,3 +284,18 @@ def test_a_users_own_override_marks_its_advice_as_demonstrations():
                        hidden_sizes=[8], learning_starts=1000)
     train(agent, env, steps=40, seed=0, progress=False, advisor=EveryOtherStep())
     assert agent.buffer.demonstrations[:40].tolist() == [0.0, 1.0] * 20
+
+
+@pytest.mark.parametrize("kind", ["qlearning", "random"])
+def test_demonstrations_on_an_agent_that_cannot_use_them_is_a_config_error(tmp_path, kind):
+    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from test_experiments import tiny_config
+
+    data = tiny_config(tmp_path, agents=[{"type": kind, "advisor": {
+        "source": "oracle", "learn_as": "demonstrations"}}])
+    with pytest.raises(ConfigError, match=rf"x.yaml: agents\.0\.advisor\.learn_as: advisor "
+                                          rf"learn_as: demonstrations needs .* agent is {kind}"):
+        experiment_from_dict(data, "x.yaml")
+    data["agents"] = [{"type": "dqn", "advisor": {"source": "oracle",
+                                                  "learn_as": "demonstrations"}}]
+    experiment_from_dict(data, "x.yaml")

@@ -17,7 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langadapt import environments
-from langadapt.environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
+from langadapt.environments import (
+    MAZE_LAYOUTS,
+    CartPoleDescriber,
+    CartPoleEnv,
+    MazeEnv,
+    SailingEnv,
+    language_for,
+)
 from langadapt.environments.maze import (
     ACTION_DELTAS,
     ACTION_NAMES,
@@ -682,3 +689,16 @@ def test_sailing_step_speed_is_boat_speed():
     speed = boat_speed(env.theta)
     assert env.x - x0 == pytest.approx(speed * math.sin(env.theta))
     assert env.y - y0 == pytest.approx(speed * math.cos(env.theta))
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: CartPoleDescriber(decimals=7),
+     r"decimals\n.*less than or equal to 6 .*input_value=7,"),
+    (lambda: CartPoleDescriber(style="words"),
+     r"style\n.*'bins' or 'numbers' .*input_value='words',"),
+    (lambda: language_for(gym.make("langadapt/CartPole-v0"), decimals=True),
+     r"decimals\n.*valid integer .*input_value=True,"),
+])
+def test_bad_describer_arguments_name_the_argument_and_value(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

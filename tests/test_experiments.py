@@ -15,8 +15,10 @@ import yaml
 
 from langadapt.experiments import one_run as one_run_module
 from langadapt.experiments.config import ConfigError, experiment_from_dict, load_config
-from langadapt.experiments.report import read_episodes, summarise, write_report
+from langadapt.experiments.report import write_report
+from langadapt.experiments.results import read_episodes
 from langadapt.experiments.runner import finished_runs, run_experiment, runs_of
+from langadapt.experiments.summary import summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

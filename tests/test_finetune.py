@@ -94,8 +94,15 @@ def test_nan_reward_is_an_error_naming_it():
 
 
 def test_group_size_below_two_is_rejected():
-    with pytest.raises(ValidationError, match="group_size is 1, expected an int >= 2"):
+    with pytest.raises(ValidationError, match=r"group_size\n.*greater than or equal to 2 "
+                                              r".*input_value=1,"):
         GRPOSettings(group_size=1)
+
+
+def test_an_empty_lora_target_module_name_is_rejected():
+    with pytest.raises(ValidationError, match=r"target_modules\.1\n.*at least 1 character "
+                                              r".*input_value=''"):
+        LoRASettings(target_modules=["q_proj", ""])
 
 
 # ------------------------------------------------------------------ the reward
@@ -516,7 +523,8 @@ def _experiment(params: dict | None = None, env_id: str = "langadapt/Maze-v0",
 @pytest.mark.parametrize(("change", "message"), [
     ({"params": {"steps": 0}}, r"agents\.0\.params\.steps: Input should be greater than or "
      r"equal to 1"),
-    ({"params": {"group_size": 1}}, r"agents\.0\.params\.group_size: group_size is 1, expected"),
+    ({"params": {"group_size": 1}}, r"agents\.0\.params\.group_size: Input should be "
+     r"greater than or equal to 2, got 1"),
     ({"params": {"reward": None}}, r"agents\.0\.params\.reward: got None"),
     ({"env_params": {"maze": "umaze", "goal_reward": 0.0, "step_reward": 0.0}},
      r"no reward source: environment\.params\.goal_reward is 0 and environment\.params\."

@@ -205,6 +205,18 @@ def test_wrapper_matches_descriptions_and_passes_check_env(umaze_adapter: Any,
     assert infos[-1]["unshaped_reward"] == -0.001
 
 
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"gamma": 1.5}, r"gamma\n.*less than or equal to 1 .*input_value=1.5,"),
+    ({"bonus": float("nan")}, r"bonus\n.*finite number .*input_value=nan,"),
+    ({"step_reward": True}, r"step_reward\n.*valid number .*input_value=True,"),
+    ({"form": "reward"}, r"form\n.*'potential' or 'instruction' .*input_value='reward',"),
+])
+def test_bad_wrapper_settings_name_the_argument_and_value(settings, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        InstructionFollowing(MazeEnv("umaze"), [SubGoal("TL", check=cell_check([TL]))],
+                             **settings)
+
+
 def test_potential_form_telescopes() -> None:
     rng = np.random.default_rng(0)
     env = InstructionFollowing(MazeEnv("umaze", max_steps=40),

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from experiment_fixtures import run_cli
 
-from langadapt.experiments import cli
+from langadapt.experiments import cli_inspect
 from langadapt.experiments.config import ConfigError, experiment_from_dict
 
 LANGADAPT = Path(sys.executable).with_name("langadapt")
@@ -135,7 +135,7 @@ def test_check_builds_the_environment(tmp_path, capsys, monkeypatch):
 
 
 def test_describe_and_prompt_take_the_openai_backend(capsys):
-    spec = cli._llm_spec("openai", "smollm2", None, "http://127.0.0.1:8000/v1")
+    spec = cli_inspect.llm_spec("openai", "smollm2", None, "http://127.0.0.1:8000/v1")
     assert spec == {"backend": "openai", "model": "smollm2",
                     "base_url": "http://127.0.0.1:8000/v1"}
     code, _, err = _main(capsys, "describe", "maze", "--adapter", "llm", "--backend", "openai",

@@ -9,13 +9,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langadapt.experiments.report import (
-    Episode,
-    mean_and_interval,
-    median_to_threshold,
-    summarise,
-    summary_markdown,
-)
+from langadapt.experiments.report import summary_markdown
+from langadapt.experiments.results import Episode
+from langadapt.experiments.summary import mean_and_interval, median_to_threshold, summarise
 
 
 @settings(max_examples=200, deadline=None)
@@ -99,7 +95,7 @@ def test_keep_best_experiment_writes_best_and_final_rows(tmp_path):
         assert [r["phase"] for r in mine].count("final") == 3
         evaluated_after = {int(r["episode"]) for r in mine if r["phase"] == "eval"}
         assert {int(r["episode"]) for r in mine if r["phase"] == "best"} <= evaluated_after
-    from langadapt.experiments.report import read_episodes
+    from langadapt.experiments.results import read_episodes
 
     (row,) = summarise(read_episodes(tmp_path / "out" / "episodes.csv"), None)
     assert not math.isnan(row.best_return_mean) and 4 <= row.best_chosen_at <= 12

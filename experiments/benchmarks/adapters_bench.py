@@ -48,7 +48,7 @@ from ...adapters import (
     reachable_inputs,
 )
 from ...environments import MazeEnv
-from ...environments.describers import MazeDescriber
+from ...environments.grid_describers import MazeDescriber
 from . import replay
 
 __all__ = ["run"]

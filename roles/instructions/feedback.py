@@ -36,9 +36,10 @@ ranking, then the rule updates it. Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field, Strict
 
 from ...llm import LLMReplyError, parse_json_reply
 from ..counting import RoleCounters, make_llm_backend
@@ -50,10 +51,10 @@ from .search import (
     Exploration,
     Match,
     _normalise,
-    check_threshold,
     rank,
     select,
 )
+from .spec import Cosine, Count, checked_arguments
 
 __all__ = [
     "FEEDBACK_SOURCES",
@@ -212,21 +213,19 @@ def _ranking(rule: str, instruction_vector: np.ndarray, vectors: np.ndarray,
     return vectors @ instruction_vector
 
 
+@checked_arguments
 def refine(instruction: str, exploration: Exploration, feedback: Any,
-           rule: str = DEFAULT_RULE, rounds: int = MAX_ROUNDS, per_round: int = DEFAULT_PER_ROUND,
-           threshold: float = DEFAULT_THRESHOLD, top_k: int = DEFAULT_TOP_K,
+           rule: str = DEFAULT_RULE,
+           rounds: Annotated[int, Strict(), Field(ge=0, le=MAX_ROUNDS)] = MAX_ROUNDS,
+           per_round: Count = DEFAULT_PER_ROUND,
+           threshold: Cosine = DEFAULT_THRESHOLD, top_k: Count = DEFAULT_TOP_K,
            vector: np.ndarray | None = None, strict: bool = False,
            margin: float | None = DEFAULT_MARGIN) -> Match:
     """Match ``instruction`` with ``feedback`` (a source with ``judge``, or None for no
     feedback) refining it by ``rule`` over at most ``rounds`` rounds of ``per_round`` states
     (see the module docstring)."""
-    threshold, top_k = check_threshold(threshold, top_k)
     if rule not in REFINE_RULES:
         raise ValueError(f"feedback rule {rule!r}: expected one of {list(REFINE_RULES)}")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 0 <= rounds <= MAX_ROUNDS:
-        raise ValueError(f"feedback rounds={rounds!r}: expected an int in 0..{MAX_ROUNDS}")
-    if isinstance(per_round, bool) or not isinstance(per_round, int) or per_round < 1:
-        raise ValueError(f"feedback per_round={per_round!r}: expected an int >= 1")
     texts, vectors = exploration.texts, exploration.vectors
     if vector is None:
         vector = exploration.encode_texts([instruction])[0]

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...environments.rendering import canvas, fill_disk, fill_rect, write_png
+from .spec import Count, checked_arguments
 from .wrapper import InstructionFollowing
 
 __all__ = ["SUBGOAL_COLOURS", "follow_rate", "match_picture", "match_scores"]
@@ -47,14 +48,13 @@ def _instruction_env(env: Any) -> InstructionFollowing:
     raise ValueError("follow_rate needs an InstructionFollowing environment (plan.wrap(env))")
 
 
-def follow_rate(agent: Any, env: Any, episodes: int = 10, seed: int = 0,
+@checked_arguments
+def follow_rate(agent: Any, env: Any, episodes: Count = 10, seed: int = 0,
                 truth: Sequence[Sequence[Sequence[int]]] | None = None) -> dict[str, float]:
     """Greedy episodes of ``agent`` on ``env`` (an :class:`InstructionFollowing`
     environment): ``rate`` (chain done by matched states), ``truth_rate`` (true cells of every
     sub-goal visited in order; with ``truth``, mazes), ``env_success`` and ``mean_length``."""
     wrapper = _instruction_env(env)
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes={episodes!r}: expected an int >= 1")
     targets = None if truth is None else [{(int(r), int(c)) for r, c in cells}
                                           for cells in truth]
     if targets is not None and len(targets) != len(wrapper.chain):

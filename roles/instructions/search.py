@@ -31,6 +31,7 @@ import numpy as np
 
 from ...adapters import LanguageObservation
 from ...environments import language_for
+from .spec import Cosine, Count, checked_arguments
 
 __all__ = [
     "DEFAULT_MARGIN",
@@ -155,8 +156,9 @@ def _language_observation(env: gym.Env) -> Any:
     return None
 
 
-def explore(env: gym.Env, episodes: int = 100, agent: Any = None, seed: int = 0,
-            encoder: Any = None, max_steps: int | None = None,
+@checked_arguments
+def explore(env: gym.Env, episodes: Count = 100, agent: Any = None, seed: int = 0,
+            encoder: Any = None, max_steps: Count | None = None,
             checks: Sequence[Callable[[Any], bool]] = ()) -> Exploration:
     """Run ``episodes`` exploration episodes on ``env`` and record what was seen (see the
     module docstring). ``agent``: acts with ``explore=True`` (never learns); default uniformly
@@ -172,11 +174,6 @@ def explore(env: gym.Env, episodes: int = 100, agent: Any = None, seed: int = 0,
     distinct inputs afterwards in one batch (``adapter.prerender``, which also fills its memo
     for training); otherwise the wrapped environment is stepped as it is.
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"exploration episodes={episodes!r}: expected an int >= 1")
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
-                                  or max_steps < 1):
-        raise ValueError(f"max_steps={max_steps!r}: expected None or an int >= 1")
     encoder = encoder if encoder is not None else _find_adapter(env)
     if encoder is None or not callable(getattr(encoder, "encode_many", None)):
         raise ValueError("explore() needs an encoder: wrap the environment in "
@@ -324,15 +321,6 @@ def rank(scores: np.ndarray, texts: Sequence[str]) -> list[int]:
     return sorted(range(len(texts)), key=lambda i: (-rounded[i], texts[i]))
 
 
-def check_threshold(threshold: Any, top_k: Any) -> tuple[float, int]:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
-            -1.0 <= float(threshold) <= 1.0):
-        raise ValueError(f"threshold={threshold!r}: expected a cosine in [-1, 1]")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k={top_k!r}: expected an int >= 1")
-    return float(threshold), top_k
-
-
 def select(instruction: str, scores: np.ndarray, texts: Sequence[str], threshold: float,
            top_k: int, strict: bool = False, rule: str = "none",
            margin: float | None = DEFAULT_MARGIN) -> Match:
@@ -355,12 +343,12 @@ def select(instruction: str, scores: np.ndarray, texts: Sequence[str], threshold
                  fallback, float(scores[order[0]]), threshold, top_k, rule=rule)
 
 
-def match(instruction: str, exploration: Exploration, threshold: float = DEFAULT_THRESHOLD,
-          top_k: int = DEFAULT_TOP_K, strict: bool = False,
+@checked_arguments
+def match(instruction: str, exploration: Exploration, threshold: Cosine = DEFAULT_THRESHOLD,
+          top_k: Count = DEFAULT_TOP_K, strict: bool = False,
           vector: np.ndarray | None = None, margin: float | None = DEFAULT_MARGIN) -> Match:
     """Match one instruction against the explored descriptions (see the module docstring).
     ``vector``: the instruction's vector when already encoded; ``margin=None``: no margin."""
-    threshold, top_k = check_threshold(threshold, top_k)
     if vector is None:
         vector = exploration.encode_texts([instruction])[0]
     scores = exploration.vectors @ _normalise(vector)

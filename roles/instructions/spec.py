@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, Strict, validate_call
 
 from ...llm import LLMReplyError, parse_json_reply
 from ..counting import RoleCounters, make_llm_backend
@@ -37,6 +39,14 @@ __all__ = [
 ]
 
 #: Longest chain a task sentence may become.
+Count = Annotated[int, Strict(), Field(ge=1)]
+"""A count of at least 1 (``True`` or ``2.0`` are errors)."""
+Cosine = Annotated[float, Strict(), Field(ge=-1, le=1)]
+Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+checked_arguments = validate_call(config=ConfigDict(arbitrary_types_allowed=True))
+"""Check a public function's arguments against their annotations (the bounds above): a
+pydantic ValidationError naming the argument, the bound and the value."""
+
 MAX_SUBGOALS = 6
 
 SUBGOALS_SCHEMA: dict[str, Any] = {

@@ -39,13 +39,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from pydantic import Field, Strict
 
-from .spec import check_instruction
+from .spec import Finite, check_instruction, checked_arguments
 
 __all__ = ["FORMS", "InstructionFollowing", "SubGoal"]
 
@@ -91,13 +92,13 @@ def cell_check(cells: Iterable[Sequence[int]]) -> Callable[[Any], bool]:
 class InstructionFollowing(gym.Wrapper):
     """Reward a chain of sub-goals reached in order (see the module docstring)."""
 
+    @checked_arguments
     def __init__(self, env: gym.Env, chain: Sequence[Any],
-                 form: Literal["potential", "instruction"] = "potential", bonus: float = 1.0,
-                 gamma: float = 0.99, step_reward: float = 0.0, observe_index: bool = True,
+                 form: Literal["potential", "instruction"] = "potential", bonus: Finite = 1.0,
+                 gamma: Annotated[float, Strict(), Field(ge=0, le=1)] = 0.99,
+                 step_reward: Finite = 0.0, observe_index: bool = True,
                  describe_subgoal: bool = True, pay: bool = True) -> None:
         super().__init__(env)
-        if form not in FORMS:
-            raise ValueError(f"instruction form {form!r}: expected one of {list(FORMS)}")
         if isinstance(chain, (str, bytes)) or not isinstance(chain, Sequence) or not chain:
             raise ValueError(f"chain {chain!r}: expected a non-empty list of sub-goals")
         self.chain = [SubGoal.of(item) for item in chain]
@@ -105,12 +106,6 @@ class InstructionFollowing(gym.Wrapper):
             if not goal.descriptions and goal.check is None:
                 raise ValueError(f"sub-goal {n + 1} ({goal.text!r}) has no description and no "
                                  "check that reaches it")
-        for name, value in (("bonus", bonus), ("gamma", gamma), ("step_reward", step_reward)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(
-                    value):
-                raise ValueError(f"{name}={value!r}: expected a finite number")
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"gamma={gamma!r}: expected a number in [0, 1]")
         self.form, self.bonus, self.gamma = form, float(bonus), float(gamma)
         self.step_reward, self.pay = float(step_reward), bool(pay)
         self.observe_index, self.describe_subgoal = bool(observe_index), bool(describe_subgoal)

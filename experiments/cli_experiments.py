@@ -1,0 +1,252 @@
+"""``langadapt run`` (alias ``finetune``), ``prerender`` and ``report``: the commands of an
+experiment file and its results folder."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .cli_common import UsageError, quiet_model_loading
+
+
+def add_parsers(commands: Any) -> None:
+    run = commands.add_parser(
+        "run",
+        aliases=["finetune"],  # the GRPO files are experiments too; `finetune --list` names them
+        help="train and evaluate every adapter x agent x seed of an experiment file "
+        "(alias: finetune)",
+        description="Train and evaluate every (adapter x agent x seed) combination of an "
+        "experiment file, then write episodes.csv, summary.csv, summary.md and plots.",
+    )
+    run.add_argument("file", nargs="?", metavar="FILE",
+                     help="experiment YAML file, or the name of a packaged experiment "
+                     "(e.g. quickstart; see --list)")
+    run.add_argument("--list", action="store_true",
+                     help="list the packaged experiments with their descriptions and exit")
+    run.add_argument("--check", action="store_true",
+                     help="validate the file and the options, print what would run, run nothing")
+    run.add_argument("--out", type=Path, help="results folder (default: the file's output, "
+                     "else results/<name>)")
+    run.add_argument("--seeds", type=int, help="use seeds 0..N-1 instead of the file's seeds")
+    run.add_argument("--jobs", type=int, help="runs at a time (default: the file's executor.jobs; "
+                     "process pool: 1, ray: as many as the cluster fits)")
+    run.add_argument("--executor", choices=("process", "ray"),
+                     help="where runs execute: this machine's process pool (default) or a Ray "
+                     "cluster (needs langadapt[ray])")
+    run.add_argument("--address", help="ray: 'auto' (the cluster on this machine), HOST:PORT "
+                     "of a head node or ray://HOST:PORT; default: start a local cluster")
+    run.add_argument("--resume", action="store_true",
+                     help="keep finished runs of the same experiment in --out, do the rest")
+    run.add_argument("--force", action="store_true",
+                     help="replace the earlier results in --out: only in a folder langadapt "
+                     "wrote, only the files it wrote (docs/configuration.md)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    prerender = commands.add_parser(
+        "prerender",
+        help="describe and encode every reachable state of an experiment into the caches",
+        description="Describe and encode every reachable state (discrete environments) for "
+        "each language and llm adapter of an experiment file, filling the persistent caches.",
+    )
+    prerender.add_argument("file", metavar="FILE",
+                           help="experiment YAML file or the name of a packaged experiment")
+    prerender.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    report = commands.add_parser(
+        "report",
+        help="rebuild summary and plots from a results folder, or compare several",
+        description="Rebuild summary.csv, summary.md and the plots from a results folder's "
+        "episodes.csv and config.yaml. With several folders: one summary and one set of "
+        "curves of them all (adapters named FOLDER/ADAPTER) in --out, the folders only read.",
+    )
+    report.add_argument("folder", type=Path, nargs="+")
+    report.add_argument("--out", type=Path, help="with several folders: where the comparison "
+                        "goes (default: comparison)")
+
+
+# ----------------------------------------------------------------- packaged experiment files
+
+
+def _packaged_configs() -> dict[str, dict[str, Any]]:
+    """``{name: {"grpo", "description", "resource"}}`` of the experiment files shipped in
+    ``langadapt/configs`` (``grpo``: it has an agent of type grpo)."""
+    from importlib.resources import files
+
+    import yaml
+
+    folder = files("langadapt") / "configs"
+    if not folder.is_dir():
+        return {}
+    found = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not (entry.name.endswith(".yaml") and entry.is_file()):
+            continue
+        try:
+            data = yaml.safe_load(entry.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            data = None
+        data = data if isinstance(data, dict) else {}
+        agents = data.get("agents") if isinstance(data.get("agents"), list) else []
+        grpo = any(isinstance(a, dict) and a.get("type") == "grpo" for a in agents)
+        description = " ".join(str(data.get("description") or "").split())
+        found[entry.name[: -len(".yaml")]] = {
+            "grpo": grpo, "description": description, "resource": entry}
+    return found
+
+
+_RESOURCES = contextlib.ExitStack()  # packaged files extracted to disk (only from a zip)
+atexit.register(_RESOURCES.close)
+
+
+def _config_file(text: str | None) -> Path:
+    """The file ``langadapt run TEXT`` means: an existing path as it is, else the packaged
+    file of a bare name (``quickstart`` or ``quickstart.yaml``); a UsageError naming the
+    packaged ones otherwise."""
+    from importlib.resources import as_file
+
+    packaged = _packaged_configs()
+    names = ", ".join(packaged) or "none"
+    if text is None:
+        raise UsageError(f"FILE is required: an experiment file or one of the packaged "
+                         f"experiments {names} (see --list)")
+    path = Path(text).expanduser()
+    if path.exists():
+        return path
+    bare = "/" not in text and os.sep not in text
+    name = text[: -len(".yaml")] if text.endswith(".yaml") else text
+    entry = packaged.get(name) if bare else None
+    if entry is not None:
+        return _RESOURCES.enter_context(as_file(entry["resource"]))
+    if bare:
+        raise UsageError(f"{text!r}: no such file and no packaged experiment of that name; "
+                         f"packaged experiments: {names}")
+    stem = Path(text).stem
+    hint = f" (the packaged one is `langadapt run {stem}`)" if stem in packaged else ""
+    raise UsageError(f"{text}: no such experiment file{hint}")
+
+
+def _print_packaged(grpo_only: bool) -> int:
+    packaged = {n: e for n, e in _packaged_configs().items() if e["grpo"] or not grpo_only}
+    kind = "GRPO fine-tuning experiments" if grpo_only else "experiments"
+    if not packaged:
+        print(f"no packaged {kind} in this installation")
+        return 0
+    print(f"packaged {kind} (langadapt run NAME):")
+    width = max(len(n) for n in packaged)
+    for name, entry in packaged.items():
+        print(f"  {name:<{width}}  {entry['description']}".rstrip())
+    return 0
+
+
+# ----------------------------------------------------------------- commands
+
+
+def command_run(args: argparse.Namespace) -> int:
+    if args.list:
+        return _print_packaged(grpo_only=args.command == "finetune")
+    from .config import experiment_from_dict, load_config
+    from .runner import run_experiment
+
+    path = _config_file(args.file)
+    config = load_config(path)
+    data = config.model_dump(mode="json")
+    if args.seeds is not None:
+        data["seeds"] = args.seeds
+    executor = data["executor"]
+    if args.executor is not None:
+        executor["type"] = args.executor
+    if args.address is not None:
+        executor["address"] = args.address
+    if args.jobs is not None:
+        executor["jobs"] = args.jobs
+    config = experiment_from_dict(data, f"{args.file} with the command-line options")
+    if args.check:
+        _build_environments(config)
+        tasks = len(config.tasks or [None])
+        runs = len(config.adapters) * len(config.agents) * len(config.seed_list) * tasks
+        print(f"{path}: experiment {config.name!r}, {runs} runs ({len(config.adapters)} "
+              f"adapters x {len(config.agents)} agents x {len(config.seed_list)} seeds"
+              f"{f' x {tasks} tasks' if config.tasks else ''}), "
+              f"executor {config.executor.type}, results in {args.out or config.output_dir}")
+        return 0
+    if args.no_progress:
+        quiet_model_loading()
+    started = time.perf_counter()
+    from .suite import run_suite  # a suite: one experiment per task, then its report
+
+    out = (run_suite if config.tasks else run_experiment)(
+        config,
+        out_dir=args.out,
+        resume=args.resume,
+        force=args.force,
+        progress=not args.no_progress,
+    )
+    print(f"done in {time.perf_counter() - started:.0f} s: {out}")
+    return 0
+
+
+def _build_environments(config: Any) -> None:
+    """Build the environment of the experiment (of every task of a suite) once, so that
+    ``--check`` fails on bad environment params as ``run`` would."""
+    from .config import ConfigError
+    from .one_run import make_env
+    from .suite import task_configs
+
+    experiments = task_configs(config) if config.tasks else {None: config}
+    for task, experiment in experiments.items():
+        try:
+            make_env(experiment).close()
+        except ConfigError as error:
+            raise ConfigError(f"{config.name}, task {task}: {error}" if task else error) \
+                from None
+
+
+def command_prerender(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .runner import prerender
+
+    config = load_config(_config_file(args.file))
+    if args.no_progress:
+        quiet_model_loading()
+    counters = prerender(config, progress=not args.no_progress)
+    if not counters:
+        print(f"{config.environment.id}: no enumerable state set; nothing to prerender")
+    for name, stats in counters.items():
+        shown = ", ".join(f"{k}={v:g}" for k, v in stats.items() if v)
+        print(f"{name}: {shown}")
+    return 0
+
+
+def command_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+    from .suite import SUITE_FILE, write_suite_report
+
+    if len(args.folder) > 1:
+        from .compare import compare_folders
+
+        out = args.out or Path("comparison")
+        print(compare_folders(args.folder, out))
+        print(f"written: {out}/summary.csv, summary.md, learning_curves.png, final_returns.png")
+        return 0
+    if args.out is not None:
+        raise UsageError(f"--out {args.out} is for comparing several folders; one folder's "
+                         "report is rebuilt in the folder")
+    folder = args.folder[0]
+    if (folder / SUITE_FILE).is_file():
+        write_suite_report(folder)
+    else:
+        write_report(folder)
+    return 0
+
+
+COMMANDS = {
+    "run": command_run,
+    "finetune": command_run,
+    "prerender": command_prerender,
+    "report": command_report,
+}
