@@ -47,7 +47,7 @@ from pydantic import (
     model_validator,
 )
 
-from .cache import AnswerCache, answer_key, default_cache_path, score_key
+from .cache import answer_key, default_cache_path, score_key
 from .errors import (
     LLMError,
     LLMReplyError,
@@ -64,7 +64,7 @@ from .schema import (
     quote_reply,
     schema_errors,
 )
-from .store import CacheError
+from .store import CacheError, SQLiteStore, open_store
 
 __all__ = ["LLMBackend", "STATS_KEYS", "WARN_EVERY_S", "Transient", "check_messages",
            "check_replies"]
@@ -246,10 +246,11 @@ class LLMBackend(BaseModel):
         return self.runtime.choice_reason
 
     @property
-    def cache(self) -> AnswerCache:
-        """The answer cache (opened on first use)."""
-        return self.runtime.once("cache", lambda: AnswerCache(self.cache_path,
-                                                              self.cache_capacity))
+    def cache(self) -> SQLiteStore:
+        """The store of answers, ``cache_path`` (opened on first use, shared in the process
+        with every other user of that file, e.g. an adapter's embeddings)."""
+        return self.runtime.once("cache", lambda: open_store(
+            self.cache_path, self.cache_capacity, what="LLM answer cache"))
 
     def options(self, max_tokens: int | None = None, seed: int | None = None
                 ) -> dict[str, Any]:
@@ -387,7 +388,7 @@ class LLMBackend(BaseModel):
     def _store(self, key: str, text: str, meta: dict[str, Any]) -> None:
         """Cache an answer; a cache that fails to store it costs a warning, not the answer."""
         try:
-            self.cache.put(key, text, meta)
+            self.cache.put_many([(key, text, text, meta)])
         except CacheError as error:
             if self.runtime.first("cache write failed"):
                     logger.warning("%s: could not store an answer in the LLM answer cache (%s); "
@@ -541,8 +542,17 @@ class LLMBackend(BaseModel):
 
     # ---- sharing ---------------------------------------------------------------------
     def export_jsonl(self, path: str | Path) -> int:
-        """Write the persistent answer cache to JSONL; return the number of lines."""
-        return self.cache.export_jsonl(path)
+        """Write the stored answers to JSONL; return the number of lines."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        count = 0
+        with out.open("w", encoding="utf-8") as fh:
+            for _key, answer, meta, created in self.cache.rows():
+                if "messages" in meta:  # an answer, not an embedding sharing the file
+                    fh.write(json.dumps({**meta, "answer": answer, "created": created},
+                                        ensure_ascii=False) + "\n")
+                    count += 1
+        return count
 
     def import_jsonl(self, path: str | Path) -> int:
         """Load answers from JSONL; return how many were new.
@@ -584,7 +594,7 @@ class LLMBackend(BaseModel):
             key = answer_key(backend, identity, options, record.schema_, messages)
             meta.update(options=options, schema=record.schema_, messages=messages)
         new = self.cache.get(key) is None
-        self.cache.put(key, record.answer, meta, created=record.created)
+        self.cache.put_many([(key, record.answer, record.answer, meta)], record.created)
         return int(new)
 
 

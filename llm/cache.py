@@ -1,11 +1,11 @@
-"""The answer cache: LLM replies keyed by everything that shaped them, in memory and on disk.
+"""The keys of LLM answers in the store: everything that shaped an answer.
 
 Key: SHA-256 of (backend, model identity, options, JSON schema, messages) — `answer_key`;
 the scores of candidate replies under `score_key`, as JSON text. The model identity is a
 content hash (a GGUF file's: `file_sha256`) or the digest a server reports, so a renamed
 copy of a model shares its answers and a changed file does not. Only real answers are
-stored. The store is `langadapt.llm.store.SQLiteStore`; JSONL export and import move
-answers between machines.
+stored, in `langadapt.llm.store.SQLiteStore` (``LLMBackend.cache``); JSONL export and
+import (`LLMBackend.export_jsonl`) move answers between machines.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .store import SQLiteStore
-
-__all__ = ["AnswerCache", "answer_key", "default_cache_path", "file_sha256", "score_key"]
+__all__ = ["answer_key", "default_cache_path", "file_sha256", "score_key"]
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -55,44 +53,6 @@ def score_key(
     payload = _canonical(["score", backend, identity, options, list(replies),
                           [[m["role"], m["content"]] for m in messages]])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-class AnswerCache:
-    """Answers by request key (see the module docstring); ``path=None`` keeps them in memory."""
-
-    def __init__(self, path: str | os.PathLike[str] | None, capacity: int = 100_000) -> None:
-        self.store = SQLiteStore(path, capacity, what="LLM answer cache")
-
-    @property
-    def path(self) -> Path | None:
-        return self.store.path
-
-    def get(self, key: str) -> str | None:
-        return self.store.get(key)
-
-    def put(self, key: str, answer: str, meta: dict[str, Any], created: str | None = None) -> None:
-        """Store one answer (committed at once); the first answer for a key wins."""
-        if not isinstance(answer, str) or not answer.strip():
-            raise ValueError(f"refusing to cache an empty or non-text answer: {answer!r}")
-        self.store.put_many([(key, answer, answer, meta)], created)
-
-    def __len__(self) -> int:
-        return len(self.store)
-
-    def export_jsonl(self, path: str | os.PathLike[str]) -> int:
-        """Write every stored answer to ``path`` as JSON lines; return how many."""
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        count = 0
-        with out.open("w", encoding="utf-8") as fh:
-            for _key, answer, meta, created in self.store.rows():
-                fh.write(json.dumps({**meta, "answer": answer, "created": created},
-                                    ensure_ascii=False) + "\n")
-                count += 1
-        return count
-
-    def close(self) -> None:
-        self.store.close()
 
 
 # ---- the identity of a GGUF file ---------------------------------------------------------
