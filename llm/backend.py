@@ -388,7 +388,7 @@ class LLMBackend(BaseModel):
     def _store(self, key: str, text: str, meta: dict[str, Any]) -> None:
         """Cache an answer; a cache that fails to store it costs a warning, not the answer."""
         try:
-            self.cache.put_many([(key, text, text, meta)])
+            self.cache.put(key, text, meta)
         except CacheError as error:
             if self.runtime.first("cache write failed"):
                     logger.warning("%s: could not store an answer in the LLM answer cache (%s); "
@@ -594,7 +594,7 @@ class LLMBackend(BaseModel):
             key = answer_key(backend, identity, options, record.schema_, messages)
             meta.update(options=options, schema=record.schema_, messages=messages)
         new = self.cache.get(key) is None
-        self.cache.put_many([(key, record.answer, record.answer, meta)], record.created)
+        self.cache.put(key, record.answer, meta, record.created)
         return int(new)
 
 

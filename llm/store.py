@@ -318,6 +318,11 @@ class SQLiteStore:
             if rows:
                 self._write(lambda db: _insert(db, rows))
 
+    def put(self, key: str, value: Any, meta: dict[str, Any] | None = None,
+            created: str | None = None) -> None:
+        """Store one value (bytes or str) as it is."""
+        self.put_many([(key, value, value, meta)], created)
+
     def _remember(self, key: str, value: Any) -> None:
         memory = self._memory
         memory[key] = value
