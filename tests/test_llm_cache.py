@@ -22,11 +22,11 @@ from langadapt.llm import (
     OllamaBackend,
     SQLiteStore,
     StructuredOutputError,
-    open_store,
     answer_key,
     default_gguf_path,
     file_sha256,
     make_backend,
+    open_store,
     schema_errors,
 )
 
