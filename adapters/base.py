@@ -119,8 +119,7 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
         self._env_space, self._space, self._n_actions = env_spaces(given)
         self.clear_memo()
 
-    # ---- what a subclass supplies (one that sets up its own parts after
-    # ---- ``super().__init__`` calls ``clear_memo()`` once they are ready) -----------------
+    # ---- what a subclass supplies (then calls ``clear_memo()`` once its parts are ready) --
     def describe_one(self, state: np.ndarray, legal_moves: tuple[int, ...],
                      history: Sequence[Any]) -> str:
         """The description of one checked input (``state`` of the env's shape and dtype and
@@ -154,16 +153,22 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
         """``(vector, text)`` of one input: the memo, else the cold path (module docstring)."""
         memo = self.memo
         try:  # the warm path: an array of the env's dtype and shape, int moves, seen before
-            if state.dtype is memo.dtype and state.shape == memo.shape:
+            if state.dtype is memo.dtype:
                 kind = type(legal_moves)
-                if kind is list or kind is tuple:
+                if kind is list:  # the state index (empty when the history matters)
+                    entry = memo.by_state.get(state.tobytes())
+                    if (entry is not None and entry[0] == legal_moves
+                            and state.shape == memo.shape):
+                        for move in legal_moves:
+                            if type(move) is not int:
+                                break
+                        else:
+                            return entry[1]
+                if (kind is list or kind is tuple) and state.shape == memo.shape:
                     for move in legal_moves:
                         if type(move) is not int:
                             break
                     else:
-                        entry = memo.by_state.get(state.tobytes()) if kind is list else None
-                        if entry is not None and entry[0] == legal_moves:
-                            return entry[1]  # the state index (empty when history matters)
                         key = state.tobytes() + bytes(legal_moves)
                         hk = memo.history_key
                         hit = memo.entries.get(key if hk is None
@@ -227,21 +232,17 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
     def prerender(self, inputs: Iterable[AdapterInput], progress: bool = True,
                   batch_size: int = 512) -> dict[str, int]:
         """Describe and encode ``inputs`` ahead of time (distinct texts in batches of
-        ``batch_size``, only those no cache knows) and fill the memo, so later calls on them
-        are memo look-ups. Returns ``inputs`` and ``distinct_texts`` (LLM adapters add
-        their counts). ``progress`` shows a tqdm bar."""
+        ``batch_size``) and fill the memo; returns ``inputs`` and ``distinct_texts`` (LLM
+        adapters add their counts). ``progress`` shows a tqdm bar."""
         return prerender_checked(self, self._checked(inputs), progress, batch_size)
 
     def stats(self) -> dict[str, float | int]:
         """Counters: the keys of `STAT_KEYS` plus ``memo_misses`` (inputs described) and
         ``memo_size``. Memo hits are not counted (it would slow the warm path)."""
-        out: dict[str, float | int] = dict.fromkeys(STAT_KEYS, 0)
-        out["encoder_calls"] = self._counts["misses"]  # every cache miss is one encoded text
-        out["embedding_cache_hits"] = self._counts["hits"]
-        out["embedding_cache_misses"] = self._counts["misses"]
-        out["memo_misses"] = self.memo.misses
-        out["memo_size"] = len(self.memo.entries)
-        return out
+        hits, misses = self._counts["hits"], self._counts["misses"]  # a miss: a text encoded
+        return {**dict.fromkeys(STAT_KEYS, 0), "encoder_calls": misses,
+                "embedding_cache_hits": hits, "embedding_cache_misses": misses,
+                "memo_misses": self.memo.misses, "memo_size": len(self.memo.entries)}
 
     def clear_memo(self) -> None:
         """Forget the memo (the embedding cache is kept) and key it by `uses_history`."""
