@@ -37,6 +37,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -375,16 +376,17 @@ class SQLiteStore:
     def adopt(self, old_files: Iterable[Path]) -> None:
         """Copy the entries of ``old_files`` (stores of the previous layout) into this
         store's file and rename each to ``<name>.adopted``, one log line each; a file that
-        cannot be read is left alone, with one warning, and its entries are recomputed."""
+        cannot be read is left alone, with one warning, and its entries are computed again."""
         for old in old_files:
             if self._db is None or self.read_only or not old.is_file():
                 continue
-            try:
-                source = SQLiteStore(old, what=f"old {self.what}")
-                self.insert_rows(source.rows())
-                source.close()
+            try:  # read-only: never creates a file another process has just adopted
+                with closing(sqlite3.connect(f"{old.resolve().as_uri()}?mode=ro", uri=True)) as db:
+                    rows = db.execute("SELECT key, value, meta, created FROM entries "
+                                      "ORDER BY rowid").fetchall()
+                self.insert_rows((k, v, json.loads(m), c) for k, v, m, c in rows)
                 os.replace(old, old.with_name(old.name + ".adopted"))
-            except (CacheError, OSError) as error:
+            except (sqlite3.DatabaseError, OSError, ValueError) as error:
                 logger.warning("%s: could not read the old cache file %s (%s); ignoring it, "
                                "its entries are computed again", self.what, old, error)
             else:
