@@ -211,7 +211,8 @@ class RayExecutor:
         )(run_on_worker)
         cache_dir = str(Path(config.cache_dir).resolve()) if config.cache_dir else ""
         store = open_store(Path(cache_dir) / CACHE_FILE, 1) if cache_dir else None
-        rows = list(store.rows()) if store is not None and store.usable else []
+        other_nodes = sum(node["Alive"] for node in ray.nodes()) > 1
+        rows = list(store.rows()) if other_nodes and store is not None and store.usable else []
         shared = ray.put(({**config.resolved(), "cache_dir": cache_dir}, rows))
         driver_node = ray.get_runtime_context().get_node_id()
         queue, pending = list(keys), {}
@@ -258,7 +259,10 @@ def run_on_worker(shared: tuple[dict, list], run_key: str, driver_node: str
     store, first = None, 0
     if not on_driver_node and driver_cache_dir:  # the driver's store, copied into the node's
         store = open_store(Path(config.cache_dir) / CACHE_FILE, 1)
-        store.insert_rows(store_rows)
+        copied = Path(config.cache_dir) / f"copied-{_rows_tag(store_rows)}"
+        if not copied.exists():  # once per node and experiment, not per run
+            store.insert_rows(store_rows)
+            copied.touch()
         first = store.last_row()
     rows: list[dict[str, Any]] = []
     summary = train_run(config, find_run(config, run_key), rows.append)
@@ -267,6 +271,11 @@ def run_on_worker(shared: tuple[dict, list], run_key: str, driver_node: str
     except CacheError:  # the node's file could not be used: nothing was stored
         added = []
     return {"rows": rows, "summary": summary, "store_rows": added}
+
+
+def _rows_tag(rows: list) -> str:
+    """A short tag of the driver's shipped rows (their number and last key)."""
+    return hashlib.sha256(f"{len(rows)} {rows[-1][0] if rows else ''}".encode()).hexdigest()[:12]
 
 
 def node_cache_dir(driver_cache_dir: str) -> Path:
