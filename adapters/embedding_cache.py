@@ -117,7 +117,8 @@ class EmbeddingCache:
         return len(self.store) if self.store.path is not None else 0
 
     def close(self) -> None:
-        """Close the SQLite file (the memory part stays usable)."""
+        """Close the SQLite file (the memory part stays usable); the store is shared by
+        every user of the file in this process, who then also write to memory only."""
         self.store.close()
 
 
@@ -169,9 +170,7 @@ class Representation:
             walk = random_walk_inputs(copy.deepcopy(self._env), self.fit_steps, self.fit_seed,
                                       list(range(self._n_actions or 0)), self.check_input)
             texts = list(dict.fromkeys(text for text, _ in self.describe_checked(walk, False)))
-            plain = self.model_copy(update={"normalise": "none"})
-            plain._cache, plain._counts = self.embedding_cache, self._counts
-            self._standardiser = fit_standardiser(np.stack(plain.text_vectors(texts)),
+            self._standardiser = fit_standardiser(np.stack(self._embedded(texts)),
                                                   whiten=self.normalise == "whiten")
         return self._standardiser
 

@@ -377,9 +377,13 @@ class SQLiteStore:
         """Copy the entries of ``old_files`` (stores of the previous layout) into this
         store's file and rename each to ``<name>.adopted``, one log line each; a file that
         cannot be read is left alone, with one warning, and its entries are computed again."""
+        old_files = [old for old in old_files if old.is_file()]
+        if old_files and (self._db is None or self.read_only):
+            logger.warning("%s: ignoring the old cache files %s (%s cannot be written); their "
+                           "entries are computed again", self.what,
+                           ", ".join(map(str, old_files)), self.path)
+            return
         for old in old_files:
-            if self._db is None or self.read_only or not old.is_file():
-                continue
             try:  # read-only: never creates a file another process has just adopted
                 with closing(sqlite3.connect(f"{old.resolve().as_uri()}?mode=ro", uri=True)) as db:
                     rows = db.execute("SELECT key, value, meta, created FROM entries "

@@ -156,6 +156,9 @@ def test_old_cache_files_are_adopted_once(tmp_path, caplog):
     assert not old_answers.exists() and (tmp_path / "descriptions.sqlite.adopted").is_file()
     assert "could not read the old cache file" in caplog.text and broken.is_file()
     assert len(store) == 2
+    with caplog.at_level(logging.WARNING, logger="langadapt.llm.store"):
+        SQLiteStore(None).adopt([broken])  # nowhere to copy to: one line, no crash
+    assert "ignoring the old cache files" in caplog.text
 
 
 # ---------------------------------------------------------------------------- JSONL
