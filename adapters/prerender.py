@@ -1,17 +1,19 @@
-"""Enumerate the inputs an adapter can meet in a discrete environment, for prerendering.
+"""Prerendering: describe and encode many inputs ahead of time.
 
 ``adapter.prerender(reachable_inputs(env))`` describes and encodes every reachable maze
-cell once, so that a training run afterwards makes no encoder call.
+cell once (`prerender_checked`), so that a training run afterwards makes no encoder call.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..environments.maze import bfs_distances
-from .base import AdapterInput
+import numpy as np
 
-__all__ = ["reachable_inputs"]
+from ..environments.maze import bfs_distances
+from .inputs import AdapterInput
+
+__all__ = ["prerender_checked", "reachable_inputs"]
 
 _NEEDED = ("free_cells", "grid", "legal_moves_at", "observation_of", "start")
 
@@ -47,3 +49,32 @@ def reachable_inputs(env: Any, with_last_action: bool = False) -> list[AdapterIn
             inputs.extend((state, legal, (a,)) for a in range(n_actions))
     return inputs
 
+
+
+def prerender_checked(adapter: Any, items: list[tuple[np.ndarray, tuple[int, ...], Any]],
+                      progress: bool, batch_size: int) -> dict[str, int]:
+    """`BaseAdapter.prerender` of checked ``items``: describe them (in bulk), encode the
+    distinct texts in batches of ``batch_size`` and fill the adapter's memo."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
+    if len(items) > adapter.memo_capacity:
+        raise ValueError(f"prerender of {len(items)} inputs exceeds memo_capacity="
+                         f"{adapter.memo_capacity}; expected at most memo_capacity inputs "
+                         "(raise it)")
+    described = adapter.describe_checked(items, progress)
+    texts = list(dict.fromkeys(text for text, _ in described))
+    vectors: dict[str, np.ndarray] = {}
+    batches: Any = range(0, len(texts), batch_size)
+    if progress and len(texts) > batch_size:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(batches, desc=f"prerender {adapter.kind}", unit="batch")
+    for start in batches:
+        chunk = texts[start : start + batch_size]
+        vectors.update(zip(chunk, adapter.text_vectors(chunk), strict=True))
+    memo = adapter.memo
+    for (state, legal, history), (text, keep) in zip(items, described, strict=True):
+        if keep:
+            memo.put(memo.key(state, legal, history),
+                     (adapter.observation_of(vectors[text], state), text))
+    return {"inputs": len(items), "distinct_texts": len(texts)}

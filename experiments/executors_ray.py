@@ -3,13 +3,13 @@
 The driver (the ``langadapt run`` process) connects to a cluster (``address``: ``auto``,
 ``HOST:PORT`` or ``ray://HOST:PORT``) or starts a local one, submits one task per run with
 its CPU and GPU request, and writes each run's files into the results folder as its result
-arrives. Shipped with every task: the resolved experiment and, for environments whose
-states can be enumerated, the prerendered ``(vector, text)`` of every reachable input of
-each language and llm adapter (:class:`~langadapt.experiments.executors.ShippedAdapter`),
-so workers need neither an LLM nor the encoder. Otherwise workers build the adapters
-themselves: the encoder from the installed package, LLM answers from the configured
-backend. A worker on another node keeps its LLM answers in a cache of its own and returns
-them with the run's result; the driver imports them into the experiment's cache.
+arrives. Workers build the adapters as the process pool's do and read the experiment's
+one store (``cache_dir``'s ``cache.sqlite``: every embedding and LLM answer the driver's
+prerender or earlier runs made), so a prerendered maze costs a worker no LLM call and no
+encoding. Workers on the driver's node use that file itself; the driver ships its rows
+(once per experiment, through Ray's object store) to workers on other nodes, which copy
+them into a store of their node and return the rows their run added, which the driver
+writes into its store — so a rerun asks the LLM nothing.
 
 **Connecting.** Before ``ray.init`` the driver checks the address it would join: the given
 one or, as Ray does, ``RAY_ADDRESS`` (which overrides it) and, for ``auto``, the cluster Ray
@@ -25,7 +25,6 @@ optional ``ray`` extra.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import socket
@@ -36,10 +35,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..llm import AnswerCache, answer_key
+from ..llm import CacheError, open_store
 from .config import ConfigError, ExecutorSpec, ExperimentConfig, experiment_from_dict
-from .executors import Outcome, ShippedAdapter, ship
-from .one_run import ANSWERS_FILE, make_adapter, make_env, train_run
+from .executors import Outcome
+from .one_run import CACHE_FILE, train_run
 from .results import find_run, write_finished_run
 
 CONNECT_TIMEOUT_S = 5.0
@@ -200,9 +199,8 @@ class RayExecutor:
         self.startup_seconds = time.perf_counter() - started
         return True
 
-    def run(
-        self, config: ExperimentConfig, keys: list[str], out_dir: Path, prerendered: dict
-    ) -> Iterator[Outcome]:
+    def run(self, config: ExperimentConfig, keys: list[str], out_dir: Path
+            ) -> Iterator[Outcome]:
         ray = self.ray
         if not ray.is_initialized():
             raise RuntimeError("RayExecutor.run outside its `with` block")
@@ -212,8 +210,10 @@ class RayExecutor:
             max_retries=self.spec.max_retries,
         )(run_on_worker)
         cache_dir = str(Path(config.cache_dir).resolve()) if config.cache_dir else ""
-        data = {**config.resolved(), "cache_dir": cache_dir}
-        shared = ray.put((data, ship(config, prerendered)))
+        store = open_store(Path(cache_dir) / CACHE_FILE, 1) if cache_dir else None
+        other_nodes = sum(node["Alive"] for node in ray.nodes()) > 1
+        rows = list(store.rows()) if other_nodes and store is not None and store.usable else []
+        shared = ray.put(({**config.resolved(), "cache_dir": cache_dir}, rows))
         driver_node = ray.get_runtime_context().get_node_id()
         queue, pending = list(keys), {}
         while queue or pending:
@@ -227,8 +227,8 @@ class RayExecutor:
             except ray.exceptions.RayError as error:
                 yield Outcome(key, _short_error(error))
                 continue
-            if result["descriptions"]:
-                merge_descriptions(result["descriptions"], cache_dir)
+            if store is not None and result["store_rows"]:
+                store.insert_rows(result["store_rows"])
             write_finished_run(out_dir, key, result["rows"], result["summary"])
             yield Outcome(key)
 
@@ -245,28 +245,37 @@ def _short_error(error: BaseException) -> str:
 # ----------------------------------------------------------------------------- the worker
 
 
-def run_on_worker(shared: tuple[dict, dict], run_key: str, driver_node: str) -> dict[str, Any]:
+def run_on_worker(shared: tuple[dict, list], run_key: str, driver_node: str
+                  ) -> dict[str, Any]:
     """One run on a Ray worker: its rows, its ``done.json`` summary and, on a node other
-    than the driver's, the LLM descriptions it asked for (JSONL text, else None)."""
+    than the driver's, the rows its run added to the node's store (else [])."""
     ray = import_ray()
-    data, shipped = shared
+    data, store_rows = shared
+    driver_cache_dir = data["cache_dir"]
     on_driver_node = ray.get_runtime_context().get_node_id() == driver_node
-    if not on_driver_node or not data["cache_dir"]:
-        data = {**data, "cache_dir": str(node_cache_dir(data["cache_dir"]))}
+    if not on_driver_node or not driver_cache_dir:
+        data = {**data, "cache_dir": str(node_cache_dir(driver_cache_dir))}
     config = experiment_from_dict(data, "config.yaml")
-    run = find_run(config, run_key)
-    adapter = None
-    table = shipped.get(run.adapter.name)
-    if table is not None:  # a fresh copy: the counters are per run
-        adapter = ShippedAdapter(
-            table.kind, table.observation_space, table.state_dtype, table.table
-        ).bind(lambda: make_adapter(run.adapter, make_env(config), config.cache_dir))
+    store, first = None, 0
+    if not on_driver_node and driver_cache_dir:  # the driver's store, copied into the node's
+        store = open_store(Path(config.cache_dir) / CACHE_FILE, 1)
+        copied = Path(config.cache_dir) / f"copied-{_rows_tag(store_rows)}"
+        if not copied.exists():  # once per node and experiment, not per run
+            store.insert_rows(store_rows)
+            copied.touch()
+        first = store.last_row()
     rows: list[dict[str, Any]] = []
-    summary = train_run(config, run, rows.append, adapter=adapter)
-    descriptions = None
-    if not on_driver_node:
-        descriptions = export_descriptions(config.cache_dir)
-    return {"rows": rows, "summary": summary, "descriptions": descriptions}
+    summary = train_run(config, find_run(config, run_key), rows.append)
+    try:
+        added = list(store.rows(after=first)) if store is not None else []
+    except CacheError:  # the node's file could not be used: nothing was stored
+        added = []
+    return {"rows": rows, "summary": summary, "store_rows": added}
+
+
+def _rows_tag(rows: list) -> str:
+    """A short tag of the driver's shipped rows (their number and last key)."""
+    return hashlib.sha256(f"{len(rows)} {rows[-1][0] if rows else ''}".encode()).hexdigest()[:12]
 
 
 def node_cache_dir(driver_cache_dir: str) -> Path:
@@ -275,52 +284,3 @@ def node_cache_dir(driver_cache_dir: str) -> Path:
     folder = Path(tempfile.gettempdir()) / f"langadapt-ray-cache-{os.getuid()}" / tag
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _description_cache(path: Path) -> Any:
-    return AnswerCache(path)
-
-
-def export_descriptions(cache_dir: str) -> str | None:
-    """The LLM description cache of ``cache_dir`` as JSONL text (None if it has none)."""
-    path = Path(cache_dir) / ANSWERS_FILE
-    if not path.is_file():
-        return None
-    cache = _description_cache(path)
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "descriptions.jsonl"
-        try:
-            count = cache.export_jsonl(out)
-        finally:
-            cache.close()
-        return out.read_text() if count else None
-
-
-def merge_descriptions(jsonl: str, cache_dir: str) -> None:
-    """Import a worker's exported descriptions into the experiment's cache."""
-    if not cache_dir:
-        return
-    folder = Path(cache_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    cache = _description_cache(folder / ANSWERS_FILE)
-    with tempfile.TemporaryDirectory() as scratch:
-        source = Path(scratch) / "descriptions.jsonl"
-        source.write_text(jsonl)
-        try:
-            import_answers(cache, source)
-        finally:
-            cache.close()
-
-
-def import_answers(cache: Any, source: Path) -> None:
-    """Add the answers of a JSONL export to ``cache`` (the first answer for a key wins)."""
-    if hasattr(cache, "import_jsonl"):
-        cache.import_jsonl(source)
-        return
-    for line in source.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            answer, created = record.pop("answer"), record.pop("created", None)
-            key = answer_key(record["backend"], record["identity"], record["options"],
-                             record["schema"], record["messages"])
-            cache.put(key, answer, record, created)

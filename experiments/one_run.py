@@ -4,14 +4,16 @@ evaluate, and hand back its episode rows and the summary ``done.json`` records.
 :func:`execute_run` is what a process-pool worker (or the driver, with one job) calls;
 :func:`train_run` is the part the Ray executor's workers share.
 
-**Caches.** With the experiment's ``cache_dir`` set, every LLM answer of the run is kept in
-one store there, :data:`ANSWERS_FILE` — the llm adapter's descriptions and the answers of
-every LLM role: ``llm_policy`` (agent param ``backend``), ``llm_policy_search`` (``llm``),
-the ``advisor`` block's ``backend`` and ``reward_shaping``'s ``backend``. A role's backend
-spec (a name such as ``"llamacpp"`` or a dict) gets ``cache_path`` set to that file unless
-it names its own ``cache_path`` (``null`` keeps answers in memory only); the user cache
-(``~/.cache/langadapt``) is used only when ``cache_dir`` is empty. The answers' keys carry
-the backend, model identity, options and prompt, so one store serves them all.
+**Caches.** With the experiment's ``cache_dir`` set, every embedding and every LLM answer
+of the run is kept in one store there, :data:`CACHE_FILE` — the adapters' vectors, the llm
+adapter's descriptions and the answers of every LLM role: ``llm_policy`` (agent param
+``backend``), ``llm_policy_search`` (``llm``), the ``advisor`` block's ``backend`` and
+``reward_shaping``'s ``backend``. A role's backend spec (a name such as ``"llamacpp"`` or
+a dict) gets ``cache_path`` set to that file unless it names its own ``cache_path``
+(``null`` keeps answers in memory only); the user cache (``~/.cache/langadapt``) is used
+only when ``cache_dir`` is empty. The keys carry the backend, model identity, options and
+prompt (answers) or the encoder and text (embeddings), so one store serves them all. The
+files of the previous layout (:data:`OLD_CACHE_FILES`) are copied into it once.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .. import (
     environments,  # noqa: F401  (registers the langadapt gymnasium ids)
 )
 from ..adapters import LanguageObservation
+from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
 from ..roles.reward_shaping import RewardShaping, RewardShapingConfig
@@ -42,10 +45,11 @@ FINAL_EVAL_SEED = 10_000
 """The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during
 training use ``agents.training.EVAL_SEED_OFFSET``): held-out starts, the same for every run."""
 
-ANSWERS_FILE = "descriptions.sqlite"
-"""The LLM answer store in ``cache_dir``, shared by the llm adapter and the LLM roles."""
+CACHE_FILE = "cache.sqlite"
+"""The store in ``cache_dir``: embeddings and LLM answers of the adapters and the LLM roles."""
 
-EMBEDDINGS_FILE = "embeddings.sqlite"
+OLD_CACHE_FILES = ("descriptions.sqlite", "embeddings.sqlite")
+"""The answer and embedding files of the previous layout (adopted into :data:`CACHE_FILE`)."""
 
 ROLE_BACKEND_PARAMS = {"llm_policy": "backend", "llm_policy_search": "llm"}
 """The agent parameter that holds the backend spec, per LLM agent type."""
@@ -76,6 +80,9 @@ def _cache_folder(cache_dir: str) -> Path:
     except (FileExistsError, NotADirectoryError):
         raise ConfigError(f"cache_dir {cache_dir!r} is a file or lies under one; expected a "
                           "folder for the caches (or a path that does not exist yet)") from None
+    old = [folder / name for name in OLD_CACHE_FILES if (folder / name).is_file()]
+    if old:
+        open_store(folder / CACHE_FILE, 1).adopt(old)
     return folder
 
 
@@ -85,14 +92,14 @@ def adapter_settings(spec: AdapterSpec, cache_dir: str) -> dict[str, Any]:
     if spec.type not in ("language", "llm") or not cache_dir:
         return settings
     folder = _cache_folder(cache_dir)
-    settings.setdefault("embedding_cache_path", str(folder / EMBEDDINGS_FILE))
+    settings.setdefault("embedding_cache_path", str(folder / CACHE_FILE))
     if spec.type == "llm":
-        settings.setdefault("cache_path", str(folder / ANSWERS_FILE))
+        settings.setdefault("cache_path", str(folder / CACHE_FILE))
     return settings
 
 
 def backend_with_cache(spec: Any, cache_dir: str) -> Any:
-    """A role's backend spec whose answers go to ``cache_dir``'s :data:`ANSWERS_FILE` (see
+    """A role's backend spec whose answers go to ``cache_dir``'s :data:`CACHE_FILE` (see
     the module docstring); unchanged without ``cache_dir``, when it names its own
     ``cache_path``, or when it is not a name or a dict."""
     if not cache_dir:
@@ -101,7 +108,7 @@ def backend_with_cache(spec: Any, cache_dir: str) -> Any:
         spec = {"backend": spec}
     if not isinstance(spec, dict) or "cache_path" in spec:
         return spec
-    return {**spec, "cache_path": str(_cache_folder(cache_dir) / ANSWERS_FILE)}
+    return {**spec, "cache_path": str(_cache_folder(cache_dir) / CACHE_FILE)}
 
 
 def _block_with_cache(block: dict[str, Any], model: Any, cache_dir: str) -> dict[str, Any]:
@@ -142,17 +149,14 @@ def train_run(
     config: ExperimentConfig,
     run: Run,
     on_row: Callable[[dict[str, Any]], None],
-    adapter: Any = None,
     run_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Train and evaluate one combination, handing each episode's row to ``on_row``;
-    returns what ``done.json`` records. ``adapter``: one to use instead of building the
-    run's adapter (the Ray executor's shipped descriptions). ``run_dir``: where the run's
-    pictures go (the matched cells of instructions on a maze)."""
+    returns what ``done.json`` records. ``run_dir``: where the run's pictures go (the
+    matched cells of instructions on a maze)."""
     torch.set_num_threads(config.torch_threads)
     raw_env = make_env(config)
-    if adapter is None:
-        adapter = make_adapter(run.adapter, raw_env, config.cache_dir)
+    adapter = make_adapter(run.adapter, raw_env, config.cache_dir)
     plan = _instruction_plan(config, run, adapter)  # its cost is in done.json, not the rows
     last_stats = _run_stats(adapter, plan)  # before shaping: its scoring counts in the rows
     env, eval_env, shaper = _environments(config, run, raw_env, adapter, plan)

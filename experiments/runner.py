@@ -222,7 +222,7 @@ def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, fo
         )
     bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress)
     try:
-        for outcome in executor.run(config, [run.key for run in todo], out_dir, adapters):
+        for outcome in executor.run(config, [run.key for run in todo], out_dir):
             if outcome.error is not None:
                 failures[outcome.key] = outcome.error
                 write_failed_run(out_dir, outcome.key, outcome.error)

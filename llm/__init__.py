@@ -18,7 +18,7 @@ circuit breaker and the counters, and `BackendRuntime` for the state a backend k
 """
 
 from .backend import STATS_KEYS, LLMBackend, Transient, check_messages
-from .cache import AnswerCache, answer_key, default_cache_path, file_sha256
+from .cache import answer_key, default_cache_path, file_sha256
 from .errors import (
     LLMError,
     LLMReplyError,
@@ -43,7 +43,7 @@ from .schema import (
     schema_errors,
 )
 from .scoring import Decision, decide
-from .store import CacheError, SQLiteStore
+from .store import CacheError, SQLiteStore, open_store
 from .transformers_backend import TransformersBackend
 
 __all__ = [
@@ -51,7 +51,6 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_REPLY_CHARS",
     "STATS_KEYS",
-    "AnswerCache",
     "BackendRuntime",
     "CacheError",
     "Decision",
@@ -74,6 +73,7 @@ __all__ = [
     "check_messages",
     "decide",
     "default_cache_path",
+    "open_store",
     "default_gguf_path",
     "default_host",
     "enumerate_replies",

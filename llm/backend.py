@@ -35,19 +35,11 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from .cache import AnswerCache, answer_key, default_cache_path, score_key
+from .cache import answer_key, default_cache_path, export_answers, import_answers, score_key
 from .errors import (
     LLMError,
     LLMReplyError,
@@ -64,7 +56,7 @@ from .schema import (
     quote_reply,
     schema_errors,
 )
-from .store import CacheError
+from .store import CacheError, SQLiteStore, open_store
 
 __all__ = ["LLMBackend", "STATS_KEYS", "WARN_EVERY_S", "Transient", "check_messages",
            "check_replies"]
@@ -246,10 +238,11 @@ class LLMBackend(BaseModel):
         return self.runtime.choice_reason
 
     @property
-    def cache(self) -> AnswerCache:
-        """The answer cache (opened on first use)."""
-        return self.runtime.once("cache", lambda: AnswerCache(self.cache_path,
-                                                              self.cache_capacity))
+    def cache(self) -> SQLiteStore:
+        """The store of answers, ``cache_path`` (opened on first use, shared in the process
+        with every other user of that file, e.g. an adapter's embeddings)."""
+        return self.runtime.once("cache", lambda: open_store(
+            self.cache_path, self.cache_capacity, what="LLM answer cache"))
 
     def options(self, max_tokens: int | None = None, seed: int | None = None
                 ) -> dict[str, Any]:
@@ -541,83 +534,14 @@ class LLMBackend(BaseModel):
 
     # ---- sharing ---------------------------------------------------------------------
     def export_jsonl(self, path: str | Path) -> int:
-        """Write the persistent answer cache to JSONL; return the number of lines."""
-        return self.cache.export_jsonl(path)
+        """Write the stored answers to JSONL; return the number of lines (see
+        `langadapt.llm.cache.export_answers`)."""
+        return export_answers(self.cache, path)
 
     def import_jsonl(self, path: str | Path) -> int:
-        """Load answers from JSONL; return how many were new.
-
-        Each line needs ``answer`` (or ``description``) and ``messages`` (or ``prompt``, the
-        user message, with an optional ``system``); ``backend``, ``identity``, ``options``
-        and ``schema`` default to this backend's, so a file of plain (prompt, answer) lines
-        lands under this backend's keys.
-        """
-        src = Path(path)
-        if not src.is_file():
-            raise ValueError(f"JSONL file {str(src)!r} does not exist")
-        with src.open(encoding="utf-8") as fh:
-            return sum(self._import_line(line, f"{src}:{n}")
-                       for n, line in enumerate(fh, start=1) if line.strip())
-
-    def _import_line(self, line: str, where: str) -> int:
-        try:
-            record = _Record.model_validate_json(line)
-        except ValidationError as error:
-            first = error.errors()[0]
-            if first["type"] == "json_invalid":
-                raise ValueError(f"{where}: not valid JSON ({first['msg']})") from None
-            field = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"{where}: field {field!r}: {first['msg']}") from None
-        messages = record.messages or (
-            ([{"role": "system", "content": record.system}] if record.system else [])
-            + [{"role": "user", "content": record.prompt}])
-        backend = record.backend or self.name
-        identity = record.identity or self.identity
-        meta: dict[str, Any] = {"backend": backend, "identity": identity,
-                                "model": record.model or self.model_label()}
-        if record.replies is not None:  # the scores of candidate replies (see score)
-            options = record.options or self.score_options()
-            key = score_key(backend, identity, options, record.replies, messages)
-            meta.update(options=options, replies=record.replies, messages=messages)
-        else:
-            options = record.options or self.options()
-            key = answer_key(backend, identity, options, record.schema_, messages)
-            meta.update(options=options, schema=record.schema_, messages=messages)
-        new = self.cache.get(key) is None
-        self.cache.put(key, record.answer, meta, created=record.created)
-        return int(new)
-
-
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
-class _Record(BaseModel):
-    """One JSONL line of `LLMBackend.import_jsonl`."""
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    answer: str = Field(min_length=1, validation_alias=AliasChoices("answer", "description"),
-                        pattern=r"\S")
-    messages: list[_Message] | None = Field(None, min_length=1)
-    prompt: str | None = Field(None, min_length=1)
-    system: str | None = None
-    backend: str | None = Field(None, min_length=1)
-    identity: str | None = Field(None, min_length=1)
-    model: str | None = Field(None, min_length=1)
-    created: str | None = Field(None, min_length=1)
-    options: dict[str, Any] | None = None
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    replies: list[str] | None = Field(None, min_length=1)
-
-    @model_validator(mode="after")
-    def _question(self) -> _Record:
-        if self.messages is None and self.prompt is None:
-            raise ValueError("give messages (a list of role/content) or prompt (a string)")
-        if self.messages is not None:
-            self.messages = [m.model_dump() for m in self.messages]  # type: ignore[misc]
-        return self
+        """Load answers from JSONL; return how many were new (see
+        `langadapt.llm.cache.import_answers`)."""
+        return import_answers(self, path)
 
 
 @contextmanager

@@ -1,11 +1,11 @@
-"""The answer cache: LLM replies keyed by everything that shaped them, in memory and on disk.
+"""The keys of LLM answers in the store: everything that shaped an answer.
 
 Key: SHA-256 of (backend, model identity, options, JSON schema, messages) — `answer_key`;
 the scores of candidate replies under `score_key`, as JSON text. The model identity is a
 content hash (a GGUF file's: `file_sha256`) or the digest a server reports, so a renamed
 copy of a model shares its answers and a changed file does not. Only real answers are
-stored. The store is `langadapt.llm.store.SQLiteStore`; JSONL export and import move
-answers between machines.
+stored, in `langadapt.llm.store.SQLiteStore` (``LLMBackend.cache``); JSONL export and
+import (`LLMBackend.export_jsonl`) move answers between machines.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from .store import SQLiteStore
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["AnswerCache", "answer_key", "default_cache_path", "file_sha256", "score_key"]
+__all__ = ["answer_key", "default_cache_path", "export_answers", "file_sha256", "import_answers",
+           "score_key"]
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -57,42 +58,65 @@ def score_key(
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-class AnswerCache:
-    """Answers by request key (see the module docstring); ``path=None`` keeps them in memory."""
-
-    def __init__(self, path: str | os.PathLike[str] | None, capacity: int = 100_000) -> None:
-        self.store = SQLiteStore(path, capacity, what="LLM answer cache")
-
-    @property
-    def path(self) -> Path | None:
-        return self.store.path
-
-    def get(self, key: str) -> str | None:
-        return self.store.get(key)
-
-    def put(self, key: str, answer: str, meta: dict[str, Any], created: str | None = None) -> None:
-        """Store one answer (committed at once); the first answer for a key wins."""
-        if not isinstance(answer, str) or not answer.strip():
-            raise ValueError(f"refusing to cache an empty or non-text answer: {answer!r}")
-        self.store.put_many([(key, answer, answer, meta)], created)
-
-    def __len__(self) -> int:
-        return len(self.store)
-
-    def export_jsonl(self, path: str | os.PathLike[str]) -> int:
-        """Write every stored answer to ``path`` as JSON lines; return how many."""
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        count = 0
-        with out.open("w", encoding="utf-8") as fh:
-            for _key, answer, meta, created in self.store.rows():
+# ---- moving answers between machines (JSON lines) ----------------------------------------
+def export_answers(store: Any, path: str | os.PathLike[str]) -> int:
+    """Write the answers of ``store`` (not the embeddings sharing its file) to ``path`` as
+    JSON lines (each its meta, ``answer`` and ``created``); return how many."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for _key, answer, meta, created in store.rows():
+            if "messages" in meta:
                 fh.write(json.dumps({**meta, "answer": answer, "created": created},
                                     ensure_ascii=False) + "\n")
                 count += 1
-        return count
+    return count
 
-    def close(self) -> None:
-        self.store.close()
+
+def import_answers(backend: Any, path: str | os.PathLike[str]) -> int:
+    """Load answers from JSON lines into ``backend``'s store; return how many were new.
+
+    Each line needs ``answer`` (or ``description``) and ``messages`` (or ``prompt``, the
+    user message, with an optional ``system``); ``backend``, ``identity``, ``options`` and
+    ``schema`` default to the backend's, so a file of plain (prompt, answer) lines lands
+    under its keys. Lines with ``replies`` are the scores of candidate replies.
+    """
+    src = Path(path)
+    if not src.is_file():
+        raise ValueError(f"JSONL file {str(src)!r} does not exist")
+    with src.open(encoding="utf-8") as fh:
+        return sum(_import_line(backend, line, f"{src}:{n}")
+                   for n, line in enumerate(fh, start=1) if line.strip())
+
+
+def _import_line(backend: Any, line: str, where: str) -> int:
+    try:
+        record = _Record.model_validate_json(line)
+    except ValidationError as error:
+        first = error.errors()[0]
+        if first["type"] == "json_invalid":
+            raise ValueError(f"{where}: not valid JSON ({first['msg']})") from None
+        field = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{where}: field {field!r}: {first['msg']}") from None
+    messages = record.messages or (
+        ([{"role": "system", "content": record.system}] if record.system else [])
+        + [{"role": "user", "content": record.prompt}])
+    name = record.backend or backend.name
+    identity = record.identity or backend.identity
+    meta: dict[str, Any] = {"backend": name, "identity": identity,
+                            "model": record.model or backend.model_label()}
+    if record.replies is not None:  # the scores of candidate replies (see LLMBackend.score)
+        options = record.options or backend.score_options()
+        key = score_key(name, identity, options, record.replies, messages)
+        meta.update(options=options, replies=record.replies, messages=messages)
+    else:
+        options = record.options or backend.options()
+        key = answer_key(name, identity, options, record.schema_, messages)
+        meta.update(options=options, schema=record.schema_, messages=messages)
+    new = backend.cache.get(key) is None
+    backend.cache.put(key, record.answer, meta, record.created)
+    return int(new)
 
 
 # ---- the identity of a GGUF file ---------------------------------------------------------
@@ -141,3 +165,35 @@ def file_sha256(path: str | os.PathLike[str], memo: str | os.PathLike[str] | Non
                 os.replace(temporary, memo_path)
         _HASHES[ident] = digest
         return digest
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class _Record(BaseModel):
+    """One JSON line of `import_answers`."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    answer: str = Field(min_length=1, validation_alias=AliasChoices("answer", "description"),
+                        pattern=r"\S")
+    messages: list[_Message] | None = Field(None, min_length=1)
+    prompt: str | None = Field(None, min_length=1)
+    system: str | None = None
+    backend: str | None = Field(None, min_length=1)
+    identity: str | None = Field(None, min_length=1)
+    model: str | None = Field(None, min_length=1)
+    created: str | None = Field(None, min_length=1)
+    options: dict[str, Any] | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    replies: list[str] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _question(self) -> _Record:
+        if self.messages is None and self.prompt is None:
+            raise ValueError("give messages (a list of role/content) or prompt (a string)")
+        if self.messages is not None:
+            self.messages = [m.model_dump() for m in self.messages]  # type: ignore[misc]
+        return self

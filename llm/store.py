@@ -1,11 +1,15 @@
-"""One persistent cache: a bounded in-memory LRU in front of an optional SQLite file.
+"""The one keyed store: a bounded in-memory LRU in front of an optional SQLite file.
 
-Used by the LLM answer cache (`langadapt.llm.cache.AnswerCache`) and the embedding cache
-(`langadapt.adapters.EmbeddingCache`), so both follow the same rules:
+LLM answers (`LLMBackend.cache`, keys of `langadapt.llm.cache`) and embeddings
+(`langadapt.adapters.EmbeddingCache`) live in it; their keys never collide, so one file
+holds both, and `open_store` hands every user of a file in a process the same store (one
+connection, one memory). The rules:
 
 - **file**: one SQLite file in WAL mode, table ``entries(key, value, meta, created)``; many
   threads and processes may read and write it at once (busy timeout 60 s); every write is
-  committed at once (``INSERT OR IGNORE``: the first writer of a key wins).
+  committed at once (``INSERT OR IGNORE``: the first writer of a key wins). A file of the
+  previous layout (``descriptions.sqlite`` / ``embeddings.sqlite``, same table) is a valid
+  store; `SQLiteStore.adopt` copies such files into one.
 - **size**: at most ``capacity`` entries in memory (least recently used dropped first); the
   file keeps every entry (delete it to start afresh).
 - **corruption**: a file that is not a usable SQLite database — found when opening it or on
@@ -33,11 +37,12 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CacheError", "SQLiteStore", "utc_now"]
+__all__ = ["CacheError", "SQLiteStore", "open_store", "utc_now"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,24 +91,17 @@ def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
 class SQLiteStore:
     """Key -> value in memory (LRU of ``capacity``) and in the SQLite file ``path`` (or None).
 
-    ``decode(stored value) -> object`` turns a value read from the file into what memory
-    holds; it may return None for a value that fails its check (the row is then deleted and
-    counted as missing). Values given to `put_many` are stored as they are (bytes or str).
+    Values given to `put_many` are stored as they are (bytes or str); `get_many` may
+    ``decode`` what it reads from the file. Use `open_store` to share one per file.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None,
-        capacity: int,
-        what: str = "cache",
-        decode: Callable[[Any], Any] | None = None,
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None, capacity: int = 100_000,
+                 what: str = "cache") -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity={capacity!r}: expected a positive int")
         self.path = None if path is None else Path(path).expanduser()
         self.capacity = capacity
         self.what = what
-        self.decode = decode
         self.recovered = 0  # how many times a corrupt file was moved aside
         self.file_hits = 0  # entries read from the file (not memory)
         self.read_only = False  # the file cannot be written: new entries stay in memory
@@ -270,8 +268,11 @@ class SQLiteStore:
             raise CacheError(f"{self.what} {str(self.path)!r}: {error}") from error
 
     # ---- reading -------------------------------------------------------------------
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
-        """The known entries among ``keys`` (memory first, then the file)."""
+    def get_many(self, keys: Iterable[str], decode: Callable[[Any], Any] | None = None
+                 ) -> dict[str, Any]:
+        """The known entries among ``keys`` (memory first, then the file). ``decode(stored
+        value)`` gives what memory holds, or None for a value that fails its check (the row
+        is then deleted and counted as missing)."""
         found: dict[str, Any] = {}
         with self._lock:
             memory = self._memory
@@ -287,7 +288,7 @@ class SQLiteStore:
                 rows = self._run(lambda db: _select(db, missing), default=[])
                 bad = []
                 for key, stored in rows:
-                    value = stored if self.decode is None else self.decode(stored)
+                    value = stored if decode is None else decode(stored)
                     if value is None:
                         bad.append(key)
                         continue
@@ -318,6 +319,11 @@ class SQLiteStore:
             if rows:
                 self._write(lambda db: _insert(db, rows))
 
+    def put(self, key: str, value: Any, meta: dict[str, Any] | None = None,
+            created: str | None = None) -> None:
+        """Store one value (bytes or str) as it is."""
+        self.put_many([(key, value, value, meta)], created)
+
     def _remember(self, key: str, value: Any) -> None:
         memory = self._memory
         memory[key] = value
@@ -339,18 +345,57 @@ class SQLiteStore:
     def memory_size(self) -> int:
         return len(self._memory)
 
-    def rows(self) -> Iterator[tuple[str, Any, dict[str, Any], str]]:
-        """Every stored ``(key, value, meta, created)``, oldest first (file-backed only)."""
+    def rows(self, after: int = 0) -> Iterator[tuple[str, Any, dict[str, Any], str]]:
+        """Every stored ``(key, value, meta, created)`` in the order written, those after
+        row number ``after`` (see `last_row`) only (file-backed only)."""
         if self._db is None:
             why = ("is memory-only (path=None)" if self.path is None
                    else f"could not use its file {str(self.path)!r}")
             raise CacheError(f"this {self.what} {why}; nothing is stored")
         with self._lock:
             rows = self._run(lambda db: db.execute(
-                "SELECT key, value, meta, created FROM entries ORDER BY created, key").fetchall(),
-                default=[])
+                "SELECT key, value, meta, created FROM entries WHERE rowid > ? ORDER BY rowid",
+                (after,)).fetchall(), default=[])
         for key, value, meta, created in rows:
             yield key, value, json.loads(meta), created
+
+    def last_row(self) -> int:
+        """The number of the last row written to the file (0 without one)."""
+        with self._lock:
+            return int(self._run(lambda db: db.execute(
+                "SELECT COALESCE(MAX(rowid), 0) FROM entries").fetchone()[0], default=0))
+
+    def insert_rows(self, rows: Iterable[tuple[str, Any, dict[str, Any], str]]) -> None:
+        """Write rows of another store (`rows`) to the file; keys it has are kept."""
+        rows = [(key, value, json.dumps(meta, ensure_ascii=False, sort_keys=True), created)
+                for key, value, meta, created in rows]
+        with self._lock:
+            if rows:
+                self._write(lambda db: _insert(db, rows))
+
+    def adopt(self, old_files: Iterable[Path]) -> None:
+        """Copy the entries of ``old_files`` (stores of the previous layout) into this
+        store's file and rename each to ``<name>.adopted``, one log line each; a file that
+        cannot be read is left alone, with one warning, and its entries are computed again."""
+        old_files = [old for old in old_files if old.is_file()]
+        if old_files and (self._db is None or self.read_only):
+            logger.warning("%s: ignoring the old cache files %s (%s cannot be written); their "
+                           "entries are computed again", self.what,
+                           ", ".join(map(str, old_files)), self.path)
+            return
+        for old in old_files:
+            try:  # read-only: never creates a file another process has just adopted
+                with closing(sqlite3.connect(f"{old.resolve().as_uri()}?mode=ro", uri=True)) as db:
+                    rows = db.execute("SELECT key, value, meta, created FROM entries "
+                                      "ORDER BY rowid").fetchall()
+                self.insert_rows((k, v, json.loads(m), c) for k, v, m, c in rows)
+                os.replace(old, old.with_name(old.name + ".adopted"))
+            except (sqlite3.DatabaseError, OSError, ValueError) as error:
+                logger.warning("%s: could not read the old cache file %s (%s); ignoring it, "
+                               "its entries are computed again", self.what, old, error)
+            else:
+                logger.info("%s: copied the old cache file %s into %s (renamed it to "
+                            "%s.adopted)", self.what, old, self.path, old.name)
 
     def _reopen_after_fork(self) -> None:
         """In a forked child: a connection of its own (SQLite connections must not cross a
@@ -400,6 +445,23 @@ def _insert(db: sqlite3.Connection, rows: list[tuple[str, Any, str, str]]) -> No
 
 
 _STORES: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+_OPEN: weakref.WeakValueDictionary[str, SQLiteStore] = weakref.WeakValueDictionary()
+_OPEN_LOCK = threading.Lock()
+
+
+def open_store(path: str | os.PathLike[str] | None, capacity: int, what: str = "cache"
+               ) -> SQLiteStore:
+    """The process's store of the file ``path`` (opened on first use; its memory holds at
+    least ``capacity`` entries); a fresh memory-only store for None."""
+    if path is None:
+        return SQLiteStore(None, capacity, what)
+    name = str(Path(path).expanduser().resolve())
+    with _OPEN_LOCK:
+        store = _OPEN.get(name)
+        if store is None or (store._db is None and store.usable and not store._forked):
+            store = _OPEN[name] = SQLiteStore(path, capacity, what)
+        store.capacity = max(store.capacity, capacity)
+        return store
 
 
 def _after_fork_in_child() -> None:

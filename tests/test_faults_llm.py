@@ -21,7 +21,7 @@ from fake_ollama import FakeOllama
 
 from langadapt import adapters, environments
 from langadapt.adapters.llm import OllamaAdapter
-from langadapt.llm import AnswerCache, LLMError, LLMUnavailableError, OllamaBackend
+from langadapt.llm import LLMError, LLMUnavailableError, OllamaBackend, SQLiteStore
 
 TESTS = Path(__file__).resolve().parent
 
@@ -123,8 +123,8 @@ def test_the_wrapper_checks_moves_on_warm_steps_too(language_adapter):
 
 # ------------------------------------------------------------- a damaged answer cache
 def _fill(path: Path, n: int = 400) -> None:
-    cache = AnswerCache(path)
-    cache.store.put_many([(f"k{i}", f"answer {i} " + "x" * 300, f"answer {i} " + "x" * 300,
+    cache = SQLiteStore(path)
+    cache.put_many([(f"k{i}", f"answer {i} " + "x" * 300, f"answer {i} " + "x" * 300,
                            {"i": i}) for i in range(n)])
     cache.close()
 
@@ -142,16 +142,16 @@ def _damage_middle_pages(path: Path) -> None:
 def test_damage_found_on_a_read_mid_run_moves_the_file_aside_and_goes_on(tmp_path, caplog):
     path = tmp_path / "answers.sqlite"
     _fill(path)
-    cache = AnswerCache(path)  # opened while the file is still good
+    cache = SQLiteStore(path)  # opened while the file is still good
     _damage_middle_pages(path)
     with caplog.at_level(logging.WARNING, logger="langadapt.llm.store"):
-        assert cache.store.get_many([f"k{i}" for i in range(400)]) == {}
+        assert cache.get_many([f"k{i}" for i in range(400)]) == {}
         cache.put("new", "a fresh answer", {})
         assert cache.get("k5") is None
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
     assert len(list(tmp_path.glob("answers.sqlite.corrupt-*"))) == 1
-    assert len(AnswerCache(path)) == 1 and AnswerCache(path).get("new") == "a fresh answer"
+    assert len(SQLiteStore(path)) == 1 and SQLiteStore(path).get("new") == "a fresh answer"
 
 
 def test_a_backend_over_a_damaged_cache_answers_from_the_server(tmp_path):

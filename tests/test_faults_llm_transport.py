@@ -33,7 +33,6 @@ from pydantic import ValidationError
 from langadapt import adapters
 from langadapt.llm import (
     MAX_JSON_DEPTH,
-    AnswerCache,
     BackendRuntime,
     LlamaCppBackend,
     LLMError,
@@ -41,6 +40,7 @@ from langadapt.llm import (
     LLMUnavailableError,
     OllamaBackend,
     OpenAIBackend,
+    SQLiteStore,
     StructuredOutputError,
     default_gguf_path,
     parse_json_reply,
@@ -267,7 +267,7 @@ def test_a_read_only_answer_cache_costs_one_warning_not_the_answer(fake, tmp_pat
     assert backend.stats()["llm_cache_hits"] == 2 and backend.stats()["llm_failures"] == 0
     warnings = _warnings(caplog)
     assert len(warnings) == 1 and str(path) in warnings[0] and "read-only" in warnings[0]
-    assert backend.cache.store.read_only
+    assert backend.cache.read_only
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 1
 
@@ -327,14 +327,14 @@ def test_a_read_only_embedding_cache_keeps_the_vectors(tmp_path, caplog):
 
 def test_an_answer_cache_store_keeps_reading_after_a_write_fails(tmp_path):
     path = tmp_path / "a.sqlite"
-    cache = AnswerCache(path)
+    cache = SQLiteStore(path)
     cache.put("k", "kept", {})
     cache.close()
     _read_only_database(path)
-    cache = AnswerCache(path)
+    cache = SQLiteStore(path)
     cache.put("j", "in memory", {})
     assert cache.get("k") == "kept" and cache.get("j") == "in memory"
-    assert len(AnswerCache(path)) == 1
+    assert len(SQLiteStore(path)) == 1
 
 
 # ---------------------------------------------------------------- row 13: bad model / host

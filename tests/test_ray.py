@@ -1,5 +1,6 @@
-"""The Ray executor: same episodes as the process pool, shipped prerenders, a missing extra,
-an unreachable address, dying workers, a killed driver, and a real two-node cluster."""
+"""The Ray executor: same episodes as the process pool, workers reading the driver's store,
+a missing extra, an unreachable address, dying workers, a killed driver, and a real
+two-node cluster."""
 
 from __future__ import annotations
 
@@ -16,20 +17,16 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from fake_ollama import FakeOllama
 
 from langadapt.experiments.config import experiment_from_dict
-from langadapt.experiments.executors import ShippedAdapter, ship
 from langadapt.experiments.executors_ray import RayUnavailableError
 from langadapt.experiments.runner import (
     RunsFailedError,
     check_results,
     finished_runs,
-    make_env,
-    prerendered_adapters,
     run_experiment,
     runs_of,
 )
@@ -95,27 +92,43 @@ def test_an_unreachable_address_is_named_with_how_to_start_a_head_node(tmp_path)
     assert not (tmp_path / "out").exists()
 
 
-def test_a_shipped_table_answers_without_the_real_adapter(tmp_path):
-    config = experiment_from_dict(experiment(tmp_path, adapters=[{"type": "language"}]))
-    prerendered = prerendered_adapters(config, progress=False)
-    (table,) = ship(config, prerendered).values()
-    adapter, inputs = prerendered["language"]
+class _OtherNode:
+    """Stands in for the ``ray`` module on a worker of another node than the driver's."""
 
-    def no_real_adapter():
-        raise AssertionError("the worker built the real adapter")
+    def get_runtime_context(self):
+        return self
 
-    shipped = ShippedAdapter(table.kind, table.observation_space, table.state_dtype, table.table)
-    shipped.bind(no_real_adapter)
-    for state, legal, history in inputs:
-        vector, text = shipped.adapt(state, legal, history)
-        real_vector, real_text = adapter.adapt(state, legal, history)
-        assert text == real_text and np.array_equal(vector, real_vector)
-    assert shipped.stats()["shipped_inputs"] == len(inputs)
-    # an input outside the table goes to the real adapter
-    env = make_env(config)
-    shipped.bind(lambda: adapter)
-    assert shipped.adapt(inputs[0][0], [0], ())[1] == adapter.adapt(inputs[0][0], [0], ())[1]
-    env.close()
+    def get_node_id(self):
+        return "another node"
+
+
+def test_a_worker_on_another_node_copies_the_store_and_returns_what_it_added(
+        tmp_path, monkeypatch):
+    from langadapt.experiments import executors_ray
+    from langadapt.experiments.runner import prerender
+    from langadapt.llm import SQLiteStore
+
+    monkeypatch.setattr(executors_ray, "import_ray", _OtherNode)
+    monkeypatch.setattr(executors_ray.tempfile, "tempdir", str(tmp_path / "node"))
+    for env, prerendered in [({"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}}, True),
+                             ({"id": "langadapt/CartPole-v0", "params": {}}, False)]:
+        data = experiment(tmp_path, environment=env, adapters=[{"type": "language"}], seeds=1,
+                          cache_dir=str(tmp_path / f"cache-{prerendered}"))
+        config = experiment_from_dict(data)
+        prerender(config, progress=False)
+        driver = SQLiteStore(Path(config.cache_dir) / "cache.sqlite")
+        shipped = ({**config.resolved(), "cache_dir": config.cache_dir}, list(driver.rows()))
+        (run,) = runs_of(config)
+        result = executors_ray.run_on_worker(shipped, run.key, "the driver's node")
+        stats = result["summary"]["adapter_stats"]
+        if prerendered:  # every state was in the driver's store: nothing new comes back
+            assert stats["encoder_calls"] == 0 and result["store_rows"] == []
+        else:  # CartPole's states are encoded on the worker and come back as rows
+            assert stats["encoder_calls"] > 0
+            assert len(result["store_rows"]) == stats["encoder_calls"]
+            driver.insert_rows(result["store_rows"])
+            assert len(driver) == stats["encoder_calls"]
+        driver.close()
 
 
 # ----------------------------------------------------------------------------- a local cluster
@@ -163,9 +176,10 @@ def test_ray_gives_the_same_episodes_as_the_process_pool(local_ray, tmp_path):
     assert _rows(tmp_path / "ray" / "episodes.csv") == _rows(tmp_path / "pool" / "episodes.csv")
     for run in runs_of(on_ray):
         done = json.loads((tmp_path / "ray" / "runs" / run.key / "done.json").read_text())
-        if run.adapter.type != "raw":  # answered from the shipped table
-            assert done["adapter_stats"]["shipped_inputs"] > 0
-            assert done["adapter_stats"].get("llm_calls", 0) == 0
+        if run.adapter.type != "raw":  # answered from the driver's store
+            assert done["adapter_stats"]["llm_calls"] == 0
+            assert done["adapter_stats"]["encoder_calls"] == 0
+            assert done["adapter_stats"]["embedding_cache_hits"] > 0
     assert check_results(tmp_path / "ray") == {}
 
 
@@ -374,10 +388,10 @@ def _cartpole_answers_come_back(tmp_path: Path, address: str, env: dict[str, str
         prompts = {json.dumps(body["messages"], sort_keys=True) for body in server.chat_bodies}
         done = [json.loads(p.read_text()) for p in (tmp_path / "out" / "runs").glob("*/done.json")]
     assert len(prompts) > 0 and len(done) == 2
-    from langadapt.llm import AnswerCache
+    from langadapt.llm import SQLiteStore
 
-    merged = AnswerCache(tmp_path / "cache" / "descriptions.sqlite")
-    try:  # what every worker asked, on either node, is in the driver's cache
-        assert len(merged) == len(prompts)
+    merged = SQLiteStore(tmp_path / "cache" / "cache.sqlite")
+    try:  # what every worker asked, on either node, is in the driver's store
+        assert sum("messages" in meta for _, _, meta, _ in merged.rows()) == len(prompts)
     finally:
         merged.close()

@@ -40,7 +40,7 @@ def _time_runs(executor, data: dict) -> float:
     prepare_output(config, out, resume=False, force=False)
     keys = [run.key for run in runs_of(config)]
     started = time.perf_counter()
-    for _ in executor.run(config, keys, out, {}):
+    for _ in executor.run(config, keys, out):
         pass
     seconds = time.perf_counter() - started
     if len(finished_runs(out)) != len(keys):

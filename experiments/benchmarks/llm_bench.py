@@ -82,18 +82,19 @@ def run(quick: bool = False) -> dict[str, float | str]:
         tmpdir = Path(tmp)
         emb = tmpdir / "embeddings.sqlite"
 
-        # 1. LLM calls in a run = distinct prompts; the rerun makes none.
+        # 1. LLM calls in a run = distinct prompts; the rerun makes none (answers and
+        # embeddings in one store, as in an experiment's cache_dir).
         env = environments.MazeEnv(maze=maze_name, max_steps=100)
-        settings = dict(embedding_cache_path=emb, action_history_length=2)
-        first = LLMAdapter(env, backend=StandInBackend(cache_path=tmpdir / "run.sqlite"),
-                           **settings)
+        store = tmpdir / "run.sqlite"
+        settings = dict(embedding_cache_path=store, action_history_length=2)
+        first = LLMAdapter(env, backend=StandInBackend(cache_path=store), **settings)
         run_actions = legal_action_sequence(env, run_steps, seed=1)
         replay(LanguageObservation(env, first), run_actions)
-        rerun = LLMAdapter(env, backend=StandInBackend(cache_path=tmpdir / "run.sqlite"),
-                           **settings)
+        rerun = LLMAdapter(env, backend=StandInBackend(cache_path=store), **settings)
         replay(LanguageObservation(env, rerun), run_actions)
         results["llm_calls_first_run"] = first.stats()["llm_calls"]
-        results["distinct_prompts"] = len(first.backend.cache)
+        results["distinct_prompts"] = sum("messages" in meta
+                                          for _, _, meta, _ in first.backend.cache.rows())
         results["llm_calls_rerun"] = rerun.stats()["llm_calls"]
         print(f"maze run of {run_steps} steps (history 2): {results['llm_calls_first_run']} LLM "
               f"calls for {results['distinct_prompts']} distinct prompts; rerun: "
