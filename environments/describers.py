@@ -327,11 +327,11 @@ class CartPoleDescriber(Describer):
     @checked_arguments
     def __init__(
         self,
-        bins: CartPoleBins | dict | None = None,
+        bins: Any = None,  # a CartPoleBins, a dict of its fields or None (_make_bins checks)
         include_numbers: bool = False,
         decimals: Decimals = 2,
         style: Literal["bins", "numbers"] = "bins",
-        steps: CartPoleSteps | dict | None = None,
+        steps: Any = None,  # a CartPoleSteps, a dict of its fields or None
     ) -> None:
         self.bins = _make_bins(CartPoleBins, bins)
         self.steps = _make_bins(CartPoleSteps, steps)
