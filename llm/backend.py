@@ -1,5 +1,6 @@
 """`LLMBackend`: the base of every LLM source — cache, retries, deadline, circuit breaker,
-counters (docs/llm.md says what each does and what it costs).
+counters (docs/llm.md says what each does and what it costs); the checks of requests and
+replies are in `langadapt.llm.replies`.
 
 A backend is a frozen pydantic model of settings; what changes while it runs lives in one
 `BackendRuntime` (``backend.runtime``), and a copy of a backend starts with a fresh one.
@@ -28,7 +29,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import math
 import operator
 import threading
 import time
@@ -40,22 +40,10 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .cache import answer_key, default_cache_path, export_answers, import_answers, score_key
-from .errors import (
-    LLMError,
-    LLMReplyError,
-    LLMUnavailableError,
-    NativeBuildError,
-    StructuredOutputError,
-)
+from .errors import LLMError, LLMReplyError, LLMUnavailableError, NativeBuildError
+from .replies import check_messages, check_replies, check_reply, check_scores
 from .runtime import STATS_KEYS, WARN_EVERY_S, BackendRuntime
-from .schema import (
-    MAX_JSON_DEPTH,
-    MAX_REPLY_CHARS,
-    check_schema,
-    parse_json_reply,
-    quote_reply,
-    schema_errors,
-)
+from .schema import MAX_REPLY_CHARS, check_schema
 from .store import CacheError, SQLiteStore, open_store
 
 __all__ = ["LLMBackend", "STATS_KEYS", "WARN_EVERY_S", "Transient", "check_messages",
@@ -63,7 +51,6 @@ __all__ = ["LLMBackend", "STATS_KEYS", "WARN_EVERY_S", "Transient", "check_messa
 
 logger = logging.getLogger("langadapt.llm")
 
-_ROLES = ("system", "user", "assistant")
 _SEED_MAX = 2**31 - 1
 #: Per-call keywords the base class passes to ``generate`` when it takes them.
 _CALL_KEYWORDS = ("seed", "deadline")
@@ -82,33 +69,6 @@ class Transient(Exception):
         super().__init__(str(final))
         self.final = final
         self.retry_after = retry_after
-
-
-def check_messages(messages: Any) -> list[dict[str, str]]:
-    """``messages`` as a list of ``{"role", "content"}`` dicts, else ValueError."""
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise ValueError(f"messages={messages!r}: expected a list of {{'role', 'content'}} dicts")
-    out = []
-    for message in messages:
-        if (not isinstance(message, Mapping) or message.get("role") not in _ROLES
-                or not isinstance(message.get("content"), str)):
-            raise ValueError(
-                f"message {message!r}: expected {{'role': one of {_ROLES}, 'content': str}}"
-            )
-        out.append({"role": message["role"], "content": message["content"]})
-    if not out:
-        raise ValueError("messages=[]: expected at least one message")
-    return out
-
-
-def check_replies(replies: Any) -> list[str]:
-    """``replies`` as a non-empty list of non-empty strings, else ValueError."""
-    if isinstance(replies, (str, bytes, Mapping)) or not isinstance(replies, Sequence):
-        raise ValueError(f"replies={replies!r}: expected a list of candidate reply strings")
-    out = list(replies)
-    if not out or any(not isinstance(r, str) or not r for r in out):
-        raise ValueError(f"replies={replies!r}: expected a non-empty list of non-empty strings")
-    return out
 
 
 def _accepted_keywords(cls: type) -> tuple[str, ...]:
@@ -308,10 +268,10 @@ class LLMBackend(BaseModel):
             return self._cached(
                 score_key(self.name, self.identity, options, replies, messages),
                 lambda: self._call(lambda extra: self.compute_scores(messages, replies, **extra),
-                                   lambda result: self._check_scores(result, replies),
+                                   lambda result: check_scores(result, replies, self.where()),
                                    seed, always=True),
                 {"options": options, "replies": replies, "messages": messages},
-                read=lambda text: self._check_scores(json.loads(text), replies),
+                read=lambda text: check_scores(json.loads(text), replies, self.where()),
                 write=json.dumps)
 
     def _cached(self, key: str, ask: Any, meta: dict[str, Any], read: Any = None,
@@ -340,24 +300,6 @@ class LLMBackend(BaseModel):
         log-probabilities."""
         return {"seed": self.seed if seed is None else seed,
                 "context_length": self.context_length}
-
-    def _check_scores(self, result: Any, replies: list[str]) -> list[float]:
-        """``result`` as one finite-or--inf float per reply, else `LLMReplyError`."""
-        try:
-            scores = [float(v) for v in result]
-        except (TypeError, ValueError):
-            scores = None
-        if scores is None or len(scores) != len(replies):
-            raise LLMReplyError(f"{self.where()} returned {quote_reply(result)} as the scores "
-                                f"of {len(replies)} replies; expected {len(replies)} numbers")
-        bad = [r for r, v in zip(replies, scores, strict=True) if math.isnan(v) or v == math.inf]
-        if bad:
-            raise LLMReplyError(f"{self.where()} returned NaN or +inf log-probabilities for "
-                                f"{quote_reply(bad)}: the model's output is broken")
-        if all(v == -math.inf for v in scores):
-            raise LLMReplyError(f"{self.where()} gave every one of the {len(replies)} replies "
-                                "log-probability -inf: no choice can be made from them")
-        return scores
 
     def _call_max_tokens(self, max_tokens: Any) -> int:
         if max_tokens is None:
@@ -393,7 +335,9 @@ class LLMBackend(BaseModel):
     def _ask(self, messages: list[dict[str, str]], schema: dict | None, n: int,
              seed: int) -> str:
         return self._call(lambda extra: self.generate(messages, schema, n, **extra),
-                          lambda text: self._check_reply(text, schema, n), seed)
+                          lambda text: check_reply(text, schema, n, self.where(),
+                                                   self.max_reply_chars,
+                                                   self.structured_output_hint()), seed)
 
     def _call(self, attempt: Any, check: Any, seed: int, always: bool = False) -> Any:
         """One request: breaker, retries of ``attempt(extra keywords)``, then ``check`` of
@@ -466,40 +410,6 @@ class LLMBackend(BaseModel):
         if fault.retry_after is not None:
             return min(max(float(fault.retry_after), 0.0), self.max_retry_after)
         return min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
-
-    def _check_reply(self, text: Any, schema: dict | None, n: int) -> str:
-        if not isinstance(text, str):
-            raise LLMReplyError(f"{self.where()} returned {type(text).__name__} "
-                                f"{quote_reply(text)}; expected text")
-        if len(text) > self.max_reply_chars:
-            raise LLMReplyError(
-                f"{self.where()} returned {len(text):,} characters, more than "
-                f"max_reply_chars={self.max_reply_chars:,}: {quote_reply(text)}")
-        if not text.strip():
-            raise LLMReplyError(f"{self.where()} returned an empty answer")
-        if schema is None:
-            return text.strip()
-        try:
-            value = parse_json_reply(text, max_chars=self.max_reply_chars,
-                                     max_depth=MAX_JSON_DEPTH, source=self.where())
-        except StructuredOutputError as error:
-            cause = error.__cause__
-            if not isinstance(cause, ValueError) or not hasattr(cause, "pos"):
-                raise
-            cut = cause.pos >= len(text.rstrip()) - 1
-            fix = (f"the reply was cut at max_tokens={n}; raise max_tokens or bound the schema "
-                   "(maxLength, maxItems)") if cut else self.structured_output_hint()
-            raise StructuredOutputError(
-                f"{self.where()} did not return JSON for the schema ({cause.msg} at "
-                f"character {cause.pos} of {quote_reply(text)}); {fix}"
-            ) from None
-        problems = schema_errors(value, schema)
-        if problems:
-            raise StructuredOutputError(
-                f"{self.where()} returned JSON that breaks the schema: {'; '.join(problems[:3])}"
-                f"; {self.structured_output_hint()}"
-            )
-        return text
 
     def structured_output_hint(self) -> str:
         """How to get schema-true replies from this backend (for error messages)."""
