@@ -35,6 +35,9 @@ thread and never touches the parent's pool, and it gives every encoder a fresh l
 another parent thread held at the fork would otherwise stay held). The model the child
 inherits is then used as it is: the children encode, and give the same vectors as the
 parent. (A child that knows its parent never ran torch may raise its thread count again.)
+An encoder on OpenVINO compiles the model anew in the child on its first encode (from the
+cached export, about a second) and leaves the parent's compiled model alone: freeing it in
+the child would wait for ever on the parent's OpenVINO threads.
 The tokenizers library protects itself: it turns its own parallelism off in a forked child.
 An encoder on CUDA cannot run in a forked child at all (torch's "Cannot re-initialize CUDA
 in forked subprocess" error): use the ``spawn`` or ``forkserver`` start method there.
@@ -42,6 +45,7 @@ in forked subprocess" error): use the ``spawn`` or ``forkserver`` start method t
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import sys
@@ -71,6 +75,11 @@ DEFAULT_BACKEND = "auto"
 INSTALL_HINT = "pip install 'langadapt[openvino]'"
 
 
+def openvino_installed() -> bool:
+    """Whether the ``openvino`` extra is installed."""
+    return importlib.util.find_spec("openvino") is not None
+
+
 def chosen_backend(backend: str | None) -> str:
     """``backend``, else ``$LANGADAPT_ENCODER_BACKEND``, else ``auto``; checked."""
     if backend is None:
@@ -79,7 +88,7 @@ def chosen_backend(backend: str | None) -> str:
         where = "backend"
     if backend not in BACKENDS:
         raise ValueError(f"{where}={backend!r}: expected one of {', '.join(BACKENDS)}")
-    if backend == "openvino" and importlib.util.find_spec("openvino") is None:
+    if backend == "openvino" and not openvino_installed():
         raise ImportError(f"{where}=openvino needs OpenVINO, which is not installed: "
                           f"{INSTALL_HINT}")
     return backend
@@ -129,7 +138,8 @@ class MiniLMEncoder:
     ``batch_size`` is what :meth:`encode_many` hands to ``SentenceTransformer.encode``.
     ``backend``: ``torch``, ``openvino`` or ``auto``; ``None`` reads
     ``$LANGADAPT_ENCODER_BACKEND`` (default ``auto``). ``backend_used`` says which one runs
-    (known once the model is loaded); ``name`` includes it when it is not torch.
+    (loads the model to know); ``name`` includes it when it is not torch, and
+    ``precision`` says what the model computes in (``f32``, or OpenVINO's ``bf16``).
 
     ``calls`` counts texts actually encoded by the model (not batches).
     """
@@ -162,9 +172,10 @@ class MiniLMEncoder:
         self._model: Any = None
         self._dimension: int | None = None
         self._normalized = False
-        self.backend_used: str | None = "torch" if self.backend == "torch" else None
+        self._backend_used: str | None = "torch" if self.backend == "torch" else None
         self._openvino: Any = None  # the compiled OpenVINO pipeline, when backend_used is it
         self._name_suffix = ""  # "+openvino-bf16" when OpenVINO runs in bfloat16
+        self._precision = "f32"
         self._lock = threading.Lock()
         _INSTANCES.add(self)
 
@@ -173,12 +184,19 @@ class MiniLMEncoder:
                 f"device={self.device!r})")
 
     @property
+    def backend_used(self) -> str:
+        """``torch`` or ``openvino``: what runs the model (loads it unless the backend is
+        torch)."""
+        if self._backend_used is None:
+            self.model  # noqa: B018 - loads the model and settles the backend
+        return self._backend_used
+
+    @property
     def name(self) -> str:
         """The model's name, plus ``+openvino-<precision>`` when OpenVINO runs it: the
         encoder's part of embedding-cache keys (loads the model unless the backend is
         torch)."""
-        if self.backend_used is None:
-            self.model  # noqa: B018 - loads the model and settles the backend
+        self.backend_used  # noqa: B018 - settles the backend (loads the model unless torch)
         return self.model_name + self._name_suffix
 
     @property
@@ -224,8 +242,9 @@ class MiniLMEncoder:
 
         self._normalized = any(isinstance(module, Normalize) for module in model)
         self._openvino = self._load_openvino(model) if self.backend != "torch" else None
-        self.backend_used = "torch" if self._openvino is None else "openvino"
+        self._backend_used = "torch" if self._openvino is None else "openvino"
         self._name_suffix = "" if self._openvino is None else f"+{self._openvino.tag}"
+        self._precision = "f32" if self._openvino is None else self._openvino.precision
         self._model = model
 
     def _load_openvino(self, model: Any) -> Any:
@@ -234,7 +253,7 @@ class MiniLMEncoder:
         if self.backend == "auto":
             if model.device.type != "cpu":
                 return None
-            if importlib.util.find_spec("openvino") is None:
+            if not openvino_installed():
                 _warn_once(f"encoder backend auto: OpenVINO is not installed, so the encoder "
                            f"runs on torch (about 3x slower; {INSTALL_HINT}, or set "
                            f"{BACKEND_VARIABLE}=torch to silence this)")
@@ -248,6 +267,13 @@ class MiniLMEncoder:
             _warn_once(f"encoder backend {self.backend}: could not export or compile "
                        f"{self.model_name} for OpenVINO ({reason}); encoding with torch")
             return None
+
+    @property
+    def precision(self) -> str:
+        """``f32`` (torch), or what OpenVINO computes in on this CPU: ``bf16`` or ``f32``
+        (loads the model)."""
+        self.model  # noqa: B018 - loads the model and settles the backend
+        return self._precision
 
     @property
     def dimension(self) -> int:
@@ -280,7 +306,7 @@ class MiniLMEncoder:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         with self._lock:
-            if self.backend_used == "openvino":
+            if self._backend_used == "openvino":
                 if self._openvino is None:  # dropped in a forked child: compile its own
                     from .encoder_openvino import load_openvino
 
@@ -312,7 +338,11 @@ def _after_fork_in_child() -> None:
     _SHARED_LOCK = threading.Lock()
     for encoder in list(_INSTANCES):
         encoder._lock = threading.Lock()
-        encoder._openvino = None
+        if encoder._openvino is not None:
+            # never freed in the child: its destructor waits for the parent's OpenVINO
+            # threads, which a forked child does not have (it would hang for ever)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(encoder._openvino))
+            encoder._openvino = None
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)

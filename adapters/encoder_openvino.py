@@ -12,8 +12,10 @@ compiled blob is cached there too). Tokenisation stays the model's own ``preproc
 OpenVINO runs on the precision the CPU is best at: bfloat16 where the CPU has it (AMX or
 AVX-512 BF16), else float32. In bfloat16 the vectors agree with torch's to a cosine above
 0.9999 but differ in the third decimal, so they are keyed apart in caches (see
-:attr:`OpenVINOPipeline.tag`). Threads: ``torch.get_num_threads()`` when compiled, so the
-run's ``torch_threads`` holds for both backends.
+:attr:`OpenVINOPipeline.tag`). Each load checks two probe sentences against torch and
+refuses an export whose cosine is below 0.999 (a CPU path that computes wrong). Threads:
+``torch.get_num_threads()`` when compiled, so the run's ``torch_threads`` holds for both
+backends.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ EXPORT_FORMAT = 1
 """Bumped when the exported graph changes shape (old exports are then not reused)."""
 
 _INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+MIN_COSINE = 0.999
+"""Every load encodes :data:`PROBE` on both backends and refuses the export below this."""
+
+PROBE = ["Mission: go to the red ball. You face north and carry nothing.",
+         "You see a wall 2 steps left."]
 
 
 def export_root() -> Path:
@@ -122,8 +130,9 @@ class OpenVINOPipeline:
 def load_openvino(model: Any, dimension: int) -> OpenVINOPipeline:
     """The compiled OpenVINO export of ``model`` (exported first if this machine has none).
 
-    Raises whatever the conversion, the cache folder or the compilation raise; the caller
-    falls back to torch."""
+    Raises whatever the conversion, the cache folder or the compilation raise, and
+    ``RuntimeError`` when its vectors of :data:`PROBE` are not torch's (cosine below
+    :data:`MIN_COSINE`); the caller falls back to torch."""
     import openvino
 
     folder = export_root() / f"{type(model).__name__}-{model_fingerprint(model)}"
@@ -134,4 +143,12 @@ def load_openvino(model: Any, dimension: int) -> OpenVINOPipeline:
     core.set_property({"CACHE_DIR": str(folder / "compiled")})
     compiled = core.compile_model(core.read_model(xml), "CPU",
                                   {"INFERENCE_NUM_THREADS": torch.get_num_threads()})
-    return OpenVINOPipeline(model, compiled, dimension)
+    pipeline = OpenVINOPipeline(model, compiled, dimension)
+    expected = model.encode(PROBE, convert_to_numpy=True, show_progress_bar=False)
+    got = pipeline.encode(PROBE, len(PROBE))
+    cosine = float(np.min(np.sum(expected * got, axis=1) / (
+        np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1))))
+    if not cosine >= MIN_COSINE:  # a CPU path that computes wrong: never use it
+        raise RuntimeError(f"its vectors differ from torch's (cosine {cosine:.4f} < "
+                           f"{MIN_COSINE} on a probe)")
+    return pipeline
