@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -83,19 +84,28 @@ def _export(model: Any, folder: Path) -> Path:
     missing = [name for name in _INPUTS if name not in features]
     if missing:
         raise RuntimeError(f"its tokenizer gives no {', '.join(missing)}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tracer warnings about the model's own code
-        graph = openvino.convert_model(_Pipeline(model).eval(),
-                                       example_input={k: features[k] for k in _INPUTS})
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its notes on the config while tracing
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer warnings about the model's own code
+            graph = openvino.convert_model(_Pipeline(model).eval(),
+                                           example_input={k: features[k] for k in _INPUTS})
+    finally:
+        transformers_logging.set_verbosity(verbosity)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    openvino.save_model(graph, staging / "model.xml", compress_to_fp16=False)
     try:
+        openvino.save_model(graph, staging / "model.xml", compress_to_fp16=False)
         staging.rename(folder)
-    except OSError:  # another process exported it meanwhile
-        for path in staging.iterdir():
-            path.unlink()
-        staging.rmdir()
+    except OSError:
+        if not (folder / "model.xml").is_file():
+            raise
+        # else another process exported the same model meanwhile: use its copy
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return folder / "model.xml"
 
 
