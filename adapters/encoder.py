@@ -8,7 +8,8 @@ downloaded at run time, and importing this module changes no environment variabl
 
 Vectors are returned exactly as the model's own pipeline produces them, as float32.
 This encoder adds no normalisation of its own; note that all-MiniLM-L6-v2's pipeline
-ends in a ``Normalize`` module, so its vectors have unit L2 norm.
+ends in a ``Normalize`` module, so its vectors have unit L2 norm (on OpenVINO such a
+pipeline's vectors are normalised once more in float32, whatever precision ran).
 
 The model is loaded lazily (on the first encode or ``dimension`` access) and once per
 process per model: :func:`get_encoder` returns the process-wide shared instance. Loading
