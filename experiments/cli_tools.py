@@ -11,7 +11,7 @@ from typing import Any
 
 from .cli_common import UsageError
 
-BENCHMARKS = ("adapters", "llm", "agents", "executors", "llm_roles", "minigrid")
+BENCHMARKS = ("adapters", "encoder", "llm", "agents", "executors", "llm_roles", "minigrid")
 # Run only when named (`langadapt bench finetune-trl`), never by a plain `langadapt bench`:
 # name -> module experiments/benchmarks/<module>_bench.py.
 OPT_IN_BENCHMARKS = {"finetune-trl": "finetune_trl"}
@@ -30,10 +30,11 @@ def add_parsers(commands: Any) -> None:
     bench = commands.add_parser(
         "bench",
         help="run the benchmarks and print the ratios they measure",
-        description="Run the benchmarks (adapter speed, LLM caching and prerender, agent "
-        "speed and success against Stable-Baselines3). Every figure is a ratio measured "
-        "side by side in this one run. Opt-in, only when named: finetune-trl (langadapt's "
-        "GRPO loop vs TRL's GRPOTrainer on a maze; needs pip install 'langadapt[trl]').",
+        description="Run the benchmarks (adapter speed, the encoder backends, LLM caching "
+        "and prerender, agent speed and success against Stable-Baselines3). Every figure is "
+        "a ratio measured side by side in this one run. Opt-in, only when named: "
+        "finetune-trl (langadapt's GRPO loop vs TRL's GRPOTrainer on a maze; needs "
+        "pip install 'langadapt[trl]').",
     )
     bench.add_argument("name", nargs="?", choices=tuple(OPT_IN_BENCHMARKS),
                        help="run this opt-in benchmark instead of the default ones")

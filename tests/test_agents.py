@@ -810,4 +810,6 @@ def test_default_language_table_acts_identically_in_a_fresh_process_without_cach
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == want
-    assert not (tmp_path / "no-cache-here").exists()
+    # no description or embedding cache: at most the encoder's OpenVINO export (once per
+    # machine, adapters.encoder_openvino)
+    assert {path.name for path in (tmp_path / "no-cache-here").glob("*")} <= {"encoders"}

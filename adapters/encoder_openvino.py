@@ -1,0 +1,164 @@
+"""The OpenVINO backend of the sentence encoder: the model's whole pipeline, exported once.
+
+:func:`load_openvino` converts the loaded ``SentenceTransformer`` (its transformer, pooling
+and normalisation, as one graph from token ids to the sentence vector) with OpenVINO's own
+PyTorch converter, from the weights already in memory — nothing is downloaded — and saves
+it as OpenVINO IR under :func:`export_root` (``$LANGADAPT_CACHE_DIR/encoders``, else
+``~/.cache/langadapt/encoders``) in a folder named by a fingerprint of the model (its module
+configuration and the SHA-256 of its weights), so a changed model is exported anew and an
+unchanged one is exported once per machine (about 7 s), then compiled on each load (the
+compiled blob is cached there too). Tokenisation stays the model's own ``preprocess``.
+
+OpenVINO runs on the precision the CPU is best at: bfloat16 where the CPU has it (AMX or
+AVX-512 BF16), else float32. In bfloat16 the vectors agree with torch's to a cosine above
+0.9999 but differ in the third decimal, so they are keyed apart in caches (see
+:attr:`OpenVINOPipeline.tag`). Each load checks two probe sentences against torch and
+refuses an export whose cosine is below 0.999 (a CPU path that computes wrong). Threads:
+``torch.get_num_threads()`` when compiled, so the run's ``torch_threads`` holds for both
+backends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["OpenVINOPipeline", "export_root", "load_openvino", "model_fingerprint"]
+
+EXPORT_FORMAT = 1
+"""Bumped when the exported graph changes shape (old exports are then not reused)."""
+
+_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+MIN_COSINE = 0.999
+"""Every load encodes :data:`PROBE` on both backends and refuses the export below this."""
+
+PROBE = ["Mission: go to the red ball. You face north and carry nothing.",
+         "You see a wall 2 steps left."]
+
+
+def export_root() -> Path:
+    """``$LANGADAPT_CACHE_DIR/encoders``, else ``~/.cache/langadapt/encoders``."""
+    root = os.environ.get("LANGADAPT_CACHE_DIR") or Path.home() / ".cache" / "langadapt"
+    return Path(root) / "encoders"
+
+
+def model_fingerprint(model: Any) -> str:
+    """SHA-256 (16 hex digits) of the model's module configuration and weights, with the
+    OpenVINO version and :data:`EXPORT_FORMAT`."""
+    import openvino
+
+    digest = hashlib.sha256(f"{EXPORT_FORMAT}|{openvino.__version__}|{model!r}".encode())
+    for key, tensor in model.state_dict().items():
+        digest.update(key.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class _Pipeline(torch.nn.Module):
+    """The sentence-transformers model as one module: token ids -> sentence vector."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Any, token_type_ids: Any, attention_mask: Any) -> Any:
+        features = {"input_ids": input_ids, "token_type_ids": token_type_ids,
+                    "attention_mask": attention_mask}
+        return self.model(features)["sentence_embedding"]
+
+
+def _export(model: Any, folder: Path) -> Path:
+    """Convert ``model`` to OpenVINO IR in ``folder`` (written beside, then renamed in)."""
+    import openvino
+
+    features = model.preprocess(["An example sentence.", "Another, longer example sentence."])
+    missing = [name for name in _INPUTS if name not in features]
+    if missing:
+        raise RuntimeError(f"its tokenizer gives no {', '.join(missing)}")
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its notes on the config while tracing
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer warnings about the model's own code
+            graph = openvino.convert_model(_Pipeline(model).eval(),
+                                           example_input={k: features[k] for k in _INPUTS})
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        openvino.save_model(graph, staging / "model.xml", compress_to_fp16=False)
+        staging.rename(folder)
+    except OSError:
+        if not (folder / "model.xml").is_file():
+            raise
+        # else another process exported the same model meanwhile: use its copy
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder / "model.xml"
+
+
+class OpenVINOPipeline:
+    """A compiled export: ``encode(texts, batch_size)`` -> float32 vectors."""
+
+    def __init__(self, model: Any, compiled: Any, dimension: int) -> None:
+        self.model = model
+        self.dimension = dimension
+        self.compiled = compiled
+        #: what OpenVINO computes in on this CPU: "bf16" or "f32"
+        self.precision: str = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+
+    @property
+    def tag(self) -> str:
+        """What sets these vectors apart from torch's: ``openvino-bf16`` or ``openvino-f32``."""
+        return f"openvino-{self.precision}"
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """Vectors of ``texts`` in batches of ``batch_size``, longest texts first (less
+        padding), returned in the order given."""
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            rows = order[start:start + batch_size]
+            features = self.model.preprocess([texts[i] for i in rows])
+            result = self.compiled({name: features[name].numpy() for name in _INPUTS})
+            out[rows] = result[0]
+        return out
+
+
+def load_openvino(model: Any, dimension: int) -> OpenVINOPipeline:
+    """The compiled OpenVINO export of ``model`` (exported first if this machine has none).
+
+    Raises whatever the conversion, the cache folder or the compilation raise, and
+    ``RuntimeError`` when its vectors of :data:`PROBE` are not torch's (cosine below
+    :data:`MIN_COSINE`); the caller falls back to torch."""
+    import openvino
+
+    folder = export_root() / f"{type(model).__name__}-{model_fingerprint(model)}"
+    xml = folder / "model.xml"
+    if not xml.is_file():
+        xml = _export(model, folder)
+    core = openvino.Core()
+    core.set_property({"CACHE_DIR": str(folder / "compiled")})
+    compiled = core.compile_model(core.read_model(xml), "CPU",
+                                  {"INFERENCE_NUM_THREADS": torch.get_num_threads()})
+    pipeline = OpenVINOPipeline(model, compiled, dimension)
+    expected = model.encode(PROBE, convert_to_numpy=True, show_progress_bar=False)
+    got = pipeline.encode(PROBE, len(PROBE))
+    cosine = float(np.min(np.sum(expected * got, axis=1) / (
+        np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1))))
+    if not cosine >= MIN_COSINE:  # a CPU path that computes wrong: never use it
+        raise RuntimeError(f"its vectors differ from torch's (cosine {cosine:.4f} < "
+                           f"{MIN_COSINE} on a probe)")
+    return pipeline
