@@ -147,3 +147,15 @@ def test_describe_and_prompt_take_the_openai_backend(capsys):
     code, _, err = _main(capsys, "describe", "maze", "--adapter", "llm", "--base-url",
                          "http://127.0.0.1:8000/v1")
     assert code == 2 and "is for --backend openai" in err
+
+
+@pytest.mark.slow
+def test_module_env_id_runs_on_a_local_ray_cluster(user_folder):
+    pytest.importorskip("ray")
+    path = _experiment(user_folder, "my_corridor:Corridor-v0")
+    done = _langadapt("run", str(path), "--executor", "ray", "--jobs", "1", "--no-progress",
+                      "--out", "results", cwd=user_folder)
+    assert done.returncode == 0, done.stderr
+    with open(user_folder / "results" / "episodes.csv", newline="") as rows:
+        adapters = {row["adapter"] for row in csv.DictReader(rows)}
+    assert adapters == {"raw", "language"}
