@@ -76,9 +76,20 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _check_encoder_backend() -> None:
+    """A bad ``LANGADAPT_ENCODER_BACKEND`` as one line before any work, not mid-run."""
+    from ..adapters.encoder import chosen_backend
+
+    try:
+        chosen_backend(None)
+    except (ValueError, ImportError) as error:
+        raise UsageError(str(error)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        _check_encoder_backend()
         return COMMANDS[args.command](args)
     except expected_errors() as error:
         print(f"langadapt {args.command}: error: {error}", file=sys.stderr)

@@ -130,3 +130,13 @@ def test_backend_comes_from_the_environment_and_a_bad_value_names_the_key(monkey
         assert MiniLMEncoder().backend == "torch"  # the default: reproducible vectors
     assert get_encoder(backend="torch") is get_encoder(backend="torch")
     assert get_encoder(backend="torch") is not get_encoder(backend="auto")
+
+
+def test_a_bad_backend_variable_is_one_line_of_the_cli_before_any_work(monkeypatch, capsys):
+    from langadapt.experiments.cli import main
+
+    monkeypatch.setenv(BACKEND_VARIABLE, "bogus")
+    assert main(["run", "--list"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "langadapt run: error: LANGADAPT_ENCODER_BACKEND='bogus': expected one of auto, "
+        "torch, openvino")
