@@ -189,6 +189,32 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
             memo.put(key, pair)
         return pair
 
+    def adapt_many(self, inputs: Iterable[AdapterInput]) -> list[tuple[np.ndarray, str]]:
+        """``(vector, text)`` of each input, in order, as `adapt` gives them one by one: the
+        memo's where seen; the cold inputs described together (`describe_checked`: an LLM
+        adapter's requests in flight together) and their texts encoded in one batch."""
+        items = self._checked(inputs)
+        memo = self.memo
+        keys = [memo.key(*item) for item in items]
+        pairs = [memo.entries.get(key) for key in keys]
+        cold: dict[Hashable, int] = {}  # a cold key -> its first input
+        for index, (key, pair) in enumerate(zip(keys, pairs, strict=True)):
+            if pair is None:
+                cold.setdefault(key, index)
+        if not cold:
+            return pairs
+        memo.misses += len(cold)
+        firsts = list(cold.values())
+        described = self.describe_checked([items[i] for i in firsts], progress=False)
+        vectors = self.text_vectors([text for text, _ in described])
+        fresh = {}
+        for index, (text, memorable), vector in zip(firsts, described, vectors, strict=True):
+            pair = fresh[keys[index]] = (self.observation_of(vector, items[index][0]), text)
+            if memorable:
+                memo.put(keys[index], pair)
+        return [pair if pair is not None else fresh[key] for key, pair in zip(keys, pairs,
+                                                                              strict=True)]
+
     def text_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """The language vectors of ``texts`` as the representation settings make them
         (read-only; see `adapters.representation`)."""

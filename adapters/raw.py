@@ -49,6 +49,10 @@ class RawAdapter(BaseAdapter):
         state, legal, history = self.check_input((state, legal_moves, episode_action_history))
         return state.astype(np.float32), self.describe_one(state, legal, history)
 
+    def adapt_many(self, inputs: Iterable[AdapterInput]) -> list[tuple[np.ndarray, str]]:
+        """`adapt` of each input, in order."""
+        return [self.adapt(*item) for item in self._checked(inputs)]
+
     def __call__(self, state: Any, legal_moves: Iterable[int] = (),
                  episode_action_history: Sequence[Any] = (), encode: bool = True
                  ) -> np.ndarray | str:

@@ -505,6 +505,32 @@ def test_language_adapter_memo_and_counters(minilm):
     assert other.stats()["embedding_cache_hits"] == 1 and other.stats()["encoder_calls"] == 0
 
 
+def test_adapt_many_equals_adapt_and_encodes_a_cold_batch_at_once():
+    env = MazeEnv(maze="umaze")
+    cells = [(1, 1), (1, 2), (1, 3), (1, 2), (1, 1)]  # two repeats inside the batch
+    inputs = [(env.observation_of(c), env.legal_moves_at(c), ()) for c in cells]
+    one_by_one = LanguageAdapter(env, encoder=CountingEncoder())
+    expected = [one_by_one.adapt(*item) for item in inputs]
+    encoder = CountingEncoder()
+    batches = []
+    encode_many = encoder.encode_many
+    encoder.encode_many = lambda texts: batches.append(len(texts)) or encode_many(texts)
+    adapter = LanguageAdapter(env, encoder=encoder)
+    adapter.adapt(*inputs[0])  # one warm input in the batch
+    batches.clear()
+    pairs = adapter.adapt_many(inputs)
+    assert batches == [2]  # the two cold texts, one encoder call
+    assert [text for _, text in pairs] == [text for _, text in expected]
+    for (vector, _), (want, _) in zip(pairs, expected, strict=True):
+        np.testing.assert_array_equal(vector, want)
+    assert pairs[1][0] is pairs[3][0] and adapter.stats()["memo_misses"] == 3
+    assert adapter.adapt_many(inputs[:2]) == pairs[:2] and batches == [2]  # now all warm
+    raw = RawAdapter(env)
+    assert [text for _, text in raw.adapt_many(inputs)] == [raw.adapt(*i)[1] for i in inputs]
+    with pytest.raises(ValueError, match="iterable"):
+        adapter.adapt_many("text")
+
+
 def test_language_adapter_rejects_bad_input_even_when_warm(maze_adapter):
     maze_adapter([1, 1], [1, 3])
     with pytest.raises(ValueError, match="expected shape"):
