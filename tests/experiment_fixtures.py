@@ -1,5 +1,5 @@
-"""Helpers shared by the experiment and command-line tests (test_faults_experiments.py,
-test_faults_results.py, test_cli.py, test_own_envs.py)."""
+"""Helpers shared by the experiment and command-line tests (test_experiments.py,
+test_faults_experiments.py, test_faults_results.py, test_cli.py, test_own_envs.py)."""
 
 from __future__ import annotations
 
@@ -39,3 +39,23 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
         code = stop.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def started_runs(monkeypatch, finished_before_crash: int | None = None) -> list[str]:
+    """Record the key of every run the runner starts (the list returned, filled as runs
+    start); with ``finished_before_crash`` the run after that many raises KeyboardInterrupt
+    (a simulated crash). Calling it again in a test records afresh."""
+    from langadapt.experiments import one_run
+
+    real = getattr(one_run.execute_run, "unrecorded", one_run.execute_run)
+    started: list[str] = []
+
+    def record_and_run(data, key, out_dir):
+        started.append(key)
+        if finished_before_crash is not None and len(started) > finished_before_crash:
+            raise KeyboardInterrupt("simulated crash")
+        return real(data, key, out_dir)
+
+    record_and_run.unrecorded = real
+    monkeypatch.setattr(one_run, "execute_run", record_and_run)
+    return started

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from experiment_fixtures import started_runs
 
-from langadapt.experiments import one_run as one_run_module
 from langadapt.experiments.config import ConfigError, experiment_from_dict, load_config
 from langadapt.experiments.report import write_report
 from langadapt.experiments.results import read_episodes
@@ -235,14 +235,7 @@ def test_resume_with_more_seeds_keeps_the_finished_runs_and_fewer_are_refused(tm
     config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}], seeds=[0]))
     out = run_experiment(config, progress=False, log=lambda _: None)
     before = set(finished_runs(out))
-    real = one_run_module.execute_run
-    started: list[str] = []
-
-    def record_and_run(data, key, out_dir):
-        started.append(key)
-        return real(data, key, out_dir)
-
-    monkeypatch.setattr(one_run_module, "execute_run", record_and_run)
+    started = started_runs(monkeypatch)
     more = config.model_copy(update={"seeds": [0, 1]})
     run_experiment(more, out_dir=out, resume=True, progress=False, log=lambda _: None)
     assert set(started) == {r.key for r in runs_of(more)} - before and started
@@ -256,16 +249,7 @@ def test_resume_with_more_seeds_keeps_the_finished_runs_and_fewer_are_refused(tm
 
 def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch):
     config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}]))
-    real = one_run_module.execute_run
-    started: list[str] = []
-
-    def crash_on_third(data, key, out_dir):
-        started.append(key)
-        if len(started) == 3:
-            raise KeyboardInterrupt("simulated crash")
-        return real(data, key, out_dir)
-
-    monkeypatch.setattr(one_run_module, "execute_run", crash_on_third)
+    started = started_runs(monkeypatch, finished_before_crash=2)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(config, progress=False, log=lambda _: None)
     out = config.output_dir
@@ -273,13 +257,7 @@ def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch)
     assert finished == set(started[:2])
     stamps = {key: (out / "runs" / key / "episodes.csv").stat().st_mtime_ns for key in finished}
 
-    started.clear()
-
-    def record_and_run(data, key, out_dir):
-        started.append(key)
-        return real(data, key, out_dir)
-
-    monkeypatch.setattr(one_run_module, "execute_run", record_and_run)
+    started = started_runs(monkeypatch)
     run_experiment(config, resume=True, progress=False, log=lambda _: None)
     assert set(started) == {r.key for r in runs_of(config)} - finished
     for key, stamp in stamps.items():

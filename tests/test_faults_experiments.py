@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from experiment_fixtures import LANGADAPT, QUIET, raw_config
+from experiment_fixtures import LANGADAPT, QUIET, raw_config, started_runs
 
 from langadapt.experiments import cli
-from langadapt.experiments import one_run as one_run_module
 from langadapt.experiments.config import (
     MAX_SEED,
     MAX_SEED_COUNT,
@@ -81,23 +80,9 @@ def test_a_line_cut_in_the_middle_is_refused_naming_the_line(finished):
         write_report(out, log=None)
 
 
-def _interrupt_after(monkeypatch, finished_before_crash: int) -> list[str]:
-    real = one_run_module.execute_run
-    started: list[str] = []
-
-    def crash(data, key, out_dir):
-        started.append(key)
-        if len(started) > finished_before_crash:
-            raise KeyboardInterrupt("simulated crash")
-        return real(data, key, out_dir)
-
-    monkeypatch.setattr(one_run_module, "execute_run", crash)
-    return started
-
-
 def test_report_of_an_interrupted_folder_says_run_with_resume(tmp_path, monkeypatch):
     config = experiment_from_dict(raw_config(tmp_path))
-    _interrupt_after(monkeypatch, 1)
+    started_runs(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(config, **QUIET)
     out = config.output_dir
@@ -115,14 +100,7 @@ def test_resume_redoes_a_done_run_whose_csv_was_truncated(finished, monkeypatch)
     damaged = runs_of(config)[1].key
     _cut_last_lines(out / "runs" / damaged / "episodes.csv", 2)
     assert damaged not in finished_runs(out)
-    real = one_run_module.execute_run
-    redone: list[str] = []
-
-    def record(data, key, out_dir):
-        redone.append(key)
-        return real(data, key, out_dir)
-
-    monkeypatch.setattr(one_run_module, "execute_run", record)
+    redone = started_runs(monkeypatch)
     run_experiment(config, resume=True, **QUIET)
     assert redone == [damaged]
     assert check_results(out) == {}
