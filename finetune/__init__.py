@@ -16,7 +16,7 @@ from .grpo import (
     GRPOSettings,
     GRPOTrainer,
     MazeTask,
-    MiniGridTask,
+    SnapshotTask,
     group_advantages,
 )
 from .policy import LoRAPolicy, LoRASettings
@@ -30,7 +30,7 @@ __all__ = [
     "LoRAPolicy",
     "LoRASettings",
     "MazeTask",
-    "MiniGridTask",
+    "SnapshotTask",
     "export_gguf",
     "group_advantages",
 ]

@@ -5,7 +5,8 @@
 loop, and evaluates the trained policy greedily on the same held-out episodes as every
 other agent. ``params`` are :class:`GRPOAgentConfig`: the GRPO settings
 (:class:`~langadapt.finetune.grpo_settings.GRPOSettings`, ``steps`` being its own budget) plus
-``model``, ``lora`` and, on a MiniGrid or BabyAI level, ``held_out``.
+``model``, ``lora`` and, on a MiniGrid or BabyAI level or FrozenLake, ``held_out`` (required
+on a slippery lake: its held-out episodes are set by their reset seeds alone).
 
 A run's folder keeps GRPO's own files in ``runs/<run>/grpo/``: ``log.csv`` (one row per
 step, `grpo.LOG_COLUMNS`), ``checkpoint/`` (resume) and ``adapter/`` (the trained LoRA
@@ -30,15 +31,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..agents import Agent
 from ..agents.training import EpisodeRecord
 from ..environments import language_for
+from ..environments.frozenlake import FrozenLakeEnv
 from ..environments.maze import MazeEnv
 from .grpo import GRPOSettings, GRPOTrainer, read_checkpoint
 from .policy import LoRAPolicy, LoRASettings
-from .tasks import MazeTask, MiniGridTask
+from .tasks import MazeTask, SnapshotTask
 
 __all__ = ["TRAIN_SEED", "FinetuneError", "GRPOAgent", "GRPOAgentConfig", "HeldOutSettings",
            "check_grpo"]
 
-#: The first seed of the training episodes of a MiniGrid level (held-out seeds lie below).
+#: The first reset seed of the training episodes of a MiniGrid level or FrozenLake (held-out
+#: seeds lie below).
 TRAIN_SEED = 1_000_000
 
 
@@ -48,9 +51,11 @@ class FinetuneError(ValueError):
 
 
 class HeldOutSettings(BaseModel):
-    """The held-out episodes GRPO's own evaluation of a MiniGrid or BabyAI policy uses
-    (training episodes use seeds from ``TRAIN_SEED`` on, so these are never training starts;
-    checked)."""
+    """The held-out episodes GRPO's own evaluation of a MiniGrid/BabyAI or FrozenLake policy
+    uses: reset seeds ``seed .. seed + episodes - 1`` (training episodes use seeds from
+    ``TRAIN_SEED`` on, so these are never training starts; checked). On a slippery lake the
+    seed is all that tells episodes apart (it sets the slips), so a run there must name
+    them."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -68,7 +73,8 @@ class GRPOAgentConfig(GRPOSettings):
         None, description="HF model directory or .gguf file; None = the embedded SmolLM2")
     lora: LoRASettings = Field(default_factory=LoRASettings)
     held_out: HeldOutSettings = Field(
-        default_factory=HeldOutSettings, description="MiniGrid/BabyAI: GRPO's own evaluation")
+        default_factory=HeldOutSettings, description="MiniGrid/BabyAI or FrozenLake: GRPO's "
+        "own evaluation (required on a slippery lake)")
 
     def grpo(self) -> GRPOSettings:
         """The GRPO settings alone (what a checkpoint records)."""
@@ -77,6 +83,12 @@ class GRPOAgentConfig(GRPOSettings):
 
 def _is_minigrid(env: Any) -> bool:
     return type(env).__name__ == "MiniGridBridge"
+
+
+def _is_slippery(env: Any) -> bool:
+    """A FrozenLake whose moves can slip (an action with more than one outcome)."""
+    return isinstance(env, FrozenLakeEnv) and any(
+        len(outcomes) > 1 for moves in env.lake.P.values() for outcomes in moves.values())
 
 
 def check_grpo(env: Any, params: dict[str, Any]) -> None:
@@ -89,10 +101,10 @@ def check_grpo(env: Any, params: dict[str, Any]) -> None:
     except ValueError as error:
         raise ValueError(f"grpo prompts with the environment's language spec: {error}"
                          ) from None
-    if not isinstance(env, MazeEnv) and not _is_minigrid(env):
+    if not isinstance(env, (MazeEnv, FrozenLakeEnv)) and not _is_minigrid(env):
         raise ValueError(f"grpo restarts rollouts from saved states, which a maze "
-                         f"(langadapt/Maze-v0) or a MiniGrid/BabyAI level allows; {name} is "
-                         "neither")
+                         f"(langadapt/Maze-v0), FrozenLake (langadapt/FrozenLake-v0) or a "
+                         f"MiniGrid/BabyAI level allows; {name} is none of them")
     if config.model is not None:
         from .hf_model import check_causal_lm
 
@@ -100,31 +112,41 @@ def check_grpo(env: Any, params: dict[str, Any]) -> None:
             check_causal_lm(config.model)
         except ValueError as error:
             raise ValueError(f"params.model: {error}") from None
-    if _is_minigrid(env):
-        if config.states == "all":
-            raise ValueError("params.states is 'all', which only a maze has; expected a number "
-                             f"of start states per step for {name}")
-        if config.shaping == "oracle":
-            raise ValueError(f"params.shaping is 'oracle', but {name} has no oracle potential; "
-                             "expected none")
-    elif config.shaping == "none" and env.goal_reward == 0 and (
-            config.reward == "step" or env.step_reward == 0):
-        cause = ("params.reward is step" if config.reward == "step"
-                 else "environment.params.step_reward is 0")
+    if isinstance(env, MazeEnv):
+        if config.shaping == "none" and env.goal_reward == 0 and (
+                config.reward == "step" or env.step_reward == 0):
+            cause = ("params.reward is step" if config.reward == "step"
+                     else "environment.params.step_reward is 0")
+            raise ValueError(
+                f"the run has no reward source: environment.params.goal_reward is 0 and {cause} "
+                "with params.shaping none; expected a goal reward (or shaping: oracle)")
+        return
+    if config.states == "all":
+        why = (" (every episode of a lake starts at S; the cells rollouts reach become "
+               "starts with states: N)" if isinstance(env, FrozenLakeEnv) else "")
+        raise ValueError(f"params.states is 'all', which only a maze has{why}; expected a "
+                         f"number of start states per step for {name}")
+    if config.shaping == "oracle":
+        raise ValueError(f"params.shaping is 'oracle', but {name} has no oracle potential; "
+                         "expected none")
+    if _is_slippery(env) and "held_out" not in params:
         raise ValueError(
-            f"the run has no reward source: environment.params.goal_reward is 0 and {cause} "
-            "with params.shaping none; expected a goal reward (or shaping: oracle)")
+            "params.held_out is missing: on a slippery lake the reset seed is all that tells "
+            "one episode from another, so a run names its held-out seeds; expected e.g. "
+            "held_out: {seed: 0, episodes: 256, max_steps: null} (RAGEN's protocol)")
 
 
-def grpo_task(make_env: Callable[[], Any], config: GRPOAgentConfig) -> MazeTask | MiniGridTask:
-    """The GRPO task of the environment ``make_env`` builds (each call a new copy)."""
+def grpo_task(make_env: Callable[[], Any], config: GRPOAgentConfig, seed: int = 0
+              ) -> MazeTask | SnapshotTask:
+    """The GRPO task of the environment ``make_env`` builds (each call a new copy); ``seed``
+    seeds a slippery lake's training slips."""
     env = make_env().unwrapped
     if isinstance(env, MazeEnv):
         return MazeTask(env)
     held = config.held_out
-    return MiniGridTask(lambda: make_env().unwrapped, train_seed=TRAIN_SEED,
+    return SnapshotTask(lambda: make_env().unwrapped, train_seed=TRAIN_SEED,
                         eval_seed=held.seed, eval_episodes=held.episodes,
-                        eval_max_steps=held.max_steps)
+                        eval_max_steps=held.max_steps, seed=seed)
 
 
 def _seed_everything(seed: int) -> None:
@@ -166,7 +188,7 @@ class GRPOAgent(Agent):
             elif folder is not None:
                 (folder / "log.csv").unlink(missing_ok=True)  # stopped before a checkpoint
             _seed_everything(self.seed)
-            task = grpo_task(make_env, config)
+            task = grpo_task(make_env, config, self.seed)
             started = time.perf_counter()
             env = make_env()
             policy = LoRAPolicy(language_for(env.unwrapped), model=config.model,

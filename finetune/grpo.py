@@ -4,8 +4,9 @@ environment's own reward: no oracle in the loop unless an experiment asks for on
 One step:
 
 1. pick the step's start states (`finetune.tasks`): on a maze every reachable non-goal
-   cell (``states: all``) or ``N`` cells rollouts have reached; on a MiniGrid level ``N``
-   states, half fresh missions, half states earlier rollouts reached;
+   cell (``states: all``) or ``N`` cells rollouts have reached; on a MiniGrid level or
+   FrozenLake ``N`` states, half fresh episodes, half states earlier rollouts reached (a
+   slippery lake's slips drawn anew for every rollout);
 2. a group of ``G`` rollouts from each start. Their first actions: with ``group_actions:
    cover`` every legal action once (in random order; the rest of the group sampled), with
    ``sampled`` all ``G`` drawn from the policy. Every later action is drawn from the policy
@@ -59,14 +60,14 @@ import numpy as np
 
 from .checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
 from .grpo_settings import LOG_COLUMNS, GRPOSettings
-from .tasks import MazeTask, MiniGridTask
+from .tasks import MazeTask, SnapshotTask
 
 __all__ = [
     "GRPOSettings",
     "GRPOTrainer",
     "LOG_COLUMNS",
     "MazeTask",
-    "MiniGridTask",
+    "SnapshotTask",
     "floored_advantages",
     "group_advantages",
     "read_checkpoint",
@@ -148,7 +149,7 @@ class GRPOTrainer:
     row per step to ``out/log.csv`` and checkpointing to ``out/checkpoint/``; a trainer made
     on a folder with a checkpoint resumes from it."""
 
-    def __init__(self, policy: Any, task: MazeTask | MiniGridTask,
+    def __init__(self, policy: Any, task: MazeTask | SnapshotTask,
                  settings: GRPOSettings | dict[str, Any] | None = None,
                  out: str | Path | None = None, seed: int = 0) -> None:
         import torch

@@ -2,8 +2,8 @@
 greedy policy is judged.
 
 A task holds states the trainer can start rollouts from and step from any number of times
-(`MazeTask`: a cell, the maze reset there; `MiniGridTask`: a snapshot of a MiniGrid or
-BabyAI level). The trainer only calls these methods::
+(`MazeTask`: a cell, the maze reset there; `SnapshotTask`: a snapshot of a MiniGrid or
+BabyAI level or of FrozenLake). The trainer only calls these methods::
 
     starts(count, rng)        the states of one GRPO step
     observe(state)            (observation, legal moves): what the policy sees
@@ -15,7 +15,7 @@ BabyAI level). The trainer only calls these methods::
                               observed states to actions, in one batch)
 
 The reward is the environment's own. `MazeTask` can add the oracle potential
-(``potential``, -BFS distance to the goal) for the oracle-shaped variant; `MiniGridTask`
+(``potential``, -BFS distance to the goal) for the oracle-shaped variant; `SnapshotTask`
 has no oracle.
 """
 
@@ -26,11 +26,12 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+import gymnasium
 import numpy as np
 
 from ..environments.maze import MazeEnv, bfs_distances
 
-__all__ = ["Greedy", "MazeTask", "MiniGridTask"]
+__all__ = ["Greedy", "MazeTask", "SnapshotTask", "draw_from", "episode_identity"]
 
 Cell = tuple[int, int]
 Observed = tuple[Any, tuple[int, ...]]
@@ -132,29 +133,62 @@ class MazeTask:
                 "greedy_length": float(length), "state_accuracy": accuracy}
 
 
-class MiniGridTask:
-    """A MiniGrid or BabyAI level (`environments.minigrid.MiniGridBridge`) as a GRPO task.
+def episode_identity(env: Any, seed: int) -> Hashable:
+    """What tells a freshly reset episode from another: on a MiniGrid or BabyAI level its
+    mission and initial grid (objects, agent position and direction; two seeds can draw the
+    same layout); elsewhere (FrozenLake: every episode starts at S on the same lake) the
+    reset seed itself, which sets the episode's slips."""
+    level = getattr(env, "minigrid", None)
+    if level is None:
+        return int(seed)
+    return (level.mission.encode() + level.grid.encode().tobytes()
+            + bytes([*level.agent_pos, level.agent_dir]))
 
-    A state is a snapshot of the level (a deep copy) with its observation. Training missions
-    are the level's episodes for seeds ``train_seed, train_seed + 1, ...`` (a new one for
-    every fresh start); ``evaluate`` plays the greedy policy on the ``eval_episodes`` episodes
-    of seeds ``eval_seed, eval_seed + 1, ...``, and refuses to run if one of their (mission,
-    layout) pairs was a training start. Each GRPO step starts half of its ``states`` from
-    fresh missions and half from states on the paths of earlier rollouts that succeeded
-    (the last ``memory`` of them, drawn uniformly; a reverse curriculum, Florensa et al.
-    2017): states near the goal, where a group's actions lead to different returns, are
-    trained from the start, and the policy's competence grows outward from them. The
-    success is the environment's own (a positive reward at termination); no oracle.
+
+def draw_from(env: Any, rng: np.random.Generator) -> Any:
+    """``env`` with its random draws (and those of every gymnasium environment it holds:
+    FrozenLake's gymnasium lake, a MiniGrid level) taken from ``rng``; returns ``env``."""
+    for part in (env, *(v for v in vars(env).values() if isinstance(v, gymnasium.Env))):
+        part.np_random = rng
+    return env
+
+
+class SnapshotTask:
+    """A langadapt environment whose state is snapshotted by deep copy and whose episodes are
+    set by a reset seed, as a GRPO task: a MiniGrid or BabyAI level
+    (`environments.minigrid.MiniGridBridge`) or FrozenLake (`environments.frozenlake.
+    FrozenLakeEnv`, slippery or not).
+
+    A state is a snapshot of the environment (a deep copy) with its observation. Training
+    episodes are the environment's episodes for reset seeds ``train_seed, train_seed + 1,
+    ...`` (a new one for every fresh start); ``evaluate`` plays the greedy policy on the
+    ``eval_episodes`` episodes of reset seeds ``eval_seed, eval_seed + 1, ...`` and refuses to
+    run if one of them was a training start (`episode_identity`: a MiniGrid level's mission
+    and layout; FrozenLake's reset seed, since its start cell never changes and the seed is
+    what sets an episode's slips). Each GRPO step starts half of its ``states`` from fresh
+    episodes and half from states on the paths of earlier rollouts that succeeded (the last
+    ``memory`` of them, drawn uniformly; a reverse curriculum, Florensa et al. 2017): states
+    near the goal, where a group's actions lead to different returns, are trained from the
+    start, and the policy's competence grows outward from them. The success is the
+    environment's own (a positive reward at termination); no oracle.
+
+    Random transitions (FrozenLake's slips): every `step` copies the snapshot and points the
+    copy's generator (`draw_from`) at the task's own ``slips`` generator (seeded by ``seed``,
+    kept in checkpoints), so each rollout stepped from one snapshot draws its own slips and a
+    GRPO group sees the environment's real variance; the copy's inherited generator state,
+    which would give every rollout the same slip, is never used. Held-out episodes draw
+    their slips from their own reset seeds, as a direct simulation does.
 
     ``eval_max_steps``: a greedy episode that has not succeeded after this many steps counts
-    as a failure (the level's own limit, e.g. 256 steps on BabyAI-GoToObj, when None).
+    as a failure (the environment's own limit when None: 256 steps on BabyAI-GoToObj, 100 on
+    the 4x4 lake).
     """
 
     has_oracle = False
 
     def __init__(self, make_env: Callable[[], Any], *, train_seed: int = 1_000_000,
                  eval_seed: int = 0, eval_episodes: int = 100,
-                 eval_max_steps: int | None = 64, memory: int = 512) -> None:
+                 eval_max_steps: int | None = 64, memory: int = 512, seed: int = 0) -> None:
         self.make_env = make_env
         self.template = make_env()
         self.train_seed = int(train_seed)
@@ -164,12 +198,13 @@ class MiniGridTask:
             raise ValueError(
                 f"evaluation seeds {self.eval_seed}..{self.eval_seed + self.eval_episodes - 1} "
                 f"reach the training seeds (from {self.train_seed}); expected them below")
-        self.max_steps = int(self.template.minigrid.max_steps)
+        self.max_steps = int(getattr(self.template, "minigrid", self.template).max_steps)
         self.eval_max_steps = eval_max_steps
         self.memory = int(memory)
+        self.slips = np.random.default_rng([int(seed), 1])  # apart from the trainer's rng
         self.next_seed = self.train_seed
         self.reached: list[Any] = []
-        self.layouts: set[bytes] = set()
+        self.trained: set[Hashable] = set()
 
     @property
     def n_actions(self) -> int:
@@ -178,22 +213,16 @@ class MiniGridTask:
     def _fresh(self) -> tuple[Any, Observed]:
         env = copy.deepcopy(self.template)
         obs, info = env.reset(seed=self.next_seed)
+        self.trained.add(episode_identity(env, self.next_seed))
         self.next_seed += 1
-        self.layouts.add(self.layout(env))
         return (env, (obs, tuple(info["legal_moves"])))
-
-    @staticmethod
-    def layout(env: Any) -> bytes:
-        """The episode's mission and initial grid (objects, agent position and direction)."""
-        level = env.minigrid
-        return (level.mission.encode() + level.grid.encode().tobytes()
-                + bytes([*level.agent_pos, level.agent_dir]))
 
     # ------------------------------------------------------------ the trainer's calls
     def starts(self, count: int | None, rng: np.random.Generator) -> list[Any]:
         if count is None:
-            raise ValueError("states: all is only for mazes; give a number of states per "
-                             "step for a MiniGrid level")
+            raise ValueError(
+                f"states: all is only for mazes; give a number of start states per step for "
+                f"{type(self.template).__name__} (its episodes start where its reset puts them)")
         reached = min(count // 2, len(self.reached))
         picks = rng.choice(len(self.reached), size=reached, replace=False) if reached else []
         return [self._fresh() for _ in range(count - reached)] + [
@@ -209,9 +238,9 @@ class MiniGridTask:
     def step(self, state: Any, action: int, shaping: float | None = None
              ) -> tuple[float, Any, bool, bool]:
         if shaping is not None:
-            raise ValueError("shaping: oracle needs an oracle potential; a MiniGrid level has "
-                             "none (use shaping: none)")
-        env = copy.deepcopy(state[0])
+            raise ValueError(f"shaping: oracle needs an oracle potential; "
+                             f"{type(self.template).__name__} has none (use shaping: none)")
+        env = draw_from(copy.deepcopy(state[0]), self.slips)
         obs, reward, terminated, truncated, info = env.step(int(action))
         return float(reward), (env, (obs, tuple(info["legal_moves"]))), terminated, truncated
 
@@ -223,27 +252,34 @@ class MiniGridTask:
             del self.reached[: len(self.reached) - self.memory]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"next_seed": self.next_seed}
+        return {"next_seed": self.next_seed, "slips": self.slips.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.next_seed = int(state["next_seed"])
-        # the training layouts seen before the checkpoint, for the held-out check
+        if "slips" in state:  # checkpoints before slippery tasks have none
+            self.slips.bit_generator.state = state["slips"]
+        # the training episodes started before the checkpoint, for the held-out check
         for seed in range(self.train_seed, self.next_seed):
             env = copy.deepcopy(self.template)
             env.reset(seed=seed)
-            self.layouts.add(self.layout(env))
+            self.trained.add(episode_identity(env, seed))
 
     # ------------------------------------------------------------ judging
     def evaluate(self, greedy: Greedy) -> dict[str, float]:
         """Greedy episodes on the held-out seeds, played in lockstep (one batch of decisions
-        per time step): success rate, mean reward and length."""
+        per time step, each distinct observation asked once: the greedy policy is fixed):
+        success rate, mean reward and length."""
         envs, states = [], []
         for k in range(self.eval_episodes):
+            seed = self.eval_seed + k
             env = copy.deepcopy(self.template)
-            obs, info = env.reset(seed=self.eval_seed + k)
-            if self.layout(env) in self.layouts:
-                raise ValueError(f"evaluation episode of seed {self.eval_seed + k} was a "
-                                 "training start; expected held-out episodes")
+            obs, info = env.reset(seed=seed)
+            identity = episode_identity(env, seed)
+            if identity in self.trained:
+                same = ("reset seed: the same slips" if isinstance(identity, int)
+                        else "mission and layout")
+                raise ValueError(f"evaluation episode of seed {seed} was a training start "
+                                 f"(the same {same}); expected held-out episodes")
             envs.append(env)
             states.append((obs, tuple(info["legal_moves"])))
         limit = self.eval_max_steps or self.max_steps
@@ -251,13 +287,18 @@ class MiniGridTask:
         returns = np.zeros(len(envs))
         lengths = np.zeros(len(envs))
         alive = list(range(len(envs)))
+        chosen: dict[Hashable, int] = {}
         for _ in range(limit):
             if not alive:
                 break
-            actions = greedy([states[k] for k in alive])
+            todo = {self.key((None, states[k])): states[k] for k in alive}
+            todo = {key: s for key, s in todo.items() if key not in chosen}
+            if todo:
+                chosen.update(zip(todo, greedy(list(todo.values())), strict=True))
             still = []
-            for k, action in zip(alive, actions, strict=True):
-                obs, reward, terminated, truncated, info = envs[k].step(int(action))
+            for k in alive:
+                obs, reward, terminated, truncated, info = envs[k].step(
+                    int(chosen[self.key((None, states[k]))]))
                 states[k] = (obs, tuple(info["legal_moves"]))
                 lengths[k] += 1
                 returns[k] += reward

@@ -534,7 +534,7 @@ def _experiment(params: dict | None = None, env_id: str = "langadapt/Maze-v0",
     ({"env_id": "CartPole-v1"}, r"grpo on CartPole-v1\): grpo prompts with the environment's "
      r"language spec: no language spec for environment 'CartPoleEnv'"),
     ({"env_id": "langadapt/CartPole-v0"}, r"grpo on langadapt/CartPole-v0\): .* CartPoleEnv is "
-     "neither"),
+     "none of them"),
     ({"adapters": ("raw", "language")}, r"grpo reads the raw state itself"),
     ({"env_id": "langadapt/BabyAI-GoToObj-v0", "params": {"states": "all"}},
      r"params\.states is 'all', which only a maze has"),
@@ -589,9 +589,9 @@ def _gotoobj():
 
 
 def test_minigrid_task_holds_out_its_evaluation_episodes(tiny_model_dir):
-    from langadapt.finetune import MiniGridTask
+    from langadapt.finetune import SnapshotTask
 
-    task = MiniGridTask(_gotoobj, train_seed=100, eval_seed=0, eval_episodes=3,
+    task = SnapshotTask(_gotoobj, train_seed=100, eval_seed=0, eval_episodes=3,
                         eval_max_steps=2)
     rng = np.random.default_rng(0)
     first = task.starts(4, rng)
@@ -606,25 +606,25 @@ def test_minigrid_task_holds_out_its_evaluation_episodes(tiny_model_dir):
     figures = task.evaluate(lambda observed: [2] * len(observed))
     assert figures["episodes"] == 3 and 1 <= figures["greedy_length"] <= 2
     # an evaluation episode that was a training start is refused
-    leaky = MiniGridTask(_gotoobj, train_seed=3, eval_seed=0, eval_episodes=3)
+    leaky = SnapshotTask(_gotoobj, train_seed=3, eval_seed=0, eval_episodes=3)
     leaky.eval_seed = 3
     leaky.starts(1, rng)
     with pytest.raises(ValueError, match="was a training start"):
         leaky.evaluate(lambda observed: [2] * len(observed))
     with pytest.raises(ValueError, match="reach the training seeds"):
-        MiniGridTask(_gotoobj, train_seed=2, eval_seed=0, eval_episodes=3)
+        SnapshotTask(_gotoobj, train_seed=2, eval_seed=0, eval_episodes=3)
     with pytest.raises(ValueError, match="has none"):
         task.step(first[0], 2, shaping=0.99)
 
 
 def test_grpo_steps_on_babyai_and_the_trainers_greedy_actions_are_llm_policys(
         tiny_model_dir, tmp_path):
-    from langadapt.finetune import MiniGridTask
+    from langadapt.finetune import SnapshotTask
     from langadapt.roles.llm_policy import LLMPolicy
 
     env = _gotoobj()
     policy = LoRAPolicy(language_for(env), model=tiny_model_dir, lora={"r": 4})
-    task = MiniGridTask(_gotoobj, train_seed=100, eval_seed=0, eval_episodes=2,
+    task = SnapshotTask(_gotoobj, train_seed=100, eval_seed=0, eval_episodes=2,
                         eval_max_steps=3)
     trainer = GRPOTrainer(policy, task, {"steps": 2, "states": 2, "group_size": 3,
                                          "horizon": 3, "learning_rate": 5e-2,
@@ -646,7 +646,7 @@ def test_grpo_steps_on_babyai_and_the_trainers_greedy_actions_are_llm_policys(
     assert [agent.act(obs, list(legal), explore=False) for obs, legal in observed] == (
         trainer.greedy_actions(observed))
     resumed = GRPOTrainer(LoRAPolicy(language_for(env), model=tiny_model_dir, lora={"r": 4}),
-                          MiniGridTask(_gotoobj, train_seed=100, eval_seed=0,
+                          SnapshotTask(_gotoobj, train_seed=100, eval_seed=0,
                                        eval_episodes=2), trainer.settings, out=tmp_path / "run")
     assert resumed.step_index == 2 and resumed.task.next_seed == task.next_seed
 
@@ -673,3 +673,25 @@ def test_a_babyai_grpo_agent_is_judged_on_held_out_episodes_beside_random(tiny_m
     assert own["grpo_episodes"] == 3 and 0.0 <= own["grpo_greedy_success"] <= 1.0
     final = [(r["agent"], r["phase"]) for r in _rows(out / "episodes.csv") if r["phase"] == "final"]
     assert final == [("grpo", "final")] * 2 + [("random", "final")] * 2
+
+
+def test_a_slippery_frozenlake_grpo_agent_runs_on_its_held_out_seeds(tiny_model_dir, tmp_path):
+    from langadapt.experiments.cli import main
+
+    grpo = {"model": str(tiny_model_dir), "lora": {"r": 2}, "steps": 2, "states": 2,
+            "group_size": 4, "horizon": 4, "held_out": {"seed": 0, "episodes": 8,
+                                                         "max_steps": 10}}
+    config = {
+        "name": "tiny_lake", "cache_dir": "",
+        "environment": {"id": "langadapt/FrozenLake-v0",
+                        "params": {"map_name": "4x4", "is_slippery": True}},
+        "adapters": [{"type": "raw"}], "agents": [{"type": "grpo", "params": grpo}],
+        "training": {"episodes": 1}, "seeds": [0], "evaluation": {"final_episodes": 2},
+    }
+    out = tmp_path / "results"
+    assert main(["run", str(_write(tmp_path, config)), "--out", str(out), "--no-progress"]) == 0
+    run = out / "runs" / "raw__grpo__seed0"
+    own = json.loads((run / "done.json").read_text())["llm_roles"]["agent"]
+    assert own["grpo_episodes"] == 8 and 0.0 <= own["grpo_greedy_success"] <= 1.0
+    log = _rows(run / "grpo" / "log.csv")
+    assert len(log) == 2 and all(int(r["samples"]) == 8 for r in log)
