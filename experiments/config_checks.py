@@ -99,7 +99,8 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
 
 def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
     """A grpo agent only on an environment with a language spec that GRPO can restart
-    (a maze, a MiniGrid or BabyAI level), and with a reward to learn from."""
+    (a maze, FrozenLake, a MiniGrid or BabyAI level), with a reward to learn from and, on a
+    slippery lake, its held-out seeds named (`finetune.agent.check_grpo`)."""
     env_spec = config.environment
     try:
         env = gymnasium.make(env_spec.id, **env_spec.params).unwrapped
