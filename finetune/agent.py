@@ -64,6 +64,9 @@ class HeldOutSettings(BaseModel):
     max_steps: int | None = Field(
         32, ge=1, description="a greedy episode not solved in this many steps fails; None = "
         "the level's own limit")
+    temperature: float | None = Field(
+        None, gt=0, description="also play the held-out episodes sampling the policy at this "
+        "temperature (RAGEN's 0.5; sampled_* figures); None = greedy only")
 
 
 class GRPOAgentConfig(GRPOSettings):
@@ -206,6 +209,11 @@ class GRPOAgent(Agent):
                                 "params": dict(spec.kwargs) if spec else {}},
                 "seed": self.seed, "steps": self.trainer.step_index})
         self.final = {**self.trainer.final, "load_seconds": load_seconds}
+        held = config.held_out
+        if held.temperature is not None and isinstance(task, SnapshotTask):
+            sampled = task.evaluate(self.trainer.sampled_actions(held.temperature), fixed=False)
+            self.final.update({f"sampled_{k.removeprefix('greedy_')}": v
+                               for k, v in sampled.items()}, sampled_temperature=held.temperature)
         records, total = [], 0
         for row in history:
             total += int(row["env_steps"])

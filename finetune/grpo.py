@@ -71,6 +71,7 @@ __all__ = [
     "floored_advantages",
     "group_advantages",
     "read_checkpoint",
+    "tempered",
 ]
 
 
@@ -82,6 +83,14 @@ def floored_advantages(advantages: Any, probs: Any, min_prob: float) -> Any:
         return advantages
     done = ((advantages < 0) & (probs < min_prob)) | ((advantages > 0) & (probs > 1 - min_prob))
     return advantages * ~done
+
+
+def tempered(probs: np.ndarray, power: float) -> np.ndarray:
+    """``probs ** power``, normalised, computed on the logs (no underflow for a large
+    power): the distribution at temperature ``T / power`` of one at temperature ``T``."""
+    logs = power * np.log(np.maximum(probs, 1e-300))
+    weights = np.exp(logs - logs.max())
+    return weights / weights.sum()
 
 
 def group_advantages(rewards: Any, eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
@@ -378,6 +387,28 @@ class GRPOTrainer:
             for k, p in zip(close, exact, strict=True):
                 probs[k] = p
         return [legal[int(np.argmax(p))] for (_, legal), p in zip(observed, probs, strict=True)]
+
+    def sampled_actions(self, temperature: float) -> Any:
+        """The current policy sampled at ``temperature`` (RAGEN reports T = 0.5 beside
+        greedy): a function from observed states to actions, each action drawn with the
+        trainer's rng from `tempered` ``p ** (settings.temperature / temperature)``; each
+        distinct observation is scored once (the weights do not change while it is used)."""
+        if not temperature > 0:
+            raise ValueError(f"temperature {temperature!r}: expected a number above 0")
+        power = self.settings.temperature / temperature
+        scored: dict[Hashable, np.ndarray] = {}
+
+        def act(observed: Sequence[tuple[Any, tuple[int, ...]]]) -> list[int]:
+            keys = [(np.asarray(obs).tobytes(), tuple(legal)) for obs, legal in observed]
+            todo = {k: x for k, x in zip(keys, observed, strict=True) if k not in scored}
+            if todo:
+                scored.update(zip(todo, self.policy.distributions(
+                    list(todo.values()), self.settings.batch_size, shared_prefix=True),
+                    strict=True))
+            return [self._draw(legal, tempered(scored[k], power))
+                    for k, (_, legal) in zip(keys, observed, strict=True)]
+
+        return act
 
     def evaluate(self) -> dict[str, float]:
         """The task's evaluation of the current greedy policy (`greedy_actions`)."""

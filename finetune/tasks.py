@@ -265,10 +265,12 @@ class SnapshotTask:
             self.trained.add(episode_identity(env, seed))
 
     # ------------------------------------------------------------ judging
-    def evaluate(self, greedy: Greedy) -> dict[str, float]:
-        """Greedy episodes on the held-out seeds, played in lockstep (one batch of decisions
-        per time step, each distinct observation asked once: the greedy policy is fixed):
-        success rate, mean reward and length."""
+    def evaluate(self, policy: Greedy, fixed: bool = True) -> dict[str, float]:
+        """The policy's episodes on the held-out seeds, played in lockstep (one batch of
+        decisions per time step): success rate, mean reward and length (``greedy_*``: the
+        trainer hands its greedy policy). ``fixed``: ``policy`` takes one action per
+        observation, so each distinct observation is asked once; False for a sampling
+        policy, asked at every visit."""
         envs, states = [], []
         for k in range(self.eval_episodes):
             seed = self.eval_seed + k
@@ -291,14 +293,18 @@ class SnapshotTask:
         for _ in range(limit):
             if not alive:
                 break
-            todo = {self.key((None, states[k])): states[k] for k in alive}
-            todo = {key: s for key, s in todo.items() if key not in chosen}
-            if todo:
-                chosen.update(zip(todo, greedy(list(todo.values())), strict=True))
+            if fixed:
+                keys = [self.key((None, states[k])) for k in alive]
+                todo = {key: states[k] for key, k in zip(keys, alive, strict=True)
+                        if key not in chosen}
+                if todo:
+                    chosen.update(zip(todo, policy(list(todo.values())), strict=True))
+                actions = [chosen[key] for key in keys]
+            else:
+                actions = policy([states[k] for k in alive])
             still = []
-            for k in alive:
-                obs, reward, terminated, truncated, info = envs[k].step(
-                    int(chosen[self.key((None, states[k]))]))
+            for k, action in zip(alive, actions, strict=True):
+                obs, reward, terminated, truncated, info = envs[k].step(int(action))
                 states[k] = (obs, tuple(info["legal_moves"]))
                 lengths[k] += 1
                 returns[k] += reward

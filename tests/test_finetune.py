@@ -680,7 +680,7 @@ def test_a_slippery_frozenlake_grpo_agent_runs_on_its_held_out_seeds(tiny_model_
 
     grpo = {"model": str(tiny_model_dir), "lora": {"r": 2}, "steps": 2, "states": 2,
             "group_size": 4, "horizon": 4, "held_out": {"seed": 0, "episodes": 8,
-                                                         "max_steps": 10}}
+                                                         "max_steps": 10, "temperature": 0.5}}
     config = {
         "name": "tiny_lake", "cache_dir": "",
         "environment": {"id": "langadapt/FrozenLake-v0",
@@ -693,5 +693,28 @@ def test_a_slippery_frozenlake_grpo_agent_runs_on_its_held_out_seeds(tiny_model_
     run = out / "runs" / "raw__grpo__seed0"
     own = json.loads((run / "done.json").read_text())["llm_roles"]["agent"]
     assert own["grpo_episodes"] == 8 and 0.0 <= own["grpo_greedy_success"] <= 1.0
+    assert own["grpo_sampled_episodes"] == 8 and own["grpo_sampled_temperature"] == 0.5
+    assert 0.0 <= own["grpo_sampled_success"] <= 1.0
     log = _rows(run / "grpo" / "log.csv")
     assert len(log) == 2 and all(int(r["samples"]) == 8 for r in log)
+
+
+def test_sampling_at_half_temperature_draws_from_the_squared_policy(tiny_model_dir):
+    from langadapt.environments.frozenlake import FrozenLakeEnv
+    from langadapt.finetune import SnapshotTask
+    from langadapt.finetune.grpo import tempered
+
+    env = FrozenLakeEnv(is_slippery=True)
+    policy = LoRAPolicy(language_for(env), model=tiny_model_dir, lora={"r": 2})
+    trainer = GRPOTrainer(policy, SnapshotTask(FrozenLakeEnv), {"states": 2})
+    start = (env.reset(seed=0)[0], (0, 1, 2, 3))
+    scored = []
+    real = policy.distributions
+    policy.distributions = lambda observed, *a, **kw: scored.append(len(observed)) or real(
+        observed, *a, **kw)
+    act = trainer.sampled_actions(0.5)
+    draws = [a for _ in range(40) for a in act([start] * 50)]
+    assert scored == [1]  # one observation, scored once
+    expected = tempered(real([start], 16, shared_prefix=True)[0], 2.0)
+    counts = np.bincount(draws, minlength=4) / len(draws)
+    np.testing.assert_allclose(counts, expected, atol=0.04)  # 2000 draws: ~4 sigma

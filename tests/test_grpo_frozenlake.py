@@ -83,6 +83,19 @@ def test_evaluate_is_the_greedy_table_simulated_directly():
     asked = []
     task.evaluate(lambda observed: asked.append(len(observed)) or _table_policy(observed))
     assert sum(asked) <= 16  # each cell asked once: the greedy policy is fixed
+    visits = []  # a sampling policy is asked at every visit (here the table, so the same run)
+    again = task.evaluate(lambda observed: visits.append(len(observed))
+                          or _table_policy(observed), fixed=False)
+    assert again == figures and sum(visits) == sum(lengths)
+
+
+def test_tempered_is_the_distribution_at_the_new_temperature():
+    from langadapt.finetune.grpo import tempered
+
+    np.testing.assert_allclose(tempered(np.array([0.5, 0.25, 0.25]), 2.0),
+                               np.array([0.25, 0.0625, 0.0625]) / 0.375)
+    np.testing.assert_allclose(tempered(np.array([0.4, 0.35, 0.25, 0.0]), 1000.0),
+                               [1.0, 0.0, 0.0, 0.0], atol=1e-12)  # no underflow to NaN
 
 
 def _config(params: dict, env_params: dict | None = None) -> dict:
