@@ -142,6 +142,20 @@ def test_n_copies_give_the_same_rows_for_a_seed_across_two_runs(kind):
     assert {row[0] for row in results[0]} == {"train", "eval"}
 
 
+def test_a_sync_vector_env_of_wrappers_trains_to_the_same_rows():
+    """The learner takes any SAME_STEP vector env: N wrappers give the batched env's rows."""
+    results = []
+    for batched in (True, False):
+        adapter = adapters.make("language", umaze(), encoder=CountingEncoder())
+        envs = LanguageVectorEnv([umaze() for _ in range(3)], adapter) if batched else \
+            gym.vector.SyncVectorEnv([lambda a=adapter: adapters.LanguageObservation(umaze(), a)]
+                                     * 3, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        agent = agents.make_agent("dqn", envs.single_observation_space,
+                                  envs.single_action_space, seed=1, **SMALL_DQN)
+        results.append(rows_of(agents.train(agent, envs, steps=300, seed=4, progress=False)))
+    assert results[0] == results[1] and len(results[0]) > 3
+
+
 def test_the_learner_refuses_an_advisor_and_other_learners_a_vector_env():
     envs = language_copies(2)
     space, actions = envs.single_observation_space, envs.single_action_space
@@ -199,3 +213,24 @@ def test_an_unsupported_combination_with_n_envs_is_a_config_error(tmp_path, chan
     data = raw_config(tmp_path, training={"steps": 10, "n_envs": 2}, **change)
     with pytest.raises(ConfigError, match=f"n_envs.*{named}|{named}.*n_envs"):
         experiment_from_dict(data)
+
+
+def test_tensorboard_probes_the_copies_of_a_vector_env(tmp_path):
+    envs = language_copies(2)
+    agent = agents.make_agent("qlearning", envs.single_observation_space,
+                              envs.single_action_space)
+    log = agents.TensorBoardLog(tmp_path / "tb", probes=3)
+    agents.train(agent, envs, steps=100, progress=False, callbacks=[log])
+    assert len(log.states) == 3 and all(isinstance(obs, str) for obs, _ in log.states)
+    assert list((tmp_path / "tb").iterdir())
+
+
+def test_the_vector_bench_runs_an_arm_and_checks_its_steps(capsys):
+    pytest.importorskip("minigrid")
+    from langadapt.experiments.benchmarks.vector_bench import arm
+    from langadapt.experiments.cli import main
+
+    figures = arm("raw", 4, 64, seed=0)
+    assert figures["steps_per_s"] > 0 and figures["peak_mb"] > 0
+    assert main(["bench", "--only", "vector", "--steps", "0"]) == 2
+    assert "--steps 0: expected an int >= 1" in capsys.readouterr().err
