@@ -17,7 +17,8 @@ once: copy ``i`` first resets with ``budget.seed + i``; every step the policy ac
 copy, the environment steps them all, and the N transitions are learnt in copy order (an
 episode's last transition with its final observation as ``next_obs``); the budget counts
 the steps of all copies, and each finished episode is recorded in copy order (its
-``wall_time`` is the wall-clock time since its reset, which overlaps the other copies').
+``wall_time`` is the time since the previous training record, evaluations left out, so that
+the records' times add up to the training time as with one environment).
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ class EpisodeRecord:
     episode, its 1-based index; evaluation episodes run after training episode ``episode``).
     ``return_``: undiscounted sum of rewards. ``length``: steps. ``success``: the last step's
     ``info["is_success"]``. ``wall_time``: seconds this episode took (acting, environment and,
-    in training, learning). ``phase``: ``"train"`` or ``"eval"``. ``total_steps``: training
-    environment steps taken so far.
+    in training, learning; on N copies, the seconds since the previous training record).
+    ``phase``: ``"train"`` or ``"eval"``. ``total_steps``: training environment steps taken
+    so far.
     """
 
     episode: int
@@ -314,7 +316,7 @@ class StepLearner:
         first_infos = [info_at(infos, i) for i in range(n)]
         current = [observe(obs[i], info) for i, info in enumerate(first_infos)]
         legal = [info.get("legal_moves") for info in first_infos]
-        returns, lengths, started = [0.0] * n, [0] * n, [time.perf_counter()] * n
+        returns, lengths, last = [0.0] * n, [0] * n, time.perf_counter()
         while True:
             actions = [act(current[i], legal[i], True) for i in range(n)]
             next_obs, rewards, terminated, truncated, infos = envs.step(np.asarray(actions))
@@ -332,12 +334,12 @@ class StepLearner:
                 run.steps += 1
                 if done:
                     run.episodes += 1
-                    now = time.perf_counter()
                     run.record(EpisodeRecord(
                         episode=run.episodes, return_=returns[i], length=lengths[i],
                         success=bool(end_info.get("is_success", False)),
-                        wall_time=now - started[i], phase="train", total_steps=run.steps))
-                    returns[i], lengths[i], started[i] = 0.0, 0, now
+                        wall_time=time.perf_counter() - last, phase="train",
+                        total_steps=run.steps))
+                    returns[i], lengths[i], last = 0.0, 0, time.perf_counter()
                     current[i], legal[i] = observe(next_obs[i], info), info.get("legal_moves")
                 else:
                     current[i], legal[i] = end_obs, end_legal

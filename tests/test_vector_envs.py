@@ -3,6 +3,8 @@ its copies, and training.n_envs in experiment files (issue 31)."""
 
 from __future__ import annotations
 
+import time
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -107,7 +109,9 @@ def test_the_learner_learns_each_copy_in_order_and_an_episode_ends_on_its_final_
     n = 4
     envs = language_copies(n)
     agent = Recorder(envs.single_observation_space, envs.single_action_space, seed=0)
+    started = time.perf_counter()
     result = agents.train(agent, envs, steps=400, progress=False, seed=2)
+    assert sum(r.wall_time for r in result) <= time.perf_counter() - started  # no overlap
     assert len(agent.transitions) == 400 and result[-1].total_steps <= 400
     start, _ = adapters.LanguageObservation(umaze(), envs.adapter).reset(seed=0)  # fixed
     finals = 0
