@@ -1,6 +1,6 @@
 """Many environments per learner: DQN on BabyAI-GoToObj with 1 and 16 copies.
 
-Four arms, each in a fresh child process (its own cold, memory-only embedding cache and a
+Six arms, each in a fresh child process (its own cold, memory-only embedding cache and a
 fresh adapter; the encoder is loaded and warmed on an unrelated text before the clock
 starts), run one after the other in this one run, same seed: DQN with
 ``configs/babyai_goto.yaml``'s hyperparameters trains for ``steps`` environment steps
@@ -9,17 +9,21 @@ starts), run one after the other in this one run, same seed: DQN with
 - language states (the rule-language adapter, MiniLM) with ``n_envs`` 1
   (``LanguageObservation``, each new view encoded alone) and 16 (``LanguageVectorEnv``:
   the new views of the 16 copies encoded in one call);
-- raw views with ``n_envs`` 1 and 16.
+- raw views with ``n_envs`` 1 and 16;
+
+and beside them a random policy on language states with ``n_envs`` 1 and 16
+(``random_language_*``): the DQN arms' copies see different views as their policies differ
+(a greedy policy that turns in place sees few), the random ones see alike views, so their
+ratio is what the batch alone buys per step.
 
 Figures: env steps per wall-clock second and per CPU second (the child's, all its threads:
 less sensitive to a shared machine's load) of each arm; their ratios
 ``language_16_over_1``, ``raw_16_over_1``, ``language_16_over_raw_1`` (the issue's target:
 at least raw views' pace) and ``language_1_over_raw_1`` (``..._cpu`` for CPU seconds); the
 child's peak resident memory of each arm and ``language_memory_16_over_1``; the texts
-encoded per arm and ``language_texts_16_over_1`` (16 copies see more distinct views in the
-same steps: 16 fresh rooms at a time). No evaluation runs (training throughput only).
-Needs the ``minigrid`` extra. The encoder is the default backend
-(``LANGADAPT_ENCODER_BACKEND=openvino`` measures OpenVINO's).
+encoded per arm and ``language_texts_16_over_1``; ``random_language_16_over_1``. No
+evaluation runs (training throughput only). Needs the ``minigrid`` extra. The encoder is
+the default backend (``LANGADAPT_ENCODER_BACKEND=openvino`` measures OpenVINO's).
 
 ``python -m langadapt.experiments.benchmarks.vector_bench [--quick] [--steps N]``, or
 ``langadapt bench --only vector [--steps N]``.
@@ -47,8 +51,8 @@ DQN = {"hidden_sizes": [256, 256], "learning_rate": 0.0005, "buffer_size": 100_0
        "exploration_final_eps": 0.05}
 
 
-def arm(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]:
-    """One arm, in a child process: steps/s of DQN training, the process's peak memory."""
+def arm(kind: str, n_envs: int, steps: int, seed: int, agent: str = "dqn") -> dict[str, float]:
+    """One arm, in a child process: steps/s of training, the process's peak memory."""
     import gymnasium as gym
     import torch
 
@@ -65,9 +69,10 @@ def arm(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]:
     else:
         env = LanguageVectorEnv([gym.make(LEVEL) for _ in range(n_envs)], adapter)
         space, actions = env.single_observation_space, env.single_action_space
-    agent = agents.make_agent("dqn", space, actions, seed=seed, **DQN)
+    policy = agents.make_agent(agent, space, actions, seed=seed,
+                               **(DQN if agent == "dqn" else {}))
     start, cpu = time.perf_counter(), time.process_time()
-    agents.train(agent, env, steps=steps, seed=seed, progress=False)
+    agents.train(policy, env, steps=steps, seed=seed, progress=False)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     return {"steps_per_s": steps / seconds, "seconds": seconds,
             "steps_per_cpu_s": steps / cpu_seconds,
@@ -76,7 +81,7 @@ def arm(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]:
 
 
 def run(quick: bool = False, steps: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """The four arms side by side; prints a table and the ratios."""
+    """The six arms side by side; prints a table and the ratios."""
     if importlib.util.find_spec("minigrid") is None:
         message = "skipped: needs the minigrid extra (pip install 'langadapt[minigrid]')"
         print(message)
@@ -86,21 +91,23 @@ def run(quick: bool = False, steps: int | None = None, seed: int = 0) -> dict[st
     print(f"DQN on {LEVEL}, {steps} env steps per arm, seed {seed}, cold memory-only "
           f"embedding cache, one child process per arm (load average {os.getloadavg()[0]:.1f})")
     context = multiprocessing.get_context("spawn")
-    for kind in ("language", "raw"):
+    for agent, kind in (("dqn", "language"), ("dqn", "raw"), ("random", "language")):
         for n_envs in (1, COPIES):
             with ProcessPoolExecutor(1, mp_context=context) as pool:
-                result = pool.submit(arm, kind, n_envs, steps, seed).result()
-            name = f"{kind}_{n_envs}"
+                result = pool.submit(arm, kind, n_envs, steps, seed, agent).result()
+            name = f"{kind}_{n_envs}" if agent == "dqn" else f"{agent}_{kind}_{n_envs}"
             for key, value in result.items():
                 figures[f"{name}_{key}"] = value
-            print(f"  {kind:8} n_envs {n_envs:2}: {result['steps_per_s']:7.0f} steps/s "
+            print(f"  {agent:6} {kind:8} n_envs {n_envs:2}: {result['steps_per_s']:6.0f} steps/s "
                   f"({result['seconds']:.0f} s), {result['steps_per_cpu_s']:7.0f} steps per "
                   f"CPU second, peak {result['peak_mb']:.0f} MB, "
                   f"{result['texts_encoded']:.0f} texts encoded", flush=True)
     pairs = {f"language_{COPIES}_over_1": (f"language_{COPIES}", "language_1"),
              f"raw_{COPIES}_over_1": (f"raw_{COPIES}", "raw_1"),
              f"language_{COPIES}_over_raw_1": (f"language_{COPIES}", "raw_1"),
-             "language_1_over_raw_1": ("language_1", "raw_1")}
+             "language_1_over_raw_1": ("language_1", "raw_1"),
+             f"random_language_{COPIES}_over_1": (f"random_language_{COPIES}",
+                                                  "random_language_1")}
     for name, (top, bottom) in pairs.items():
         figures[name] = figures[f"{top}_steps_per_s"] / figures[f"{bottom}_steps_per_s"]
         figures[f"{name}_cpu"] = (figures[f"{top}_steps_per_cpu_s"]
