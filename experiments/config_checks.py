@@ -109,8 +109,8 @@ def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source:
     cls = AGENTS[spec.type]
     if (spec.type == "grpo" or cls.learner is not Agent.learner
             or issubclass(cls, (LLMPolicy, LLMPolicySearch, SB3Agent))):
-        raise ConfigError(f"{source}: {key}: {n_envs} copies of the environment train an agent "
-                          f"that learns from steps in langadapt's loop (qlearning, dqn, random), "
+        raise ConfigError(f"{source}: {key}: {n_envs} copies of the environment need an agent "
+                          "that learns from steps in langadapt's loop (qlearning, dqn, random), "
                           f"but agents.{index} is {spec.type}; set n_envs: 1 for it")
     if spec.advisor is not None:
         raise ConfigError(f"{source}: {key}: an advisor advises one environment, but "

@@ -212,6 +212,8 @@ def test_a_bad_n_envs_names_the_key(tmp_path, value):
     ({"agents": [{"type": "dqn", "advisor": {"backend": "ollama"}}]}, "advisor"),
     ({"agents": [{"type": "qlearning", "training": {"steps": 10, "n_envs": 2}},
                  {"type": "llm_policy_search"}]}, "llm_policy_search"),
+    ({"environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}, "instructions": {
+        "set_id": "umaze-corners-then-goal", "feedback": "simulated"}}}, "instructions"),
 ])
 def test_an_unsupported_combination_with_n_envs_is_a_config_error(tmp_path, change, named):
     data = raw_config(tmp_path, training={"steps": 10, "n_envs": 2}, **change)
