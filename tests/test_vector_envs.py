@@ -240,3 +240,13 @@ def test_the_vector_bench_runs_an_arm_and_checks_its_steps(capsys):
     assert figures["steps_per_s"] > 0 and figures["peak_mb"] > 0
     assert main(["bench", "--only", "vector", "--steps", "0"]) == 2
     assert "--steps 0: expected an int >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # loads MiniLM (about 3 s)
+def test_the_runner_trains_on_language_copies_with_minilm(tmp_path):
+    """The experiment path end to end: MiniLM, the store in cache_dir, 4 copies, Q-learning
+    keyed by descriptions; the second run (warm store) gives the same rows."""
+    data = raw_config(tmp_path, seeds=[0], adapters=[{"type": "language"}],
+                      agents=[{"type": "qlearning"}], training={"steps": 200, "n_envs": 4})
+    first = _runner_rows(data)
+    assert first == _runner_rows(data) and {row[2] for row in first} == {"train", "eval", "final"}
