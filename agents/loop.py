@@ -10,6 +10,15 @@ learner seeds the first reset and the action space with ``budget.seed`` and touc
 global random generator. Legal moves come from ``info["legal_moves"]`` (``None``: all),
 success from the last step's ``info["is_success"]``; the policy acts on
 ``policy.observe(obs, info)`` (the observation, or a Q-table's description).
+
+Given a gymnasium vector environment (autoreset mode ``SAME_STEP``, e.g.
+``adapters.vector.LanguageVectorEnv``), :class:`StepLearner` trains on its N copies at
+once: copy ``i`` first resets with ``budget.seed + i``; every step the policy acts for each
+copy, the environment steps them all, and the N transitions are learnt in copy order (an
+episode's last transition with its final observation as ``next_obs``); the budget counts
+the steps of all copies, and each finished episode is recorded in copy order (its
+``wall_time`` is the time since the previous training record, evaluations left out, so that
+the records' times add up to the training time as with one environment).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
 
 
 class Policy(Protocol):
@@ -58,8 +68,9 @@ class EpisodeRecord:
     episode, its 1-based index; evaluation episodes run after training episode ``episode``).
     ``return_``: undiscounted sum of rewards. ``length``: steps. ``success``: the last step's
     ``info["is_success"]``. ``wall_time``: seconds this episode took (acting, environment and,
-    in training, learning). ``phase``: ``"train"`` or ``"eval"``. ``total_steps``: training
-    environment steps taken so far.
+    in training, learning; on N copies, the seconds since the previous training record).
+    ``phase``: ``"train"`` or ``"eval"``. ``total_steps``: training environment steps taken
+    so far.
     """
 
     episode: int
@@ -179,16 +190,21 @@ class ActionOverride(Protocol):
                  action: int, progress: float) -> int: ...
 
 
-def check_env(agent: Policy, env: gym.Env) -> None:
-    """ValueError unless ``env`` is a gymnasium env with the agent's spaces."""
-    if not isinstance(env, gym.Env):
-        raise ValueError(f"env is {env!r}, expected a gymnasium.Env")
-    if env.action_space != agent.action_space:
+def check_env(agent: Policy, env: gym.Env | VectorEnv) -> None:
+    """ValueError unless ``env`` is a gymnasium env (or vector env: its copies') with the
+    agent's spaces."""
+    if isinstance(env, VectorEnv):
+        action_space, observation_space = env.single_action_space, env.single_observation_space
+    elif isinstance(env, gym.Env):
+        action_space, observation_space = env.action_space, env.observation_space
+    else:
+        raise ValueError(f"env is {env!r}, expected a gymnasium.Env or a gymnasium VectorEnv")
+    if action_space != agent.action_space:
         raise ValueError(
-            f"env action_space is {env.action_space!r}, but the agent was built for "
+            f"env action_space is {action_space!r}, but the agent was built for "
             f"{agent.action_space!r}"
         )
-    shape = tuple(env.observation_space.shape or ())
+    shape = tuple(observation_space.shape or ())
     if shape != agent.obs_shape:
         raise ValueError(
             f"env observation shape is {shape}, but the agent was built for {agent.obs_shape}"
@@ -239,6 +255,8 @@ class StepLearner:
         recorded."""
         if budget.episodes is None and budget.steps is None:
             raise ValueError("train needs episodes=... or steps=... (or both); got neither")
+        if isinstance(env, VectorEnv):
+            return self._learn_copies(env, budget, callbacks)
         policy, override = self.policy, self.override
         marking = override is not None and override.marks_demonstrations
         check_demonstrations(policy, marking)
@@ -279,6 +297,64 @@ class StepLearner:
                 wall_time=time.perf_counter() - started, phase="train", total_steps=run.steps,
             ))
         return end_run(run)
+
+    def _learn_copies(self, envs: VectorEnv, budget: Budget,
+                      callbacks: Sequence[Callback]) -> TrainingResult:
+        """``learn`` on the N copies of a vector environment (the module docstring)."""
+        if self.override is not None:
+            raise ValueError("an advisor (action override) advises one environment; train on "
+                             "one environment (n_envs 1), not a vector env")
+        mode = envs.metadata.get("autoreset_mode")
+        if mode != AutoresetMode.SAME_STEP:
+            raise ValueError(f"the vector env's autoreset_mode is {mode!r}, expected "
+                             "AutoresetMode.SAME_STEP (a finished copy's final observation "
+                             "in infos['final_obs'])")
+        policy = self.policy
+        run = start_run(policy, envs, budget, callbacks)
+        act, learn, observe, n = policy.act, policy.learn, policy.observe, envs.num_envs
+        obs, infos = envs.reset(seed=budget.seed)
+        first_infos = [info_at(infos, i) for i in range(n)]
+        current = [observe(obs[i], info) for i, info in enumerate(first_infos)]
+        legal = [info.get("legal_moves") for info in first_infos]
+        returns, lengths, last = [0.0] * n, [0] * n, time.perf_counter()
+        while True:
+            actions = [act(current[i], legal[i], True) for i in range(n)]
+            next_obs, rewards, terminated, truncated, infos = envs.step(np.asarray(actions))
+            for i in range(n):
+                info = info_at(infos, i)
+                done = bool(terminated[i] or truncated[i])
+                end_info = info_at(infos["final_info"], i) if done else info
+                end_obs = observe(infos["final_obs"][i] if done else next_obs[i], end_info)
+                end_legal = end_info.get("legal_moves")
+                reward = float(rewards[i])
+                learn(current[i], actions[i], reward, end_obs, bool(terminated[i]),
+                      bool(truncated[i]), end_legal)
+                returns[i] += reward
+                lengths[i] += 1
+                run.steps += 1
+                if done:
+                    run.episodes += 1
+                    run.record(EpisodeRecord(
+                        episode=run.episodes, return_=returns[i], length=lengths[i],
+                        success=bool(end_info.get("is_success", False)),
+                        wall_time=time.perf_counter() - last, phase="train",
+                        total_steps=run.steps))
+                    returns[i], lengths[i], last = 0.0, 0, time.perf_counter()
+                    current[i], legal[i] = observe(next_obs[i], info), info.get("legal_moves")
+                else:
+                    current[i], legal[i] = end_obs, end_legal
+                if budget.spent(run.episodes, run.steps):
+                    return end_run(run)  # the copies' episodes under way are not recorded
+
+
+def info_at(infos: dict[str, Any], index: int) -> dict[str, Any]:
+    """Copy ``index``'s info out of gymnasium's vector infos (each key beside its ``_key``
+    mask; nested dicts such as ``final_info`` alike)."""
+    info = {}
+    for key, value in infos.items():
+        if key[0] != "_" and infos["_" + key][index]:
+            info[key] = info_at(value, index) if isinstance(value, dict) else value[index]
+    return info
 
 
 def evaluate(

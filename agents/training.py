@@ -18,6 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import VectorEnv
 from tqdm.auto import tqdm
 
 from .base import Agent, check_count
@@ -27,10 +28,12 @@ from .loop import (
     Callback,
     EpisodeRecord,
     Evaluation,
+    StepLearner,
     TrainingResult,
     TrainingRun,
     check_env,
     evaluate,
+    info_at,
 )
 
 #: Offset added to the training seed to seed evaluation episodes (so they differ from the
@@ -230,13 +233,21 @@ def summary_writer(folder: Path) -> Any:
     return SummaryWriter(log_dir=str(folder))
 
 
-def _start_states(policy: Any, env: gym.Env, count: int, seed: int) -> list[tuple[Any, Any]]:
+def _start_states(policy: Any, env: gym.Env | VectorEnv, count: int,
+                  seed: int) -> list[tuple[Any, Any]]:
     """(what the policy acts on, legal-move index) of ``count`` starts of ``env`` (the first
-    reset seeded with ``seed``, as evaluations start), its random stream put back."""
-    saved = _rng_state(env)
+    reset seeded with ``seed``, as evaluations start; a vector env's copies in turn), its
+    random stream put back."""
+    saved = _rng_state(env) if isinstance(env, gym.Env) else None
+    starts: list[tuple[Any, dict[str, Any]]] = []
+    while len(starts) < count:
+        obs, info = env.reset(seed=None if starts else seed)
+        if isinstance(env, VectorEnv):
+            starts += [(obs[i], info_at(info, i)) for i in range(env.num_envs)]
+        else:
+            starts.append((obs, info))
     states = []
-    for index in range(count):
-        obs, info = env.reset(seed=seed if index == 0 else None)
+    for obs, info in starts[:count]:
         legal = info.get("legal_moves")
         states.append((policy.observe(obs, info), slice(None) if legal is None else list(legal)))
     if saved is not None:
@@ -246,7 +257,7 @@ def _start_states(policy: Any, env: gym.Env, count: int, seed: int) -> list[tupl
 
 def train(
     agent: Agent,
-    env: gym.Env,
+    env: gym.Env | VectorEnv,
     episodes: int | None = None,
     steps: int | None = None,
     eval_every: int | None = None,
@@ -271,6 +282,12 @@ def train(
     an action override (:class:`~langadapt.roles.LLMAdvisor`) in the step loop.
     ``on_episode`` is called with every record as it is made; ``callbacks`` (e.g.
     :class:`TensorBoardLog`) run after those, in the order given.
+
+    ``env`` may be a gymnasium vector environment of N copies (autoreset mode
+    ``SAME_STEP``; ``adapters.vector.LanguageVectorEnv`` observes them in one adapter batch)
+    for an agent that learns from steps (qlearning, dqn, random) without an advisor: the
+    step learner trains on all copies at once (:mod:`agents.loop`), ``steps`` counts the
+    steps of all copies, and evaluation needs ``eval_env`` (one environment).
     """
     budget = Budget(episodes, steps, seed)
     check_count("eval_every", eval_every)
@@ -284,13 +301,20 @@ def train(
             "keep_best needs an evaluation schedule: set eval_every (training episodes) or "
             "eval_every_steps (environment steps)"
         )
+    copies = isinstance(env, VectorEnv)
+    if copies and scheduled and eval_env is None:
+        raise ValueError("env is a vector env: evaluation needs eval_env= (one environment)")
     eval_env = env if eval_env is None else eval_env
     if scheduled:
         check_env(agent, eval_env)
+    learner = agent.learner(advisor)
+    if copies and not isinstance(learner, StepLearner):
+        raise ValueError(f"env is a vector env, but the {agent.kind} agent does not learn "
+                         "from steps in langadapt's loop; give it one environment")
     own: list[Callback] = [] if on_episode is None else [EpisodeHook(on_episode)]
     if scheduled:
         own.append(Evaluations(eval_env, eval_episodes, seed + EVAL_SEED_OFFSET,
                                      eval_every, eval_every_steps, keep_best))
     if progress:
         own.append(ProgressBar(f"train {agent.kind}"))
-    return agent.learner(advisor).learn(env, budget, [*own, *callbacks])
+    return learner.learn(env, budget, [*own, *callbacks])

@@ -11,7 +11,8 @@ from typing import Any
 
 from .cli_common import UsageError
 
-BENCHMARKS = ("adapters", "encoder", "llm", "agents", "executors", "llm_roles", "minigrid")
+BENCHMARKS = ("adapters", "encoder", "llm", "agents", "executors", "llm_roles", "minigrid",
+              "vector")
 # Run only when named (`langadapt bench finetune-trl`), never by a plain `langadapt bench`:
 # name -> module experiments/benchmarks/<module>_bench.py.
 OPT_IN_BENCHMARKS = {"finetune-trl": "finetune_trl"}
@@ -42,7 +43,8 @@ def add_parsers(commands: Any) -> None:
                        help="run only this benchmark (repeatable)")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, a rough check")
     trl = bench.add_argument_group("finetune-trl options")
-    trl.add_argument("--steps", type=int, help="GRPO steps per side (default 5; 1 with --quick)")
+    trl.add_argument("--steps", type=int, help="GRPO steps per side (default 5; 1 with --quick); "
+                     "with --only vector: environment steps per arm (default 10000)")
     trl.add_argument("--maze", help="named maze (default umaze)")
     trl.add_argument("--model", help="Hugging Face model directory or .gguf file (default: "
                      "the embedded SmolLM2)")
@@ -117,17 +119,22 @@ def _opt_in_bench(args: argparse.Namespace) -> int:
 def command_bench(args: argparse.Namespace) -> int:
     if args.name is not None:
         return _opt_in_bench(args)
+    chosen = args.only or list(BENCHMARKS)
+    vector_steps = chosen == ["vector"] and args.steps is not None
     given = [f"--{k.replace('_', '-')}" for k in ("steps", "maze", "model", "cpu_seconds", "out")
-             if getattr(args, k) is not None]
+             if getattr(args, k) is not None and not (k == "steps" and vector_steps)]
     if given:
         raise UsageError(f"{', '.join(given)} apply only to an opt-in benchmark "
-                         f"({', '.join(OPT_IN_BENCHMARKS)})")
-    chosen = args.only or list(BENCHMARKS)
+                         f"({', '.join(OPT_IN_BENCHMARKS)})" + (
+                             " (--steps also to --only vector)" if "--steps" in given else ""))
+    if vector_steps and args.steps < 1:
+        raise UsageError(f"--steps {args.steps}: expected an int >= 1")
     figures: dict[str, dict] = {}
     for name in chosen:
         print(f"\n=== benchmark: {name} ===", flush=True)
         module = importlib.import_module(f"langadapt.experiments.benchmarks.{name}_bench")
-        figures[name] = module.run(quick=args.quick)
+        figures[name] = module.run(quick=args.quick, **(
+            {"steps": args.steps} if name == "vector" and vector_steps else {}))
     print("\n=== all figures ===")
     for name, values in figures.items():
         for key, value in values.items():

@@ -15,6 +15,7 @@ from ..adapters import LanguageAdapter
 from ..adapters.llm import llm_setting_models
 from ..adapters.representation import check_representation
 from ..agents import AGENTS, SB3Agent
+from ..agents.base import Agent
 from ..agents.loop import check_demonstrations
 from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
 from ..llm import BACKENDS
@@ -37,6 +38,7 @@ def check_component_settings(config: ExperimentConfig, source: Path | str) -> No
         for where, params in checks:
             _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
         _check_llm_roles(config, index, spec, source)
+        _check_copies(config, index, spec, source)
         if spec.type == "sb3" and config.training_for(spec).steps is None:
             raise ConfigError(f"{source}: agents.{index}: an sb3 agent trains for a number of "
                               "environment steps (SB3's total_timesteps); give it training: "
@@ -95,6 +97,29 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
         )
     if spec.type == "grpo":
         _check_grpo(config, index, spec, source)
+
+
+def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
+    """``n_envs`` > 1 only for an agent that learns from steps in langadapt's loop (qlearning,
+    dqn, random), without an advisor or instructions."""
+    n_envs = config.training_for(spec).n_envs
+    if n_envs == 1:
+        return
+    key = f"agents.{index}.training.n_envs" if spec.training is not None else "training.n_envs"
+    cls = AGENTS[spec.type]
+    if (spec.type == "grpo" or cls.learner is not Agent.learner
+            or issubclass(cls, (LLMPolicy, LLMPolicySearch, SB3Agent))):
+        raise ConfigError(f"{source}: {key}: {n_envs} copies of the environment need an agent "
+                          "that learns from steps in langadapt's loop (qlearning, dqn, random), "
+                          f"but agents.{index} is {spec.type}; set n_envs: 1 for it")
+    if spec.advisor is not None:
+        raise ConfigError(f"{source}: {key}: an advisor advises one environment, but "
+                          f"agents.{index} has an advisor block and n_envs {n_envs}; set "
+                          "n_envs: 1 or remove the advisor")
+    if config.environment.instructions is not None:
+        raise ConfigError(f"{source}: {key}: instructions follow one environment, but the file "
+                          f"has environment.instructions and n_envs {n_envs}; set n_envs: 1 or "
+                          "remove the instructions")
 
 
 def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:

@@ -32,6 +32,7 @@ from .. import (
     environments,  # noqa: F401  (registers the langadapt gymnasium ids)
 )
 from ..adapters import LanguageObservation
+from ..adapters.vector import LanguageVectorEnv
 from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
@@ -160,10 +161,11 @@ def train_run(
     plan = _instruction_plan(config, run, adapter)  # its cost is in done.json, not the rows
     last_stats = _run_stats(adapter, plan)  # before shaping: its scoring counts in the rows
     env, eval_env, shaper = _environments(config, run, raw_env, adapter, plan)
+    one = eval_env if isinstance(env, LanguageVectorEnv) else env  # the spaces of one copy
     agent = agents.make_agent(
         run.agent.type,
-        env.observation_space,
-        env.action_space,
+        one.observation_space,
+        one.action_space,
         seed=run.seed,
         **agent_params(run.agent, run.adapter.name, config.cache_dir),
     )
@@ -292,7 +294,11 @@ def _environments(config: ExperimentConfig, run: Run, raw_env: Any, adapter: Any
     """(training env, evaluation env, shaper): the adapter's observations, reward shaping on
     the training env only (evaluation keeps the env's own reward), instruction following
     outside it (an evaluation copy that pays the chain only when the instruction is the
-    task)."""
+    task). With ``training.n_envs`` N > 1: the training env is a vector env of N copies
+    (``raw_env`` first), each shaped on its own, and evaluation has a copy of its own."""
+    n_envs = config.training_for(run.agent).n_envs
+    if n_envs > 1:
+        return _copies(config, run, raw_env, adapter, n_envs)
     env = eval_env = wrap(raw_env, adapter)
     held_out = bool(config.evaluation.environment_params)
     if held_out:
@@ -310,6 +316,36 @@ def _environments(config: ExperimentConfig, run: Run, raw_env: Any, adapter: Any
         eval_env = plan.wrap(wrap(make_env(config, evaluation=held_out), adapter),
                              pay=plan.config.form == "instruction")
     return env, eval_env, shaper
+
+
+def _copies(config: ExperimentConfig, run: Run, raw_env: Any, adapter: Any,
+            n_envs: int) -> tuple[LanguageVectorEnv, Any, Any]:
+    """``_environments`` for N copies (no instructions: a config check rules them out)."""
+    shaping = run.agent.reward_shaping or config.environment.reward_shaping
+    copies, shapers = [raw_env, *(make_env(config) for _ in range(n_envs - 1))], []
+    if shaping is not None:
+        block = _block_with_cache(shaping, RewardShapingConfig, config.cache_dir)
+        shapers = [RewardShaping(copy, block) for copy in copies]
+        for shaper in shapers:
+            shaper.prepare()
+        copies = shapers
+    eval_env = wrap(make_env(config, evaluation=bool(config.evaluation.environment_params)),
+                    adapter)
+    return LanguageVectorEnv(copies, adapter), eval_env, _Summed(shapers) if shapers else None
+
+
+class _Summed:
+    """Roles of one kind (the copies' shapers) counted as one: their ``stats()`` summed."""
+
+    def __init__(self, roles: list[Any]) -> None:
+        self.roles = roles
+
+    def stats(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for role in self.roles:
+            for key, value in role.stats().items():
+                total[key] = total.get(key, 0) + value
+        return total
 
 
 def _final_env(config: ExperimentConfig, eval_env: Any) -> Any:

@@ -39,6 +39,7 @@ MAX_CPUS_PER_RUN = 1_024
 MAX_GPUS_PER_RUN = 64
 MAX_RETRIES = 100
 MAX_HELDOUT_SEED = 2**31 - 1
+MAX_N_ENVS = 1_024
 
 RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor", "logging")
 """Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
@@ -149,10 +150,14 @@ class AgentSpec(_Strict):
 
 
 class TrainingSpec(_Strict):
-    """How long each run trains: a number of episodes or of environment steps."""
+    """How long each run trains: a number of episodes or of environment steps; and on how
+    many copies of the environment at once."""
 
     episodes: Annotated[Int, Field(gt=0, le=MAX_TRAINING_EPISODES)] | None = None
     steps: Annotated[Int, Field(gt=0, le=MAX_TRAINING_STEPS)] | None = None
+    n_envs: Annotated[Int, Field(ge=1, le=MAX_N_ENVS)] = Field(
+        default=1, description="copies of the environment the step learner trains on at once, "
+        "their observations adapted in one batch (steps count the steps of all copies)")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TrainingSpec:
@@ -463,6 +468,9 @@ class ExperimentConfig(_Strict):
         for agent in data["agents"]:  # as before agents had budgets: old folders resume
             if agent.get("training") is None:
                 agent.pop("training", None)
+        for block in (data["training"], *(a.get("training") or {} for a in data["agents"])):
+            if block.get("n_envs") == 1:  # as before n_envs: old folders resume
+                del block["n_envs"]
         return data
 
 

@@ -1,0 +1,167 @@
+"""LanguageVectorEnv: N copies of an environment under one adapter, observed in one batch.
+
+A gymnasium vector environment (:class:`gymnasium.vector.VectorEnv`, autoreset mode
+``SAME_STEP``) whose copies behave like N :class:`~langadapt.adapters.LanguageObservation`
+wrappers sharing one adapter, except that each ``reset`` and ``step`` makes all N
+observations with **one** ``adapter.adapt_many`` call: the cold inputs of the batch are
+described together (an LLM adapter's requests in flight together) and their texts encoded
+in one encoder call. A copy whose episode ends is reset in the same step, so its final
+observation (``infos["final_obs"][i]``, with ``infos["final_info"]``) and the new
+episode's first observation are adapted in the same batch.
+
+Each copy keeps its own episode history, as the wrapper does: ``(previous_raw_obs,
+action)`` pairs, cleared on reset, only the last ``history_length`` when given. Legal
+moves come from ``info["legal_moves"]`` (all actions of a ``Discrete`` action space when
+the env gives none); ``info["description"]`` is filled for every copy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+__all__ = ["LanguageVectorEnv"]
+
+History = list[tuple[Any, int]] | deque[tuple[Any, int]]
+
+
+class LanguageVectorEnv(VectorEnv):
+    """``LanguageVectorEnv(envs, adapter, history_length=None)``: the copies ``envs`` (N
+    distinct environment instances with one action space) observed through ``adapter``.
+
+    ``reset(seed=s)`` resets copy ``i`` with seed ``s + i`` (a list gives one seed per copy);
+    ``step(actions)`` steps every copy (an action per copy, in order). Observations are a
+    new ``(N, dim)`` float32 array each call; ``infos`` are gymnasium's vector infos (each
+    key with its ``_key`` mask; ``final_obs`` and ``final_info`` for copies that ended).
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(self, envs: Sequence[gym.Env], adapter: Any,
+                 history_length: int | None = None) -> None:
+        if isinstance(envs, gym.Env) or not isinstance(envs, Sequence) or not envs:
+            raise ValueError(f"envs={envs!r}: expected a non-empty list of environments")
+        for env in envs:
+            if not isinstance(env, gym.Env):
+                raise ValueError(f"envs holds {env!r}, expected gymnasium environments")
+        if len({id(env) for env in envs}) != len(envs):
+            raise ValueError("envs holds one environment more than once; expected distinct "
+                             "copies (e.g. [gymnasium.make(id) for _ in range(n)])")
+        action_space = envs[0].action_space
+        if any(env.action_space != action_space for env in envs):
+            raise ValueError("the envs have different action spaces; expected copies of one "
+                             "environment")
+        if not callable(getattr(adapter, "adapt_many", None)):
+            raise ValueError(f"adapter {adapter!r} has no adapt_many() method; expected an "
+                             "adapter from adapters.make(...)")
+        if history_length is not None and (isinstance(history_length, bool) or not isinstance(
+                history_length, int) or history_length < 0):
+            raise ValueError(f"history_length={history_length!r}: expected None or an int >= 0")
+        self.envs, self.adapter, self.history_length = list(envs), adapter, history_length
+        self.num_envs = len(self.envs)
+        self.single_observation_space = adapter.observation_space
+        self.single_action_space = action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(action_space, self.num_envs)
+        self._all_moves = (list(range(action_space.n))
+                           if isinstance(action_space, spaces.Discrete) else [])
+        self._histories: list[History] = [self._new_history() for _ in self.envs]
+        self._previous: list[Any] = [None] * self.num_envs
+
+    @property
+    def supplies_descriptions(self) -> bool:
+        """Whether ``info["description"]`` says what the state means (as the wrapper's)."""
+        return bool(getattr(self.adapter, "describes_states", True))
+
+    def get_wrapper_attr(self, name: str) -> Any:
+        """An attribute of this environment (what an agent's ``bind`` reads of a wrapped
+        env, e.g. ``supplies_descriptions``)."""
+        return getattr(self, name)
+
+    def _new_history(self) -> History:
+        return [] if self.history_length is None else deque(maxlen=self.history_length)
+
+    def _legal(self, info: dict[str, Any]) -> Any:
+        legal = info.get("legal_moves")
+        return self._all_moves if legal is None else legal
+
+    def _begin(self, index: int, obs: Any, info: dict[str, Any]) -> tuple[Any, Any, History]:
+        """Start copy ``index``'s episode at ``obs``: a new history; its adapter input."""
+        history = self._histories[index] = self._new_history()
+        self._previous[index] = obs
+        return obs, self._legal(info), history
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset every copy (copy ``i`` with ``seed + i``); the first observations."""
+        super().reset(seed=seed if isinstance(seed, int) else None)
+        if seed is None or isinstance(seed, int):
+            seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed is a list of {len(seeds)}, expected one per copy "
+                                 f"({self.num_envs})")
+        inputs, infos_of = [], []
+        for index, (env, copy_seed) in enumerate(zip(self.envs, seeds, strict=True)):
+            obs, info = env.reset(seed=copy_seed, options=options)
+            inputs.append(self._begin(index, obs, info))
+            infos_of.append(info)
+        pairs = self.adapter.adapt_many(inputs)
+        infos: dict[str, Any] = {}
+        for index, (info, (_, text)) in enumerate(zip(infos_of, pairs, strict=True)):
+            info["description"] = text
+            infos = self._add_info(infos, info, index)
+        return np.stack([vector for vector, _ in pairs]), infos
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                          dict[str, Any]]:
+        """Step every copy; a copy that ended is reset at once (its final observation in
+        ``infos["final_obs"]``); all observations adapted in one batch."""
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,):
+            raise ValueError(f"actions has shape {actions.shape}, expected ({self.num_envs},): "
+                             "one action per copy")
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float64)
+        terminations = np.zeros(n, dtype=np.bool_)
+        truncations = np.zeros(n, dtype=np.bool_)
+        inputs, step_infos, firsts = [], [], {}  # firsts: copy -> its new episode's info
+        for index, env in enumerate(self.envs):
+            action = int(actions[index])
+            obs, rewards[index], terminations[index], truncations[index], info = env.step(action)
+            self._histories[index].append((self._previous[index], action))
+            self._previous[index] = obs
+            inputs.append((obs, self._legal(info), self._histories[index]))
+            step_infos.append(info)
+            if terminations[index] or truncations[index]:
+                first, first_info = env.reset()
+                firsts[index] = first_info
+                inputs.append(self._begin(index, first, first_info))
+        pairs = self.adapter.adapt_many(inputs)
+        observations = np.empty((n, *self.single_observation_space.shape), dtype=np.float32)
+        infos: dict[str, Any] = {}
+        position = 0
+        for index, info in enumerate(step_infos):
+            vector, info["description"] = pairs[position]
+            position += 1
+            if index in firsts:  # the episode ended: its final obs, then the next one's first
+                infos = self._add_info(infos, {"final_obs": vector.copy(), "final_info": info},
+                                       index)
+                info = firsts[index]
+                vector, info["description"] = pairs[position]
+                position += 1
+            observations[index] = vector
+            infos = self._add_info(infos, info, index)
+        return observations, rewards, terminations, truncations, infos
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
