@@ -193,6 +193,9 @@ class StandInServer:
 def _handler(stand_in: StandInServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # the headers and the body are two writes: without this, Nagle's algorithm and the
+        # client's delayed ACK hold every reply back about 40 ms
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
             pass
@@ -263,6 +266,9 @@ def _handler(stand_in: StandInServer) -> type[BaseHTTPRequestHandler]:
                                else stand_in.answer_text(body))
                 finally:
                     stand_in._free_slot()
+                if stand_in._stopping.is_set():  # stopped while answering: no answer
+                    self.close_connection = True
+                    return
                 with stand_in._lock:
                     stand_in.answered += 1
                 self.send(200, {
