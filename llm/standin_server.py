@@ -13,16 +13,17 @@ llama.cpp's server and vLLM do) or is refused at once with HTTP 429 and ``Retry-
 
 It counts what a client did: ``chat_requests``, ``answered``, ``rejected`` (429s for a
 full server), ``max_in_flight`` (the most chat requests it held at once, queued or
-answered) and ``max_busy`` (the most slots taken at once), and keeps every POST
-request's ``bodies``, arrival ``times`` and ``authorizations``.
+answered) and ``max_busy`` (the most slots taken at once) — `counts`, also served as JSON
+at ``GET /stand-in/counts`` — and keeps every POST request's ``bodies``, arrival
+``times`` and ``authorizations``.
 
 Faults, for tests: ``faults`` (a deque) makes the next chat requests fail one each:
 "401", "404", "404-model", "429:<Retry-After>", "500", "503", "slow:<s>" (answer after
 that many seconds), "trickle:<s>" (send the reply one byte every so many seconds),
 "ignore" (plain text, whatever the request's schema).
 
-``python -m langadapt.llm.standin_server --latency 0.2 --slots 32`` serves one until
-interrupted (it prints its base URL).
+``python -m langadapt.llm.standin_server --latency 0.2 --slots 32`` serves one in a process
+of its own until interrupted or terminated (it prints its base URL first).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import signal
 import threading
 import time
 from collections import deque
@@ -223,6 +225,8 @@ def _handler(stand_in: StandInServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") == "/v1/models":
                 self.send(200, {"object": "list", "data": [
                     {"id": stand_in.model, "object": "model", "owned_by": "stand-in"}]})
+            elif self.path == "/stand-in/counts":
+                self.send(200, stand_in.counts())
             else:
                 self.send(404, {"detail": "Not Found"})
 
@@ -293,9 +297,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     server = StandInServer(args.latency, args.slots, args.when_full, args.retry_after).start()
     print(server.base_url, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         while server.running:
-            time.sleep(1.0)
+            time.sleep(0.2)
     except KeyboardInterrupt:
         pass
     finally:
