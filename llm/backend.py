@@ -399,7 +399,7 @@ class LLMBackend(BaseModel):
             crowded = False
             try:
                 sent += 1
-                with runtime.sending():
+                with runtime.sending(deadline):
                     try:
                         result = request(extra)
                     except Transient as fault:

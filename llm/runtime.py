@@ -101,12 +101,17 @@ class BackendRuntime:
 
     # ---- requests in flight ------------------------------------------------------------
     @contextmanager
-    def sending(self) -> Iterator[None]:
+    def sending(self, until: float | None = None) -> Iterator[None]:
         """Hold a place among the requests in flight while one attempt is sent; wait first
-        while ``room`` (what a full server has shown it takes) is taken."""
+        while ``room`` (what a full server has shown it takes) is taken, at most until
+        ``until`` (``time.monotonic()``; the call's deadline, then the attempt goes and
+        meets it)."""
         with self._room_changed:
             while self.room is not None and self.in_flight >= self.room:
-                self._room_changed.wait()
+                left = None if until is None else until - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._room_changed.wait(left)
             self.in_flight += 1
         try:
             yield

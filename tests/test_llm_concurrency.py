@@ -133,6 +133,12 @@ def test_the_room_a_full_server_shows_is_learnt_and_probed_again() -> None:
     runtime.server_answered()
     runtime.server_answered()
     assert runtime.room == 3
+    runtime.server_full()  # none out: room for one
+    with runtime.sending():
+        started = time.monotonic()
+        with runtime.sending(until=started + 0.05):  # no room: waits until the deadline
+            assert time.monotonic() - started >= 0.04 and runtime.in_flight == 2
+    assert runtime.in_flight == 0
 
 
 def test_the_stand_in_stops_cleanly_and_cuts_a_slow_request_short() -> None:
