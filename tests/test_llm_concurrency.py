@@ -7,9 +7,12 @@ the worker threads holds every one."""
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,7 @@ from langadapt import adapters, environments
 from langadapt.adapters.llm import LLMAdapter, OllamaAdapter
 from langadapt.llm import LLMError, make_backend
 from langadapt.llm.runtime import BackendRuntime
-from langadapt.llm.standin_server import StandInServer
+from langadapt.llm.standin_server import StandInServer, command
 
 MAZE = environments.MazeEnv(maze="medium")
 #: distinct inputs: every reachable cell after every possible last action
@@ -176,3 +179,19 @@ def test_the_stand_in_stops_cleanly_and_cuts_a_slow_request_short() -> None:
 def test_bad_stand_in_settings_name_the_setting(setting: str, value: Any) -> None:
     with pytest.raises(ValueError, match=setting):
         StandInServer(**{setting: value})
+
+
+def test_the_stand_in_in_its_own_process_serves_its_counts_and_ends_on_sigterm() -> None:
+    process = subprocess.Popen(command("--latency", "0", "--slots", "3"),
+                               stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        with urllib.request.urlopen(url.removesuffix("/v1") + "/stand-in/counts",
+                                    timeout=5) as reply:
+            assert json.loads(reply.read()) == {"chat_requests": 0, "answered": 0,
+                                                "rejected": 0, "max_in_flight": 0,
+                                                "max_busy": 0}
+    finally:
+        process.terminate()
+        assert process.wait(timeout=10) == 0

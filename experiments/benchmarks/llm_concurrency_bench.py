@@ -1,7 +1,8 @@
 """LLM requests at the server's capacity: descriptions per second through the LLM adapter
 against a local OpenAI-compatible stand-in (`langadapt.llm.standin_server`, started here
-in a process of its own on 127.0.0.1: 200 ms per request, 32 parallel slots, so at most
-``slots / latency`` = 160 answers per second), each as a ratio to that capacity:
+in a process of its own on 127.0.0.1, one per part: 200 ms per request, 32 parallel
+slots, so at most ``slots / latency`` = 160 answers per second), each as a ratio to that
+capacity:
 
 - ``one_at_a_time``: `LLMAdapter.adapt` on one cold input after another (what one
   environment does: at most ``1 / latency`` = 5/s);
@@ -48,6 +49,7 @@ from typing import Any
 from ...adapters import LLMAdapter, reachable_inputs
 from ...environments import MazeEnv
 from ...llm import default_gguf_path, make_backend
+from ...llm.standin_server import command
 
 LATENCY, SLOTS = 0.2, 32
 CAPACITY = SLOTS / LATENCY
@@ -56,15 +58,16 @@ SERVER_EXTRA = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pyd
 
 @contextmanager
 def serving(args: list[str], ready: str = "") -> Iterator[str]:
-    """A server process of ours (``python -m ...`` ``args``), its base URL (its first line
-    of output, or ``ready``); terminated, by its own pid, on the way out."""
-    process = subprocess.Popen([sys.executable, "-m", *args],
+    """A server process of ours (the command ``args``), its base URL (its first line of
+    output, or ``ready``); terminated, by its own pid, on the way out."""
+    process = subprocess.Popen(args,
                                stdout=subprocess.DEVNULL if ready else subprocess.PIPE,
                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
     try:
         url = ready or process.stdout.readline().strip()
         if not url.startswith("http://127.0.0.1:"):
-            raise RuntimeError(f"{args[0]} did not start (exit code {process.poll()})")
+            raise RuntimeError(f"{' '.join(args[:3])} did not start (exit code "
+                               f"{process.poll()})")
         yield url
     finally:
         process.terminate()
@@ -77,8 +80,7 @@ def serving(args: list[str], ready: str = "") -> Iterator[str]:
 
 def stand_in() -> Any:
     """The stand-in server of the measured parts (a context manager giving its URL)."""
-    return serving(["langadapt.llm.standin_server", "--latency", str(LATENCY), "--slots",
-                    str(SLOTS)])
+    return serving(command("--latency", str(LATENCY), "--slots", str(SLOTS)))
 
 
 def server_counts(url: str) -> dict[str, int]:
@@ -131,8 +133,8 @@ def run(quick: bool = False) -> dict[str, float | str]:
     with tempfile.TemporaryDirectory() as tmp:
         tmpdir = Path(tmp)
         warm = tmpdir / "embeddings.sqlite"
-        with serving(["langadapt.llm.standin_server", "--latency", "0", "--slots",
-                      str(SLOTS)]) as url:  # every text encoded once, before the clock
+        with serving(command("--latency", "0", "--slots", str(SLOTS))) as url:
+            # every text encoded once, before the clock
             adapter_for(url, env, None, warm, SLOTS).prerender(inputs[:max(sizes.values())],
                                                               progress=False)
         runs = [*parts.items(), ("adapt_many_16_cold_encoder", (16, 16))]
@@ -174,8 +176,8 @@ def llama_server(env: Any, inputs: list[Any], tmpdir: Path) -> dict[str, float |
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    args = ["llama_cpp.server", "--model", str(default_gguf_path()), "--host", "127.0.0.1",
-            "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
+    args = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()),
+            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
             "--n_threads_batch", "1"]
     rates: dict[str, float] = {}
     texts: dict[str, list[str]] = {}
