@@ -195,3 +195,25 @@ def test_the_stand_in_in_its_own_process_serves_its_counts_and_ends_on_sigterm()
     finally:
         process.terminate()
         assert process.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("kind", ["openai", "ollama"])
+def test_a_429_or_503_tells_the_backend_the_server_is_full_a_500_does_not(kind: str) -> None:
+    server = (StandInServer(latency=0.0) if kind == "openai" else FakeOllama()).start()
+    try:
+        spec = ({"backend": "openai", "base_url": server.base_url, "model": "stand-in",
+                 "api_key_env": None} if kind == "openai"
+                else {"backend": "ollama", "host": server.host, "model": "llama3.2"})
+        backend = make_backend({**spec, "cache_path": None, "retries": 1, "backoff": 0.0})
+        faults = server.faults if kind == "openai" else None
+        for fault, room in (("500", None), ("429:0", 2), ("503:0", 2)):
+            if faults is not None:
+                faults.append(fault)
+            else:
+                server.queue_faults(fault)
+            backend.complete("You describe states.", f"after a {fault}")
+            # refused alone: room for one; the answer after it: room for one more
+            assert backend.runtime.room == room, fault
+            backend.runtime.room = None
+    finally:
+        server.stop()
