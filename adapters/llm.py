@@ -15,6 +15,7 @@ is ``adapters.make("llm", env, ...)``.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Hashable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -78,7 +79,7 @@ class LLMAdapter(BaseAdapter):
     _last_fallback: bool = PrivateAttr(default=False)
     _cuts: list[int] = PrivateAttr(default_factory=lambda: [0])
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
-    _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
+    _pool: tuple[int, ThreadPoolExecutor] | None = PrivateAttr(default=None)  # (pid, pool)
 
     def __init__(self, env: Any = None, /, *, backend: LLMBackend | None = None,
                  **settings: Any) -> None:
@@ -208,12 +209,13 @@ class LLMAdapter(BaseAdapter):
 
     def _workers(self) -> ThreadPoolExecutor:
         """The adapter's ``concurrency`` threads that send requests (started on first use,
-        idle between batches, ended with the adapter)."""
+        idle between batches, ended with the adapter; a forked child, which has none of
+        its parent's threads, starts its own)."""
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.concurrency,
-                                                thread_name_prefix="llm")
-            return self._pool
+            if self._pool is None or self._pool[0] != os.getpid():
+                self._pool = (os.getpid(), ThreadPoolExecutor(max_workers=self.concurrency,
+                                                              thread_name_prefix="llm"))
+            return self._pool[1]
 
     def describe_checked(self, items: list[Item], progress: bool) -> list[tuple[str, bool]]:
         """Descriptions of checked inputs: one request per distinct prompt, at most

@@ -8,6 +8,9 @@ the worker threads holds every one."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import socket
 import subprocess
 import threading
@@ -217,3 +220,26 @@ def test_a_429_or_503_tells_the_backend_the_server_is_full_a_500_does_not(kind: 
             backend.runtime.room = None
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_sends_its_requests_through_threads_of_its_own() -> None:
+    with StandInServer(latency=0.01, slots=8) as server:
+        adapter = openai_adapter(server, concurrency=4)
+        adapter.adapt_many(INPUTS[:4])  # the parent's pool threads are running
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its answers, or a hang the parent's time limit ends
+            try:
+                os.write(write, str(len(adapter.adapt_many(INPUTS[4:8]))).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        try:
+            ready, _, _ = select.select([read], [], [], 10)
+            assert ready and os.read(read, 16) == b"4"
+        finally:
+            os.close(read)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
