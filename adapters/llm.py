@@ -15,6 +15,7 @@ is ``adapters.make("llm", env, ...)``.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Hashable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -66,8 +67,9 @@ class LLMAdapter(BaseAdapter):
     max_tokens: int = Field(96, ge=1, le=1 << 20, description="longest description, tokens")
     fallback: bool = Field(
         False, description="on LLM failure, use the rule-language description (not cached)")
-    concurrency: int = Field(4, ge=1, le=64,
-                             description="parallel requests in prerender (backends that allow)")
+    concurrency: int = Field(
+        4, ge=1, le=64, description="most requests in flight at once, in adapt_many (a step of "
+        "N environments) and prerender (backends that allow it: ollama, openai)")
     memo_capacity: int = Field(200_000, ge=0, le=10**8, description="inputs remembered")
 
     _backend: LLMBackend = PrivateAttr(default=None)
@@ -77,6 +79,7 @@ class LLMAdapter(BaseAdapter):
     _last_fallback: bool = PrivateAttr(default=False)
     _cuts: list[int] = PrivateAttr(default_factory=lambda: [0])
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _pool: tuple[int, ThreadPoolExecutor] | None = PrivateAttr(default=None)  # (pid, pool)
 
     def __init__(self, env: Any = None, /, *, backend: LLMBackend | None = None,
                  **settings: Any) -> None:
@@ -204,9 +207,21 @@ class LLMAdapter(BaseAdapter):
             self._fallback_texts.add(text)
         return text, True
 
+    def _workers(self) -> ThreadPoolExecutor:
+        """The adapter's ``concurrency`` threads that send requests (started on first use,
+        idle between batches, ended with the adapter; a forked child, which has none of
+        its parent's threads, starts its own)."""
+        with self._lock:
+            if self._pool is None or self._pool[0] != os.getpid():
+                self._pool = (os.getpid(), ThreadPoolExecutor(max_workers=self.concurrency,
+                                                              thread_name_prefix="llm"))
+            return self._pool[1]
+
     def describe_checked(self, items: list[Item], progress: bool) -> list[tuple[str, bool]]:
-        """Descriptions of checked inputs: one request per distinct prompt, ``concurrency``
-        at a time where the backend allows it, each stored the moment it is answered."""
+        """Descriptions of checked inputs: one request per distinct prompt, at most
+        ``concurrency`` in flight where the backend allows it (the adapter's own threads),
+        each stored the moment it is answered. `adapt_many` (a step of N environments) and
+        `prerender` come here."""
         from tqdm.auto import tqdm
 
         prompts = [self.build_prompt(*item) for item in items]
@@ -221,20 +236,20 @@ class LLMAdapter(BaseAdapter):
             answers[prompt] = self._ask(prompt, todo[prompt])
             bar.update(1)
 
-        workers = self.concurrency if self._backend.supports_concurrency else 1
         try:
-            if workers == 1 or len(todo) <= 1:
+            if len(todo) <= 1 or not self._backend.supports_concurrency or self.concurrency == 1:
                 for prompt in todo:
                     work(prompt)
             else:
-                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
-                    futures = [pool.submit(work, prompt) for prompt in todo]
-                    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-                    for future in done:
-                        if future.exception() is not None:
-                            for other in futures:
-                                other.cancel()
-                            future.result()
+                pool = self._workers()
+                futures = [pool.submit(work, prompt) for prompt in todo]
+                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                failed = next((f for f in done if f.exception() is not None), None)
+                if failed is not None:
+                    for other in futures:
+                        other.cancel()
+                    wait(futures)  # the requests already sent end before the error is raised
+                    failed.result()
         finally:
             bar.close()
         return [(answers[p][0], not answers[p][1]) for p in prompts]

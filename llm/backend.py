@@ -18,7 +18,10 @@ without ``seed`` / ``deadline`` is called without them), ``resolve_identity() ->
 
 Around it the base class answers from the cache (a failed call is never cached; a cache
 that cannot be written costs one warning), retries `Transient` faults after the server's
-``Retry-After`` or with exponential backoff, bounds the whole call by ``deadline``, checks
+``Retry-After`` or with exponential backoff, bounds the whole call by ``deadline``, sends
+fewer requests at once after the server refused one for want of room (HTTP 429 / 503:
+`BackendRuntime.sending`; such a refusal while its other requests are answered is waited
+out, not counted as a failed attempt), checks
 every reply (size, non-empty, JSON that fits the schema), opens a circuit breaker after
 ``breaker_failures`` outages in a row, throttles failure warnings, and counts
 (`STATS_KEYS`).
@@ -63,12 +66,16 @@ _ACCEPTED: dict[type, tuple[str, ...]] = {}
 class Transient(Exception):
     """A fault worth retrying; ``final`` is the error to raise when the retries run out
     (the base class adds the number of attempts), ``retry_after`` the seconds the server
-    asked to wait before the next attempt (its ``Retry-After``), if it said."""
+    asked to wait before the next attempt (its ``Retry-After``), if it said;
+    ``server_full``: the server refused for want of room (HTTP 429 or 503), so fewer
+    requests go out at once from now on (`BackendRuntime.sending`)."""
 
-    def __init__(self, final: LLMError, retry_after: float | None = None) -> None:
+    def __init__(self, final: LLMError, retry_after: float | None = None,
+                 server_full: bool = False) -> None:
         super().__init__(str(final))
         self.final = final
         self.retry_after = retry_after
+        self.server_full = server_full
 
 
 def _accepted_keywords(cls: type) -> tuple[str, ...]:
@@ -375,6 +382,9 @@ class LLMBackend(BaseModel):
         return (getattr(_CALL, "started", None) or time.monotonic()) + self.deadline
 
     def _with_retries(self, request: Any, seed: int, always: bool = False) -> Any:
+        """``request(extra keywords)``, retried after a `Transient` fault up to ``retries``
+        times; a refusal for want of room while this backend's other requests were being
+        answered (``server_full``) is waited out without counting as a failed attempt."""
         started = getattr(_CALL, "started", None) or time.monotonic()
         deadline = self.call_deadline()
         wanted = _CALL_KEYWORDS if always else _accepted_keywords(type(self))
@@ -383,23 +393,35 @@ class LLMBackend(BaseModel):
             extra["seed"] = seed
         if "deadline" in wanted:
             extra["deadline"] = deadline
-        attempts = self.retries + 1
-        for attempt in range(1, attempts + 1):
+        attempts, attempt, sent = self.retries + 1, 0, 0
+        runtime = self.runtime
+        while True:
+            crowded = False
             try:
-                return request(extra)
+                sent += 1
+                with runtime.sending(deadline):
+                    try:
+                        result = request(extra)
+                    except Transient as fault:
+                        crowded = fault.server_full and runtime.server_full()
+                        raise
+                runtime.server_answered()
+                return result
             except Transient as fault:
+                # a server full of this backend's other requests: a wait, not a failure
+                attempt += 0 if crowded else 1
                 if attempt == attempts:
-                    raise _with_note(fault.final, f"{attempt} attempt(s) in total; giving up"
+                    raise _with_note(fault.final, f"{sent} attempt(s) in total; giving up"
                                      ) from fault.__cause__
-                delay = self._retry_delay(fault, attempt)
+                delay = self._retry_delay(fault, max(attempt, 1))
                 if deadline is not None and time.monotonic() + delay >= deadline:
                     asked = ("the server asked to wait " if fault.retry_after is not None
                              else "the next retry is due in ")
                     raise _with_note(fault.final, (
-                        f"{attempt} attempt(s) in {time.monotonic() - started:.1f} s; giving "
+                        f"{sent} attempt(s) in {time.monotonic() - started:.1f} s; giving "
                         f"up: {asked}{delay:.3g} s, past deadline={self.deadline} s"
                     )) from fault.__cause__
-                logger.info("%s: %s; retry %d in %.2f s", self.where(), fault, attempt, delay)
+                logger.info("%s: %s; retry %d in %.2f s", self.where(), fault, sent, delay)
                 self.runtime.count("llm_retries")
                 time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -190,7 +190,7 @@ class OllamaBackend(LLMBackend):
                 asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
                 raise Transient(LLMError(
                     f"{self.where()} answered HTTP {status}: {one_line(error.error)}{asked}"),
-                    wait) from error
+                    wait, server_full=status in (429, 503)) from error
             if 300 <= status < 400:
                 raise LLMError(
                     f"{self.where()} answered HTTP {status}, a redirect; redirects are not "

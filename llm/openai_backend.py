@@ -364,7 +364,7 @@ class OpenAIBackend(LLMBackend):
             wait = _retry_after(error.response)
             asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
             return Transient(LLMError(f"{self.where()} answered HTTP {status}: {said}{asked}"),
-                             wait)
+                             wait, server_full=status in (429, 503))
         if 300 <= status < 400:
             location = self._redact(error.response.headers.get("location", "")) or "nowhere"
             return LLMError(

@@ -1,7 +1,8 @@
 """`BackendRuntime`: the mutable state of one backend object, apart from its settings.
 
 The counters (`STATS_KEYS`), the circuit breaker (failures in a row, open until, the last
-error), the warning throttle, what is built once and shared by every call (`once`: the
+error), the room the server has shown it has for requests at once (`sending`), the warning
+throttle, what is built once and shared by every call (`once`: the
 answer cache, the model's identity, a client or a loaded model), why ``make_backend("auto")``
 chose the backend, and one re-entrant lock guarding it all. A copy (``copy``, ``deepcopy``,
 pickling) is a fresh runtime: settings are copied, state is not.
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 __all__ = ["STATS_KEYS", "WARN_EVERY_S", "BackendRuntime"]
@@ -43,6 +45,11 @@ class BackendRuntime:
         # warning throttle
         self.last_warning = float("-inf")
         self.unwarned = 0
+        # requests in flight, and the most the server takes at once (None: not seen full)
+        self.in_flight = 0
+        self.room: int | None = None
+        self._answers_at_room = 0
+        self._room_changed = threading.Condition(self.lock)
         self._built: dict[str, Any] = {}
         self._seen: set[str] = set()
 
@@ -91,6 +98,50 @@ class BackendRuntime:
             out: dict[str, float | int] = {k: int(v) for k, v in self.counters.items()}
             out["llm_seconds"] = float(self.counters["llm_seconds"])
         return out
+
+    # ---- requests in flight ------------------------------------------------------------
+    @contextmanager
+    def sending(self, until: float | None = None) -> Iterator[None]:
+        """Hold a place among the requests in flight while one attempt is sent; wait first
+        while ``room`` (what a full server has shown it takes) is taken, at most until
+        ``until`` (``time.monotonic()``; the call's deadline, then the attempt goes and
+        meets it)."""
+        with self._room_changed:
+            while self.room is not None and self.in_flight >= self.room:
+                left = None if until is None else until - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._room_changed.wait(left)
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            with self._room_changed:
+                self.in_flight -= 1
+                self._room_changed.notify()
+
+    def server_full(self) -> bool:
+        """The server refused an attempt for want of room (HTTP 429 or 503) while
+        ``in_flight`` attempts were out, this one included: from now on at most one fewer
+        go out at once (at least one). True when others were out (the server is busy with
+        this backend's own requests)."""
+        with self.lock:
+            room = max(1, self.in_flight - 1)
+            self.room = room if self.room is None else min(self.room, room)
+            self._answers_at_room = 0
+            return self.in_flight > 1
+
+    def server_answered(self) -> None:
+        """An attempt was answered: after ``room`` answers in a row, one more may go out
+        at once (the room is probed upwards again, as TCP's congestion window is)."""
+        with self._room_changed:
+            if self.room is None:
+                return
+            self._answers_at_room += 1
+            if self._answers_at_room >= self.room:
+                self.room += 1
+                self._answers_at_room = 0
+                self._room_changed.notify()
 
     # ---- circuit breaker ---------------------------------------------------------------
     def admit(self) -> float:

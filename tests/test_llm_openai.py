@@ -1,8 +1,8 @@
 """The ``openai`` backend: a real OpenAI-compatible server (llama-cpp-python's own
 ``python -m llama_cpp.server`` serving the packaged SmolLM2 GGUF, started and stopped
-here), and a tiny stdlib fault injector for what a healthy server never does (401,
-429 with Retry-After, 5xx, slow or trickled replies, 404, a reply that ignores the
-schema).
+here), and the stand-in server (`langadapt.llm.standin_server`) playing what a healthy
+server never does (401, 429 with Retry-After, 5xx, slow or trickled replies, 404, a reply
+that ignores the schema).
 
 The llama.cpp server needs llama-cpp-python's ``server`` extra (uvicorn, fastapi,
 sse-starlette, starlette-context, pydantic-settings); without it those tests are skipped.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import json
 import os
 import pickle
 import socket
@@ -21,9 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections import deque
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +40,7 @@ from langadapt.llm import (
     default_gguf_path,
     make_backend,
 )
+from langadapt.llm.standin_server import StandInServer
 from langadapt.roles import LLMPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -255,112 +253,16 @@ def test_a_server_killed_mid_request_ends_in_one_line_and_nothing_is_cached(
 
 
 # --------------------------------------------------------------------------- fault injector
-class FaultServer:
-    """Just enough of the OpenAI protocol on 127.0.0.1 (``GET /v1/models``, ``POST
-    /v1/chat/completions``) to play faults, queued per chat request: "401", "404",
-    "404-model", "429:<Retry-After>", "500", "503", "slow:<s>", "trickle:<s per byte>",
-    "ignore" (plain text for a schema request); otherwise ``reply`` (``{"action": 2}``)."""
-
-    def __init__(self, reply: str = '{"action": 2}') -> None:
-        self.reply = reply
-        self.faults: deque[str] = deque()
-        self.requests: list[dict[str, Any]] = []
-        self.times: list[float] = []
-        self.authorizations: list[str | None] = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> FaultServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _handler(fake: FaultServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
-            pass
-
-        def send(self, status: int, payload: Any, headers: dict[str, str] | None = None,
-                 trickle: float = 0.0) -> None:
-            body = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            if not trickle:
-                self.wfile.write(body)
-                return
-            for byte in body:
-                self.wfile.write(bytes([byte]))
-                self.wfile.flush()
-                time.sleep(trickle)
-
-        def do_GET(self) -> None:  # noqa: N802 - stdlib name
-            if self.path.rstrip("/") == "/v1/models":
-                self.send(200, {"object": "list", "data": [
-                    {"id": MODEL, "object": "model", "owned_by": "me"}]})
-            else:
-                self.send(404, {"detail": "Not Found"})
-
-        def do_POST(self) -> None:  # noqa: N802 - stdlib name
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            fake.requests.append(body)
-            fake.times.append(time.monotonic())
-            fake.authorizations.append(self.headers.get("Authorization"))
-            if self.path != "/v1/chat/completions":
-                self.send(404, {"detail": "Not Found"})
-                return
-            fault = fake.faults.popleft() if fake.faults else ""
-            kind, _, arg = fault.partition(":")
-            error = {"message": "", "type": "error", "code": None}
-            if kind == "401":
-                error["message"] = (f"Incorrect API key provided: "
-                                    f"{self.headers.get('Authorization', '')[7:]}")
-                self.send(401, {"error": error})
-            elif kind == "404":
-                self.send(404, {"detail": "Not Found"})
-            elif kind == "404-model":
-                error.update(message=f"The model `{body['model']}` does not exist.",
-                             code="model_not_found")
-                self.send(404, {"error": error})
-            elif kind in ("429", "500", "503"):
-                error["message"] = f"fault {kind}"
-                self.send(int(kind), {"error": error}, {"Retry-After": arg} if arg else None)
-            else:
-                if kind == "slow":
-                    time.sleep(float(arg))
-                content = "Sure! I would go up." if kind == "ignore" else fake.reply
-                self.send(200, {
-                    "id": "chatcmpl-1", "object": "chat.completion", "created": 0,
-                    "model": body["model"], "choices": [{
-                        "index": 0, "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}},
-                    trickle=float(arg) if kind == "trickle" else 0.0)
-
-    return Handler
-
-
+# The stand-in server (langadapt.llm.standin_server) plays what a healthy server never does
+# (401, 429 with Retry-After, 5xx, slow or trickled replies, 404, a reply that ignores the
+# schema), queued per chat request in ``faults``.
 @pytest.fixture
-def fake() -> Iterator[FaultServer]:
-    with FaultServer() as server:
+def fake() -> Iterator[StandInServer]:
+    with StandInServer(latency=0.0, model=MODEL, reply='{"action": 2}') as server:
         yield server
 
 
-def backend_for(fake: FaultServer, **fields: Any) -> OpenAIBackend:
+def backend_for(fake: StandInServer, **fields: Any) -> OpenAIBackend:
     spec = openai_spec(fake.base_url, cache_path=None, backoff=0.05, **fields)
     return make_backend(spec)  # type: ignore[return-value]
 
@@ -369,10 +271,10 @@ def ask(backend: OpenAIBackend) -> str:
     return backend.complete("You play a maze.", "Which move?", schema=ACTION_SCHEMA)
 
 
-def test_the_request_carries_the_key_the_schema_and_the_options(fake: FaultServer) -> None:
+def test_the_request_carries_the_key_the_schema_and_the_options(fake: StandInServer) -> None:
     backend = backend_for(fake, seed=5, temperature=0.3)
     assert ask(backend) == '{"action": 2}'
-    body = fake.requests[-1]
+    body = fake.bodies[-1]
     assert fake.authorizations == [f"Bearer {KEY}"]
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
         "name": "reply", "schema": ACTION_SCHEMA, "strict": True}}
@@ -383,15 +285,15 @@ def test_the_request_carries_the_key_the_schema_and_the_options(fake: FaultServe
 
 
 def test_401_is_one_line_naming_the_variable_not_retried_and_the_key_cut_out(
-        fake: FaultServer) -> None:
+        fake: StandInServer) -> None:
     fake.faults.extend(["401"] * 5)
     with pytest.raises(LLMError) as caught:
         ask(backend_for(fake))
     text = one_line(caught.value, fake.base_url, MODEL, KEY_ENV, "HTTP 401")
-    assert "***" in text and len(fake.requests) == 1
+    assert "***" in text and len(fake.bodies) == 1
 
 
-def test_429_waits_the_retry_after_then_answers(fake: FaultServer) -> None:
+def test_429_waits_the_retry_after_then_answers(fake: StandInServer) -> None:
     fake.faults.append("429:1")
     backend = backend_for(fake)
     assert ask(backend) == '{"action": 2}'
@@ -399,26 +301,26 @@ def test_429_waits_the_retry_after_then_answers(fake: FaultServer) -> None:
     assert backend.stats()["llm_retries"] == 1
 
 
-def test_a_retry_after_past_the_deadline_gives_up_at_once(fake: FaultServer) -> None:
+def test_a_retry_after_past_the_deadline_gives_up_at_once(fake: StandInServer) -> None:
     fake.faults.append("503:30")
     started = time.monotonic()
     with pytest.raises(LLMError) as caught:
         ask(backend_for(fake, deadline=5))
     one_line(caught.value, fake.base_url, MODEL, "HTTP 503", "Retry-After: 30 s", "deadline")
-    assert time.monotonic() - started < 3 and len(fake.requests) == 1
+    assert time.monotonic() - started < 3 and len(fake.bodies) == 1
 
 
-def test_5xx_is_retried_then_one_line_and_nothing_is_cached(fake: FaultServer) -> None:
+def test_5xx_is_retried_then_one_line_and_nothing_is_cached(fake: StandInServer) -> None:
     fake.faults.extend(["500"] * 3)
     backend = backend_for(fake, retries=2)
     with pytest.raises(LLMError) as caught:
         ask(backend)
     one_line(caught.value, fake.base_url, MODEL, "HTTP 500", "3 attempt(s)")
-    assert len(fake.requests) == 3 and len(backend.cache) == 0
-    assert ask(backend) == '{"action": 2}' and len(fake.requests) == 4  # asked again
+    assert len(fake.bodies) == 3 and len(backend.cache) == 0
+    assert ask(backend) == '{"action": 2}' and len(fake.bodies) == 4  # asked again
 
 
-def test_a_slow_reply_ends_at_timeout(fake: FaultServer) -> None:
+def test_a_slow_reply_ends_at_timeout(fake: StandInServer) -> None:
     fake.faults.extend(["slow:3"] * 2)
     started = time.monotonic()
     with pytest.raises(LLMUnavailableError) as caught:
@@ -427,7 +329,7 @@ def test_a_slow_reply_ends_at_timeout(fake: FaultServer) -> None:
     assert time.monotonic() - started < 2.5
 
 
-def test_a_trickled_reply_is_cut_off_at_timeout_as_a_whole(fake: FaultServer) -> None:
+def test_a_trickled_reply_is_cut_off_at_timeout_as_a_whole(fake: StandInServer) -> None:
     fake.faults.append("trickle:0.05")  # ~300 bytes: 15 s, every read well under timeout
     started = time.monotonic()
     with pytest.raises(LLMUnavailableError) as caught:
@@ -436,26 +338,26 @@ def test_a_trickled_reply_is_cut_off_at_timeout_as_a_whole(fake: FaultServer) ->
     assert time.monotonic() - started < 3
 
 
-def test_404_says_base_url_is_not_an_openai_compatible_server(fake: FaultServer) -> None:
+def test_404_says_base_url_is_not_an_openai_compatible_server(fake: StandInServer) -> None:
     backend = make_backend(openai_spec(fake.base_url.removesuffix("/v1"), cache_path=None))
     with pytest.raises(LLMUnavailableError) as caught:
         ask(backend)
     one_line(caught.value, "is not an OpenAI-compatible server", fake.base_url.removesuffix("/v1"),
              MODEL, "/v1")
-    assert len(fake.requests) == 1  # not retried
+    assert len(fake.bodies) == 1  # not retried
     fake.faults.append("404-model")
     with pytest.raises(ModelNotFoundError) as missing:
         ask(backend_for(fake))
     one_line(missing.value, fake.base_url, MODEL, "/models")
 
 
-def test_a_reply_that_ignores_the_schema_names_server_model_and_fix(fake: FaultServer) -> None:
+def test_a_reply_that_ignores_the_schema_names_server_model_and_fix(fake: StandInServer) -> None:
     fake.faults.append("ignore")
     backend = backend_for(fake)
     with pytest.raises(StructuredOutputError) as caught:
         ask(backend)
     one_line(caught.value, fake.base_url, MODEL, "response_format", "structured outputs")
-    assert len(backend.cache) == 0 and len(fake.requests) == 1
+    assert len(backend.cache) == 0 and len(fake.bodies) == 1
 
 
 def test_nothing_listening_is_one_line_naming_the_server() -> None:
@@ -465,12 +367,12 @@ def test_nothing_listening_is_one_line_naming_the_server() -> None:
     one_line(caught.value, f"no server is answering at {url}", MODEL, "2 attempt(s)")
 
 
-def test_the_api_key_variable(fake: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_api_key_variable(fake: StandInServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(LLMError) as caught:
         ask(backend_for(fake))
     one_line(caught.value, KEY_ENV, "api_key_env: null")
-    assert not fake.requests
+    assert not fake.bodies
     assert ask(backend_for(fake, api_key_env=None)) == '{"action": 2}'
     assert fake.authorizations == ["Bearer no-key-needed"]
     with pytest.raises(ValueError, match="api_key_env") as bad:
