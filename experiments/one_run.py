@@ -131,8 +131,13 @@ def agent_params(spec: AgentSpec, adapter: str, cache_dir: str) -> dict[str, Any
     return params
 
 
-def make_adapter(spec: AdapterSpec, env, cache_dir: str):
-    return adapters.make(spec.type, env, **adapter_settings(spec, cache_dir))
+def make_adapter(spec: AdapterSpec, env, cache_dir: str, n_envs: int = 1):
+    """The run's adapter; an LLM adapter trained on ``n_envs`` copies keeps up to ``n_envs``
+    requests in flight (at most 64) unless its settings name ``concurrency``."""
+    settings = adapter_settings(spec, cache_dir)
+    if spec.type == "llm" and n_envs > 1 and "concurrency" not in settings:
+        settings["concurrency"] = max(4, min(n_envs, 64))
+    return adapters.make(spec.type, env, **settings)
 
 
 def wrap(env, adapter):
@@ -157,7 +162,8 @@ def train_run(
     matched cells of instructions on a maze)."""
     torch.set_num_threads(config.torch_threads)
     raw_env = make_env(config)
-    adapter = make_adapter(run.adapter, raw_env, config.cache_dir)
+    adapter = make_adapter(run.adapter, raw_env, config.cache_dir,
+                           config.training_for(run.agent).n_envs)
     plan = _instruction_plan(config, run, adapter)  # its cost is in done.json, not the rows
     last_stats = _run_stats(adapter, plan)  # before shaping: its scoring counts in the rows
     env, eval_env, shaper = _environments(config, run, raw_env, adapter, plan)

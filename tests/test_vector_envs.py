@@ -250,3 +250,17 @@ def test_the_runner_trains_on_language_copies_with_minilm(tmp_path):
                       agents=[{"type": "qlearning"}], training={"steps": 200, "n_envs": 4})
     first = _runner_rows(data)
     assert first == _runner_rows(data) and {row[2] for row in first} == {"train", "eval", "final"}
+
+
+def test_an_llm_adapter_on_n_copies_keeps_n_requests_in_flight(tmp_path, monkeypatch):
+    from langadapt.experiments import one_run
+    from langadapt.experiments.schema import AdapterSpec
+
+    made: list[dict] = []
+    monkeypatch.setattr(one_run.adapters, "make", lambda kind, env, **settings: made.append(
+        {"kind": kind, **settings}))
+    llm = AdapterSpec(type="llm", settings={"backend": "openai"})
+    for spec, n_envs in ((llm, 1), (llm, 16), (llm, 200), (AdapterSpec(type="llm", settings={
+            "backend": "openai", "concurrency": 2}), 16), (AdapterSpec(type="language"), 16)):
+        one_run.make_adapter(spec, None, str(tmp_path), n_envs)
+    assert [m.get("concurrency") for m in made] == [None, 16, 64, 2, None]
