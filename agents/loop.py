@@ -180,10 +180,11 @@ class ActionOverride(Protocol):
     """Replaces some of the actions a policy chooses while it learns (an advisor).
 
     ``advised``: whether the action the last call returned is the override's own (advice);
-    ``marks_demonstrations``: whether advised transitions are learnt as demonstrations."""
+    ``marks_demonstrations``: whether advised transitions are learnt as demonstrations
+    (None: when the policy learns from demonstrations)."""
 
     advised: bool
-    marks_demonstrations: bool
+    marks_demonstrations: bool | None
 
     def bind(self, env: Any) -> None: ...
     def __call__(self, policy: Policy, obs: Any, legal_moves: Sequence[int] | None,
@@ -258,7 +259,9 @@ class StepLearner:
         if isinstance(env, VectorEnv):
             return self._learn_copies(env, budget, callbacks)
         policy, override = self.policy, self.override
-        marking = override is not None and override.marks_demonstrations
+        marking = override is not None and (policy.learns_from_demonstrations
+                                            if override.marks_demonstrations is None
+                                            else override.marks_demonstrations)
         check_demonstrations(policy, marking)
         run = start_run(policy, env, budget, callbacks)
         if override is not None:

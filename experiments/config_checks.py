@@ -75,7 +75,8 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
         _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
         try:
             check_demonstrations(AGENTS[spec.type],
-                                 spec.advisor.get("learn_as") == "demonstrations")
+                                 spec.advisor.get("learn_as") == "demonstrations"
+                                 or bool(spec.advisor.get("until_confident")))
         except ValueError as error:
             raise ConfigError(f"{source}: agents.{index}.advisor.learn_as: {error}") from None
     if spec.reward_shaping is not None:

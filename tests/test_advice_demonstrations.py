@@ -167,14 +167,24 @@ def test_advised_transitions_are_marked_and_survive_save_and_load_of_the_buffer(
         other.load_replay_buffer(tmp_path / "agent.pt")
 
 
-def test_advice_learnt_as_actions_marks_nothing():
+def test_advice_learnt_as_actions_marks_nothing_and_auto_marks_on_dqn_only():
     env = MazeEnv(maze="umaze", step_reward=0.0)
-    agent = make_agent("dqn", env.observation_space, env.action_space, seed=0,
-                       hidden_sizes=[8], learning_starts=1000)
+    marked = {}
+    for learn_as in ("actions", "auto"):
+        agent = make_agent("dqn", env.observation_space, env.action_space, seed=0,
+                           hidden_sizes=[8], learning_starts=1000)
+        config = {"source": "oracle", "probability": 1.0, "replace": "any"}
+        if learn_as == "actions":
+            config["learn_as"] = "actions"  # else the default, auto
+        advisor = LLMAdvisor(config, seed=0)
+        train(agent, env, steps=60, seed=0, progress=False, advisor=advisor)
+        assert advisor.counters["advised"] > 0
+        marked[learn_as] = int(agent.buffer.demonstrations.sum())
+    assert marked["actions"] == 0 and marked["auto"] > 0
+    table = make_agent("qlearning", env.observation_space, env.action_space, seed=0)
     advisor = LLMAdvisor({"source": "oracle", "probability": 1.0, "replace": "any"}, seed=0)
-    train(agent, env, steps=60, seed=0, progress=False, advisor=advisor)
+    train(table, env, steps=60, seed=0, progress=False, advisor=advisor)  # auto: as actions
     assert advisor.counters["advised"] > 0
-    assert not agent.buffer.has_demonstrations and not agent.buffer.demonstrations.any()
 
 
 @pytest.mark.parametrize("kind", ["qlearning", "random"])
@@ -193,8 +203,8 @@ def test_demonstrations_on_an_agent_that_cannot_use_them_name_the_agent_and_sett
 
 def test_until_confident_needs_demonstrations_and_skips_states_the_agent_is_sure_of():
     with pytest.raises(ValueError, match="until_confident is true, which needs learn_as: "
-                                         "demonstrations \\(got learn_as: actions\\)"):
-        AdvisorConfig(until_confident=True)
+                                         "demonstrations or auto \\(got learn_as: actions\\)"):
+        AdvisorConfig(learn_as="actions", until_confident=True)
     agent = _agent(margin=0.8)
     with torch.no_grad():  # Q = (1.0, 0.1, 0.0) everywhere
         agent.q_net[-1].weight.zero_()
