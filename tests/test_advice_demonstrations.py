@@ -28,12 +28,7 @@ Q = [[1.0, 0.5, 0.2],   # a_E = 0: max(1.0, 0.5 + 0.8, 0.2 + 0.8) - 1.0 = 0.3
 ADVISED = [[0], [0], [0]]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_large_margin_term_on_three_states_matches_the_hand_computation():

@@ -36,13 +36,7 @@ S0 = np.array([0.0], dtype=np.float32)
 S1 = np.array([1.0], dtype=np.float32)
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Small networks run fastest (and reproducibly) on one thread on this shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ------------------------------------------------------------------ Q-learning by hand

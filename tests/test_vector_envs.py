@@ -8,7 +8,6 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 from adapter_fixtures import CountingEncoder
 from experiment_fixtures import raw_config
 
@@ -23,13 +22,7 @@ UMAZE = ("langadapt/Maze-v0", {"maze": "umaze"})
 SMALL_DQN = {"learning_starts": 50, "hidden_sizes": [16], "batch_size": 8}
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Small networks run fastest (and reproducibly) on one thread on this shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def umaze() -> gym.Env:
