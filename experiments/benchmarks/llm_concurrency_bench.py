@@ -10,7 +10,12 @@ capacity:
   step of 16 environments: at most 16 in flight, so ``16 / latency`` = 80/s = 0.5 of the
   capacity — a step cannot have more requests pending than environments);
 - ``adapt_many_32``: 32 inputs per call, ``concurrency=32`` (32 environments: all slots);
-- ``prerender``: `prerender` of a few hundred distinct inputs, ``concurrency=32``.
+- ``prerender``: `prerender` of a few hundred distinct inputs, ``concurrency=32``;
+- ``training_16``: a DQN training run on 16 copies of the large maze
+  (`adapters.vector.LanguageVectorEnv`, ``concurrency=16``, random walks early in
+  training): the LLM calls it made per second of training, whatever share of its steps
+  met only remembered states; ``training_1`` the same run on one maze
+  (`LanguageObservation`).
 
 Inputs: every reachable cell of the large maze after every possible last action (414
 distinct prompts; ``action_history_length=1``), cold in the answer store (a fresh SQLite
@@ -46,12 +51,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...adapters import LLMAdapter, reachable_inputs
+from ... import agents
+from ...adapters import LanguageObservation, LLMAdapter, reachable_inputs
+from ...adapters.vector import LanguageVectorEnv
 from ...environments import MazeEnv
 from ...llm import default_gguf_path, make_backend
 from ...llm.standin_server import command
 
 LATENCY, SLOTS = 0.2, 32
+COPIES = 16
 CAPACITY = SLOTS / LATENCY
 SERVER_EXTRA = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 
@@ -117,6 +125,22 @@ def timed(adapter: LLMAdapter, inputs: list[Any], per_call: int | None) -> float
     return adapter.stats()["llm_calls"] / seconds
 
 
+def trained(adapter: LLMAdapter, steps: int, copies: int) -> float:
+    """LLM calls per second of a DQN training run of ``steps`` steps on ``copies`` copies
+    of the large maze observed through ``adapter``."""
+    if copies == 1:
+        envs: Any = LanguageObservation(MazeEnv(maze="large"), adapter)
+        space, actions = envs.observation_space, envs.action_space
+    else:
+        envs = LanguageVectorEnv([MazeEnv(maze="large") for _ in range(copies)], adapter)
+        space, actions = envs.single_observation_space, envs.single_action_space
+    agent = agents.make_agent("dqn", space, actions, seed=0, hidden_sizes=[64],
+                              learning_starts=100)
+    start = time.perf_counter()
+    agents.train(agent, envs, steps=steps, seed=0, progress=False)
+    return adapter.stats()["llm_calls"] / (time.perf_counter() - start)
+
+
 def run(quick: bool = False) -> dict[str, float | str]:
     """Run the parts and return the named figures (see the module docstring)."""
     env = MazeEnv(maze="large")
@@ -137,7 +161,8 @@ def run(quick: bool = False) -> dict[str, float | str]:
             # every text encoded once, before the clock
             adapter_for(url, env, None, warm, SLOTS).prerender(inputs[:max(sizes.values())],
                                                               progress=False)
-        runs = [*parts.items(), ("adapt_many_16_cold_encoder", (16, 16))]
+        runs = [*parts.items(), ("training_1", (1, 1)), ("training_16", (COPIES, COPIES)),
+                ("adapt_many_16_cold_encoder", (16, 16))]
         if quick:
             runs.pop()
         for name, (per_call, concurrency) in runs:
@@ -146,7 +171,9 @@ def run(quick: bool = False) -> dict[str, float | str]:
                 adapter = adapter_for(url, env, tmpdir / f"{name}.sqlite", embeddings,
                                       concurrency)
                 size = sizes.get(name, sizes["adapt_many_16"])
-                rate = timed(adapter, inputs[:size], per_call)
+                rate = (trained(adapter, 640 if quick else 3200, per_call)
+                        if name.startswith("training") else
+                        timed(adapter, inputs[:size], per_call))
                 counts = server_counts(url)
             bound = min(concurrency, SLOTS) / LATENCY  # the most this part can reach
             results[f"{name}_per_s"] = round(rate, 1)
