@@ -347,11 +347,7 @@ class _Summed:
         self.roles = roles
 
     def stats(self) -> dict[str, float]:
-        total: dict[str, float] = {}
-        for role in self.roles:
-            for key, value in role.stats().items():
-                total[key] = total.get(key, 0) + value
-        return total
+        return _summed_stats(self.roles)
 
 
 def _final_env(config: ExperimentConfig, eval_env: Any) -> Any:
@@ -364,11 +360,16 @@ def _final_env(config: ExperimentConfig, eval_env: Any) -> Any:
 def _run_stats(adapter: Any, agent: Any, *others: Any) -> dict[str, float]:
     """The adapter's counters plus the LLM counters of the agent (LLM policy search, LLM
     policy, advisor) and of the reward shaping."""
-    stats = dict(adapter.stats())
-    for source in (agent, *others):
+    return _summed_stats((adapter, agent, *others))
+
+
+def _summed_stats(sources: Any) -> dict[str, float]:
+    """The ``stats()`` of ``sources`` (those that have it) added key by key."""
+    total: dict[str, float] = {}
+    for source in sources:
         for key, value in (source.stats() if hasattr(source, "stats") else {}).items():
-            stats[key] = stats.get(key, 0) + value
-    return stats
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 def _agent_log(agent: Any) -> dict[str, Any]:
