@@ -88,9 +88,9 @@ def floored_advantages(advantages: Any, probs: Any, min_prob: float) -> Any:
 def tempered(probs: np.ndarray, power: float) -> np.ndarray:
     """``probs ** power``, normalised, computed on the logs (no underflow for a large
     power): the distribution at temperature ``T / power`` of one at temperature ``T``."""
-    logs = power * np.log(np.maximum(probs, 1e-300))
-    weights = np.exp(logs - logs.max())
-    return weights / weights.sum()
+    from scipy.special import softmax
+
+    return softmax(power * np.log(np.maximum(probs, 1e-300)))
 
 
 def group_advantages(rewards: Any, eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
