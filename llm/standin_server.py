@@ -42,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["StandInServer", "command"]
+__all__ = ["LoopbackServer", "StandInServer", "command"]
 
 
 def described(body: dict[str, Any]) -> str:
@@ -55,8 +55,72 @@ def described(body: dict[str, Any]) -> str:
     return f"Stand-in description {digest}: {first}"
 
 
-class StandInServer:
+class LoopbackServer:
+    """An HTTP server of ours on 127.0.0.1 (a free port), served in a background thread:
+    `start` / `stop` or ``with``; a subclass gives its request handler class
+    (`handler_class`) and its name in errors (``name``). ``_stopping`` is set while it
+    stops, for handlers that wait."""
+
+    name = "the server"
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement handler_class()")
+
+    def start(self) -> Any:
+        """Bind a free port on 127.0.0.1 and serve in a background thread; returns self."""
+        if self._server is not None:
+            raise RuntimeError(f"{self.name} is already running")
+        server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler_class(),
+                                     bind_and_activate=False)
+        server.request_queue_size = 256  # the listen backlog: every client connects at once
+        server.daemon_threads = True
+        server.server_bind()
+        server.server_activate()
+        self._server = server
+        self._stopping.clear()
+        self._thread = threading.Thread(target=server.serve_forever, name=type(self).__name__,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, release the port and end the serving thread (requests being
+        answered are cut short)."""
+        self._stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError(f"{self.name} is not running; call start() first")
+        return int(self._server.server_address[1])
+
+
+class StandInServer(LoopbackServer):
     """An OpenAI-compatible server on 127.0.0.1 (see the module docstring)."""
+
+    name = "the stand-in server"
 
     def __init__(self, latency: float = 0.2, slots: int = 32, when_full: str = "queue",
                  retry_after: float = 0.2, model: str = "stand-in",
@@ -79,55 +143,15 @@ class StandInServer:
         self.in_flight = self.max_in_flight = self.busy = self.max_busy = 0
         self._free = threading.BoundedSemaphore(slots)
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
 
-    # ---- life ------------------------------------------------------------------------
-    def start(self) -> StandInServer:
-        """Bind a free port on 127.0.0.1 and serve in a background thread."""
-        if self._server is not None:
-            raise RuntimeError("the stand-in server is already running")
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self), bind_and_activate=False)
-        server.request_queue_size = 256  # the listen backlog: every client connects at once
-        server.daemon_threads = True
-        server.server_bind()
-        server.server_activate()
-        self._server = server
-        self._stopping.clear()
-        self._thread = threading.Thread(target=server.serve_forever, name="stand-in-server",
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, release the port and end the serving thread (requests being
-        answered are cut short)."""
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> StandInServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     @property
     def base_url(self) -> str:
         """The API root to give a client, e.g. ``http://127.0.0.1:43117/v1``."""
-        if self._server is None:
-            raise RuntimeError("the stand-in server is not running; call start() first")
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def capacity(self) -> float:

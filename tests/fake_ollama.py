@@ -27,8 +27,10 @@ import json
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from langadapt.llm.standin_server import LoopbackServer
 
 Answer = Mapping[str, str] | Callable[[list[dict[str, Any]], dict[str, Any]], str]
 
@@ -65,8 +67,10 @@ def example_for(schema: Any) -> Any:
     return False if kind == "boolean" else None
 
 
-class FakeOllama:
+class FakeOllama(LoopbackServer):
     """An Ollama-compatible HTTP server on 127.0.0.1 (see the module docstring)."""
+
+    name = "FakeOllama"
 
     def __init__(self, models: Iterable[str] = ("llama3.2",), answer: Answer | None = None,
                  default_answer: str = "The agent stands in an open cell. It can move left "
@@ -88,36 +92,10 @@ class FakeOllama:
         self.in_flight = self.max_in_flight = 0
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
+        super().__init__()
 
-    def start(self) -> FakeOllama:
-        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and release the port (slow replies in progress are cut short)."""
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeOllama:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("FakeOllama is not running; call start() first")
-        return int(self._server.server_address[1])
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     @property
     def host(self) -> str:
