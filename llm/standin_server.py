@@ -229,8 +229,16 @@ def _handler(stand_in: StandInServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
             pass
 
+        def leave(self) -> None:
+            """The chat request is no longer in flight (once): before its reply is
+            written, since the client may send its next request as soon as it has read it."""
+            if getattr(self, "in_flight", False):
+                self.in_flight = False
+                stand_in._left()
+
         def send(self, status: int, payload: Any, headers: dict[str, str] | None = None,
                  trickle: float = 0.0) -> None:
+            self.leave()
             body = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -264,10 +272,11 @@ def _handler(stand_in: StandInServer) -> type[BaseHTTPRequestHandler]:
                 self.send(404, {"detail": "Not Found"})
                 return
             fault = stand_in._chat_in()
+            self.in_flight = True
             try:
                 self.play(body, fault)
             finally:
-                stand_in._left()
+                self.leave()
 
         def play(self, body: dict[str, Any], fault: str) -> None:
             kind, _, arg = fault.partition(":")

@@ -231,9 +231,10 @@ def _handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:
-                    self.send(*fake.chat(body))
-                finally:
+                    reply = fake.chat(body)
+                finally:  # before the reply: the client may send its next request on reading it
                     with fake._lock:
                         fake.in_flight -= 1
+                self.send(*reply)
 
     return Handler
