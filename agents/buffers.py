@@ -12,8 +12,14 @@ DQN learner adds a large-margin term on the marked ones (:mod:`agents.dqn`). Wit
 the run of consecutive marked steps of the same episode that starts at it (an advised
 segment), and a batch carries their n-step returns (SB3's ``NStepReplayBuffer`` idea, over
 advised segments only): ``r_t + gamma r_{t+1} + ... + gamma^(k-1) r_{t+k-1}``, the discount
-``gamma^k``, and the state, terminal flag and legal moves after step ``t+k-1``. In a FIFO
-ring every later transition outlives an earlier one, so the segment is read in place.
+``gamma^k``, and the state, terminal flag and legal moves after step ``t+k-1``; the segment
+is read in place.
+
+Marked transitions are kept, as DQfD keeps its demonstrations for good, while they fill at
+most half the buffer: once it is full, a new transition skips over them to the oldest unmarked
+one (an advised segment never runs across such a jump). Past half, the ring overwrites
+them in turn like the others. Without this, advice given early in a run longer than the
+buffer is forgotten, and on DoorKey-8x8 the learnt policy then collapsed.
 
 :meth:`ReplayBuffer.save` and :meth:`ReplayBuffer.load` write and read the stored
 transitions, marks included, in the agents' file format (``DQNAgent.save_replay_buffer``).
@@ -57,7 +63,8 @@ class ReplayBatch(NamedTuple):
 
 
 class ReplayBuffer:
-    """Fixed-capacity FIFO store of transitions; the oldest is overwritten when full."""
+    """Fixed-capacity FIFO store of transitions; the oldest is overwritten when full (marked
+    ones kept while they fill at most half of it)."""
 
     def __init__(self, capacity: int, obs_dim: int, n_actions: int, n_step: int = 1,
                  gamma: float = 0.99):
@@ -72,6 +79,7 @@ class ReplayBuffer:
         self.terminated = np.zeros(self.capacity, dtype=np.float32)
         self.next_masks = np.ones((self.capacity, n_actions), dtype=bool)
         self.demonstrations = np.zeros(self.capacity, dtype=np.float32)
+        self.marked = 0  # transitions stored marked
         self.segment_lengths = np.ones(self.capacity, dtype=np.int64)
         self._open: list[int] = []  # positions of the current segment still shorter than n
         self.pos = 0
@@ -95,7 +103,13 @@ class ReplayBuffer:
         """Store one transition (arrays are copied into the buffer); ``demonstration`` marks
         an advised action to be learnt as a demonstration; ``terminated`` or ``truncated``
         ends the advised segment."""
-        i = self.pos
+        i = self._slot()
+        if self.demonstrations[i]:
+            self.marked -= 1
+            for back in range(1, self.n_step):  # segments that ran into the slot end before it
+                j = (i - back) % self.capacity
+                self.segment_lengths[j] = min(self.segment_lengths[j], back)
+        self.marked += demonstration
         self.obs[i] = obs
         self.next_obs[i] = next_obs
         self.actions[i, 0] = action
@@ -111,6 +125,18 @@ class ReplayBuffer:
         self.pos = i + 1 if i + 1 < self.capacity else 0
         if self.size < self.capacity:
             self.size += 1
+
+    def _slot(self) -> int:
+        """Where the next transition goes: the write position, moved past kept marked
+        transitions (see the module's docstring)."""
+        i = self.pos
+        if self.size < self.capacity or not self.demonstrations[i] \
+                or self.marked > self.capacity // 2:
+            return i
+        unmarked = np.flatnonzero(self.demonstrations[i:] == 0)
+        i = i + int(unmarked[0]) if unmarked.size else int(np.argmin(self.demonstrations))
+        self._open.clear()  # the current advised segment ends at the jump
+        return i
 
     def _extend_segment(self, i: int, demonstration: bool, episode_end: bool) -> None:
         self.segment_lengths[i] = 1
@@ -216,7 +242,8 @@ class ReplayBuffer:
         self.size, self.pos = size, pos
         self._open = [int(j) for j in counters["open_segment"]]
         self.has_illegal = not self.next_masks[:size].all()
-        self.has_demonstrations = bool(self.demonstrations[:size].any())
+        self.marked = int(self.demonstrations[:size].sum())
+        self.has_demonstrations = self.marked > 0
 
 
 _FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "next_masks", "demonstrations",

@@ -19,7 +19,8 @@ Per adapter x agent the summary gives:
   (or, with no threshold set, whose every episode succeeded; without evaluations during
   training, the first training episode that did); the median over all seeds with the seeds
   that never got there counted as never (empty when half or more never did), shown as
-  ``median (k/n seeds)``;
+  ``median (k/n seeds)``; ``steps_to_threshold``: the same median in environment steps of
+  training (the lengths of those training episodes, summed);
 - ``train_wall_time_s``: mean wall time of a seed's training episodes, summed;
 - ``llm_calls`` and ``cache_hits``: totals over all seeds and phases.
 
@@ -86,10 +87,10 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
         "",
         "| adapter | agent | seeds | final policy greedy return, mean [95% CI] | success |"
         f"{best_header} episodes to threshold ({target}), median (seeds reaching) | "
-        "train wall time (s) | LLM calls | cache hits |",
+        "steps to threshold, median | train wall time (s) | LLM calls | cache hits |",
         "|---|---|---:|---:|---:|"
         + ("---:|---:|---:|" if retained else "")
-        + "---:|---:|---:|---:|",
+        + "---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         if r.seeds_reaching_threshold == 0:
@@ -99,6 +100,7 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
                 "never" if math.isnan(r.episodes_to_threshold) else f"{r.episodes_to_threshold:.0f}"
             )
             to_threshold = f"{median} ({r.seeds_reaching_threshold}/{r.seeds})"
+        steps = "never" if math.isnan(r.steps_to_threshold) else f"{r.steps_to_threshold:,.0f}"
         best = ""
         if retained:
             chosen = "" if math.isnan(r.best_chosen_at) else f"{r.best_chosen_at:.0f}"
@@ -110,7 +112,7 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
         lines.append(
             f"| {r.adapter} | {r.agent} | {r.seeds} | "
             f"{_interval(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
-            f"{r.final_success_rate:.0%} |{best} {to_threshold} | {r.train_wall_time_s:.1f} | "
+            f"{r.final_success_rate:.0%} |{best} {to_threshold} | {steps} | {r.train_wall_time_s:.1f} | "
             f"{r.llm_calls} | {r.cache_hits} |"
         )
     lines.append("")

@@ -29,6 +29,7 @@ class SummaryRow:
     best_success_rate: float
     best_chosen_at: float
     episodes_to_threshold: float
+    steps_to_threshold: float
     seeds_reaching_threshold: int
     train_wall_time_s: float
     llm_calls: int
@@ -64,8 +65,8 @@ def mean_and_interval(values: list[float]) -> tuple[float, float, float]:
 
 
 def median_to_threshold(per_seed: list[int | None]) -> float:
-    """Median of the seeds' episodes to threshold, a seed that never reached it counted as
-    never (infinitely many): nan when half or more never did."""
+    """Median of the seeds' episodes (or steps) to threshold, a seed that never reached it
+    counted as never (infinitely many): nan when half or more never did."""
     if not per_seed:
         return math.nan
     median = float(np.median([math.inf if v is None else float(v) for v in per_seed]))
@@ -93,6 +94,13 @@ def episodes_to_threshold(episodes: list[Episode], threshold: float | None) -> i
         if _reached([e.return_], [e.success], threshold):
             return e.episode
     return None
+
+
+def steps_before(episodes: list[Episode], after: int | None) -> int | None:
+    """Environment steps of training in the first ``after`` training episodes (None: never)."""
+    if after is None:
+        return None
+    return sum(e.length for e in episodes if e.phase == "train" and e.episode <= after)
 
 
 def _phase_summary(by_seed: dict[int, list[Episode]], phase: str) -> tuple[float, ...]:
@@ -124,6 +132,7 @@ def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryR
             if any(e.phase == "best" for e in eps)
         ]
         reached = [episodes_to_threshold(eps, threshold) for eps in by_seed.values()]
+        steps = [steps_before(eps, after) for eps, after in zip(by_seed.values(), reached)]
         rows.append(
             SummaryRow(
                 adapter,
@@ -133,6 +142,7 @@ def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryR
                 *best,
                 float(np.median(chosen)) if chosen else math.nan,
                 median_to_threshold(reached),
+                median_to_threshold(steps),
                 sum(r is not None for r in reached),
                 float(np.mean([_train_time(eps) for eps in by_seed.values()])),
                 sum(e.llm_calls for e in group),

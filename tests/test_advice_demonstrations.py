@@ -83,6 +83,41 @@ def test_n_step_returns_run_over_advised_segments_only():
                                    strict=True)] == [want[int(i)] for i in picked]
 
 
+def _add(buf: ReplayBuffer, reward: float, marked: bool) -> None:
+    buf.add(np.array([reward]), 0, reward, np.array([reward]), False, np.ones(2, bool), marked)
+
+
+def test_marked_transitions_are_kept_while_they_fill_at_most_half_the_buffer():
+    buf = ReplayBuffer(8, 1, 2)
+    for t in range(3):
+        _add(buf, 100 + t, True)
+    for t in range(20):
+        _add(buf, t, False)
+    assert sorted(buf.rewards[buf.demonstrations == 1].tolist()) == [100, 101, 102]
+    assert sorted(buf.rewards[buf.demonstrations == 0].tolist()) == list(range(15, 20))
+    for t in range(3):  # 6 marked: past half, the ring overwrites them too, down to 4
+        _add(buf, 200 + t, True)
+    for t in range(20):
+        _add(buf, t, False)
+    assert buf.marked == 4 == int(buf.demonstrations.sum())
+    assert sorted(buf.rewards[buf.demonstrations == 0].tolist()) == [16, 17, 18, 19]
+
+
+def test_an_advised_segment_does_not_run_across_kept_transitions():
+    buf = ReplayBuffer(8, 1, 2, n_step=3, gamma=0.5)
+    for reward, marked in [(1, False), (2, False), (4, True), (8, True), (16, False),
+                           (32, False), (48, False), (56, False), (64, True), (128, True),
+                           (256, True)]:
+        _add(buf, reward, marked)
+    # 64 and 128 went to slots 0 and 1; slots 2, 3 hold the kept 4 and 8, so 256 went to 4
+    assert buf.rewards.tolist() == [64, 128, 4, 8, 256, 32, 48, 56]
+    assert buf.segment_lengths.tolist()[:5] == [2, 1, 2, 1, 1]
+    n = buf.sample(np.random.default_rng(1), 1, 16, torch.device("cpu")).n_step
+    picked = np.random.default_rng(1).integers(0, 8, size=16)
+    want = {0: 64 + 0.5 * 128, 1: 128, 2: 4 + 0.5 * 8, 3: 8, 4: 256, 5: 32, 6: 48, 7: 56}
+    assert n.returns[0].tolist() == [want[int(i)] for i in picked]
+
+
 def _agent(**params) -> DQNAgent:
     settings = dict(hidden_sizes=[4], batch_size=3, learning_starts=100, total_steps=1000,
                     learning_rate=0.01) | params

@@ -62,9 +62,25 @@ def test_summary_reports_last_and_best_policies_and_few_seeds():
     assert row.best_success_rate == 4 / 6 and row.final_success_rate == 2 / 6
     assert row.best_chosen_at == 60
     assert row.seeds_reaching_threshold == 2 and row.episodes_to_threshold == 40
+    assert row.steps_to_threshold == 0  # this toy has no training episodes
     markdown = summary_markdown([row], "t", 475.0)
-    assert "40 (2/3)" in markdown and "retained policy return" in markdown
+    assert "40 (2/3) | 0 |" in markdown and "retained policy return" in markdown
     assert "Fewer than 5 seeds (3)" in markdown
+
+
+def test_steps_to_threshold_sums_the_training_episodes_before_it():
+    rows = []
+    for seed, (lengths, reached_at) in enumerate([([5, 7, 9, 11], 2), ([3, 3, 3, 3], 4),
+                                                  ([8, 8, 8, 8], None)]):
+        rows += [Episode("raw", "dqn", seed, "train", k + 1, 0.0, n, False, 0.1, 0, 0)
+                 for k, n in enumerate(lengths)]
+        for after in (2, 4):
+            score = 1.0 if reached_at is not None and after >= reached_at else 0.0
+            rows.append(_episode(seed, "eval", after, score, bool(score)))
+    (row,) = summarise(rows, threshold=None)
+    # seed 0: 5 + 7 = 12 steps by episode 2; seed 1: 12 steps by episode 4; seed 2 never
+    assert row.episodes_to_threshold == 4 and row.steps_to_threshold == 12
+    assert "| 4 (2/3) | 12 |" in summary_markdown([row], "t", None)
 
 
 def test_keep_best_experiment_writes_best_and_final_rows(tmp_path):
