@@ -112,8 +112,8 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
         lines.append(
             f"| {r.adapter} | {r.agent} | {r.seeds} | "
             f"{_interval(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
-            f"{r.final_success_rate:.0%} |{best} {to_threshold} | {steps} | {r.train_wall_time_s:.1f} | "
-            f"{r.llm_calls} | {r.cache_hits} |"
+            f"{r.final_success_rate:.0%} |{best} {to_threshold} | {steps} | "
+            f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {r.cache_hits} |"
         )
     lines.append("")
     lines.append("Intervals: 95% percentile bootstrap over seeds of each seed's mean return.")

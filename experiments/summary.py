@@ -132,7 +132,8 @@ def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryR
             if any(e.phase == "best" for e in eps)
         ]
         reached = [episodes_to_threshold(eps, threshold) for eps in by_seed.values()]
-        steps = [steps_before(eps, after) for eps, after in zip(by_seed.values(), reached)]
+        steps = [steps_before(eps, after)
+                 for eps, after in zip(by_seed.values(), reached, strict=True)]
         rows.append(
             SummaryRow(
                 adapter,
