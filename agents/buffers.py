@@ -86,8 +86,6 @@ class ReplayBuffer:
         self.size = 0
         #: True once any stored next-state mask excludes an action (lets learners skip masking).
         self.has_illegal = False
-        #: True once any transition was marked as a demonstration.
-        self.has_demonstrations = False
 
     def add(
         self,
@@ -117,7 +115,6 @@ class ReplayBuffer:
         self.terminated[i] = terminated
         self.next_masks[i] = next_mask
         self.demonstrations[i] = demonstration
-        self.has_demonstrations |= demonstration
         if self.n_step > 1:
             self._extend_segment(i, demonstration, terminated or truncated)
         if not self.has_illegal and not next_mask.all():
@@ -125,6 +122,11 @@ class ReplayBuffer:
         self.pos = i + 1 if i + 1 < self.capacity else 0
         if self.size < self.capacity:
             self.size += 1
+
+    @property
+    def has_demonstrations(self) -> bool:
+        """Whether any stored transition is marked as a demonstration."""
+        return self.marked > 0
 
     def _slot(self) -> int:
         """Where the next transition goes: the write position, moved past kept marked
@@ -243,7 +245,6 @@ class ReplayBuffer:
         self._open = [int(j) for j in counters["open_segment"]]
         self.has_illegal = not self.next_masks[:size].all()
         self.marked = int(self.demonstrations[:size].sum())
-        self.has_demonstrations = self.marked > 0
 
 
 _FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "next_masks", "demonstrations",
