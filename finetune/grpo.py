@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax
 
 from .checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
 from .grpo_settings import LOG_COLUMNS, GRPOSettings
@@ -88,8 +89,6 @@ def floored_advantages(advantages: Any, probs: Any, min_prob: float) -> Any:
 def tempered(probs: np.ndarray, power: float) -> np.ndarray:
     """``probs ** power``, normalised, computed on the logs (no underflow for a large
     power): the distribution at temperature ``T / power`` of one at temperature ``T``."""
-    from scipy.special import softmax
-
     return softmax(power * np.log(np.maximum(probs, 1e-300)))
 
 
