@@ -196,7 +196,8 @@ class GRPOAgent(Agent):
             env = make_env()
             policy = LoRAPolicy(language_for(env.unwrapped), model=config.model,
                                 lora=config.lora, temperature=config.temperature,
-                                seed=self.seed, progress=progress)
+                                seed=self.seed, prompt_style=config.prompt_style,
+                                progress=progress)
             load_seconds = time.perf_counter() - started
             self.trainer = GRPOTrainer(policy, task, config.grpo(), out=folder, seed=self.seed)
         except ValueError as error:

@@ -32,6 +32,9 @@ class GRPOSettings(BaseModel):
     min_prob: float = Field(
         0.02, ge=0, lt=0.5, description="an action is not pushed below this probability, nor "
         "above 1 - min_prob (the policy keeps exploring and its logits stay bounded); 0 = off")
+    prompt_style: Literal["verbose", "compact"] = Field(
+        "verbose", description="the policy's prompt, as llm_policy's prompt_style: verbose "
+        "(the describer's sentences) or compact (a few tokens: cheaper steps on a CPU)")
     learning_rate: float = Field(3e-4, gt=0, le=1.0)
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float | None = Field(1.0, gt=0, description="gradient clipping; None = off")

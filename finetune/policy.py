@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..environments import LanguageSpec
+from ..environments.language import PROMPT_STYLES
 from ..llm.schema import finite_values, reply_text
 from ..llm.transformers_backend import (
     chat_prompt_ids,
@@ -62,7 +63,9 @@ class LoRAPolicy:
     an already built ``(model, tokenizer)`` pair (tests). ``adapter``: a saved LoRA adapter
     directory to continue from instead of a fresh one (``lora`` is then ignored).
     ``temperature``: the policy is ``softmax(score / temperature)`` over the legal actions.
-    ``progress``: False loads the model without progress bars (`no_loading_bars`).
+    ``prompt_style``: ``verbose`` or ``compact``, the prompts of ``llm_policy``'s
+    ``prompt_style``. ``progress``: False loads the model without progress bars
+    (`no_loading_bars`).
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class LoRAPolicy:
         adapter: str | Path | None = None,
         temperature: float = 1.0,
         seed: int = 0,
+        prompt_style: str = "verbose",
         progress: bool = True,
     ) -> None:
         require_finetune()
@@ -81,7 +85,11 @@ class LoRAPolicy:
         if not (isinstance(temperature, (int, float)) and np.isfinite(temperature)
                 and temperature > 0):
             raise ValueError(f"temperature is {temperature!r}, expected a number > 0")
+        if prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"prompt_style is {prompt_style!r}, expected one of "
+                             f"{PROMPT_STYLES}")
         self.spec = spec
+        self.prompt_style = prompt_style
         self.parser = DiscreteActionParser(n_actions=spec.n_actions)
         self.temperature = float(temperature)
         self.lora = lora if isinstance(lora, LoRASettings) else LoRASettings(**(lora or {}))
@@ -122,8 +130,9 @@ class LoRAPolicy:
     # ---------------------------------------------------------------- scoring
     def messages(self, state: Any, legal_moves: Sequence[int] | None) -> list[dict[str, str]]:
         """The chat `LLMPolicy` sends in structured mode for ``state`` (no history, no
-        examples)."""
-        return decision_messages(self.spec, state, check_legal(self.spec, legal_moves))
+        examples) in this policy's prompt style."""
+        return decision_messages(self.spec, state, check_legal(self.spec, legal_moves),
+                                 style=self.prompt_style)
 
     def log_probs(self, states: Sequence[State], reference: bool = False,
                   shared_prefix: bool = False) -> list[Any]:
@@ -181,7 +190,8 @@ class LoRAPolicy:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         self.lm.save_pretrained(path)
-        info = {"decoding": "structured", "temperature": self.temperature,
+        info = {"decoding": "structured", "prompt_style": self.prompt_style,
+                "temperature": self.temperature,
                 "model": self.model_source, "model_identity": self.model_identity,
                 **(extra or {})}
         (path / "policy.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

@@ -34,6 +34,7 @@ from langadapt.llm.transformers_backend import (  # noqa: E402
     load_causal_lm,
     require_finetune,
 )
+from langadapt.roles import decision_messages  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +261,28 @@ def test_reward_only_grpo_solves_a_corridor_in_seconds(tiny_model_dir, monkeypat
 
 
 # ------------------------------------------------------------------ saving, resuming
+def test_a_compact_policy_is_scored_on_llm_policys_compact_prompt(tiny_model_dir, umaze,
+                                                                 tmp_path):
+    task = MazeTask(umaze)
+    state, legal = task.observe(task.cells[0])
+    compact = _policy(tiny_model_dir, umaze, prompt_style="compact")
+    verbose = _policy(tiny_model_dir, umaze)
+    assert compact.messages(state, legal) == decision_messages(
+        language_for(umaze), state, legal, style="compact")
+    assert verbose.messages(state, legal) == decision_messages(language_for(umaze), state, legal)
+    assert len(compact.messages(state, legal)[1]["content"]) < len(
+        verbose.messages(state, legal)[1]["content"])
+    # the two prompts give the untrained model other distributions over the same moves
+    assert not np.allclose(_greedy_probs(compact, task)[0], _greedy_probs(verbose, task)[0])
+    compact.save_adapter(tmp_path / "adapter")
+    info = json.loads((tmp_path / "adapter" / "policy.json").read_text())
+    assert info["prompt_style"] == "compact"
+    with pytest.raises(ValueError, match="prompt_style is 'short'"):
+        _policy(tiny_model_dir, umaze, prompt_style="short")
+    with pytest.raises(ValidationError, match="prompt_style"):
+        GRPOSettings(prompt_style="short")
+
+
 def test_a_saved_adapter_reloads_with_the_same_greedy_actions(tiny_model_dir, umaze, tmp_path):
     task = MazeTask(umaze)
     policy = _policy(tiny_model_dir, umaze)
