@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..agents.base import Agent
 from ..environments import LanguageSpec, language_for
@@ -76,6 +77,20 @@ class LLMPolicyConfig(BaseModel):
     prompt_style: Literal["verbose", "compact"] = Field(
         "verbose", description="verbose: the describer's sentences; compact: few tokens"
     )
+
+    @model_validator(mode="after")
+    def _prompts_of_the_adapter(self) -> LLMPolicyConfig:
+        """A GRPO adapter acts as trained only on the prompts it was trained on."""
+        adapter = self.backend.get("adapter") if isinstance(self.backend, dict) else None
+        info = Path(str(adapter)) / "policy.json" if adapter is not None else None
+        if info is not None and info.is_file():
+            trained = json.loads(info.read_text(encoding="utf-8")).get("prompt_style",
+                                                                       "verbose")
+            if trained != self.prompt_style:
+                raise ValueError(
+                    f"prompt_style is {self.prompt_style!r}, but the adapter {str(adapter)!r} "
+                    f"was trained on {trained!r} prompts; expected prompt_style: {trained}")
+        return self
 
 
 #: The reply instruction ending a structured decision prompt, per prompt style. The compact

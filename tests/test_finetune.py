@@ -34,7 +34,7 @@ from langadapt.llm.transformers_backend import (  # noqa: E402
     load_causal_lm,
     require_finetune,
 )
-from langadapt.roles import decision_messages  # noqa: E402
+from langadapt.roles import LLMPolicyConfig, decision_messages  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -277,6 +277,13 @@ def test_a_compact_policy_is_scored_on_llm_policys_compact_prompt(tiny_model_dir
     compact.save_adapter(tmp_path / "adapter")
     info = json.loads((tmp_path / "adapter" / "policy.json").read_text())
     assert info["prompt_style"] == "compact"
+    # llm_policy acts as trained only on the prompts the adapter was trained on
+    backend = {"backend": "transformers", "model": str(tiny_model_dir),
+               "adapter": str(tmp_path / "adapter")}
+    assert LLMPolicyConfig(backend=backend, prompt_style="compact").prompt_style == "compact"
+    with pytest.raises(ValidationError, match="trained on 'compact' prompts; expected "
+                       "prompt_style: compact"):
+        LLMPolicyConfig(backend=backend)
     with pytest.raises(ValueError, match="prompt_style is 'short'"):
         _policy(tiny_model_dir, umaze, prompt_style="short")
     with pytest.raises(ValidationError, match="prompt_style"):
