@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import math
 import time
 from pathlib import Path
@@ -85,6 +86,10 @@ def command_finetune_export(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from error
     size = out.stat().st_size / 1e6
     print(f"wrote {out} ({size:.0f} MB, {args.dtype}) in {time.perf_counter() - started:.0f} s")
+    info = Path(args.adapter) / "policy.json"
+    if info.is_file():  # the merged file cannot say how the policy was prompted
+        style = json.loads(info.read_text(encoding="utf-8")).get("prompt_style", "verbose")
+        print(f"trained on {style} prompts: act with llm_policy prompt_style: {style}")
     return 0
 
 

@@ -70,6 +70,8 @@ def exported(tmp_path_factory, one_thread):
     with contextlib.redirect_stdout(shown):
         assert main(["finetune-export", str(adapter), "--out", str(folder / "f16.gguf")]) == 0
     assert shown.getvalue().startswith(f"wrote {folder / 'f16.gguf'} (")
+    assert shown.getvalue().splitlines()[1] == (
+        "trained on verbose prompts: act with llm_policy prompt_style: verbose")
     files = {"f16": folder / "f16.gguf",
              "f32": export_gguf(adapter, folder / "f32.gguf", dtype="f32")}
     yield {"policy": policy, "zero": zero, "adapter": adapter, "files": files,
