@@ -152,6 +152,25 @@ def grpo_task(make_env: Callable[[], Any], config: GRPOAgentConfig, seed: int = 
                         eval_max_steps=held.max_steps, seed=seed)
 
 
+def step_records(history: Sequence[dict[str, float]], final: dict[str, float],
+                 judged: bool) -> list[EpisodeRecord]:
+    """One ``train`` record per GRPO step of ``history`` (its log rows): the mean rollout
+    return, the step's environment steps and, as success, whether the greedy policy after
+    the step reached the goal. ``judged``: a maze, whose greedy rollout is judged for free
+    before the next update (the last step's by ``final``, the final evaluation); elsewhere
+    (MiniGrid, FrozenLake: GRPO's held-out episodes judge the final policy only) no step
+    claims a success, so a summary's "to threshold" never counts mere rollout successes."""
+    after = [row["greedy_success"] for row in history[1:]] + [final.get("greedy_success")]
+    records, total = [], 0
+    for row, success in zip(history, after, strict=True):
+        total += int(row["env_steps"])
+        records.append(EpisodeRecord(
+            episode=int(row["step"]) + 1, return_=float(row["reward_mean"]),
+            length=int(row["env_steps"]), success=judged and success == 1,
+            wall_time=float(row["step_seconds"]), phase="train", total_steps=total))
+    return records
+
+
 def _seed_everything(seed: int) -> None:
     import torch
 
@@ -215,15 +234,10 @@ class GRPOAgent(Agent):
             sampled = task.evaluate(self.trainer.sampled_actions(held.temperature), fixed=False)
             self.final.update({f"sampled_{k.removeprefix('greedy_')}": v
                                for k, v in sampled.items()}, sampled_temperature=held.temperature)
-        records, total = [], 0
-        for row in history:
-            total += int(row["env_steps"])
-            records.append(EpisodeRecord(
-                episode=int(row["step"]) + 1, return_=float(row["reward_mean"]),
-                length=int(row["env_steps"]), success=row["rollout_success"] > 0.5,
-                wall_time=float(row["step_seconds"]), phase="train", total_steps=total))
-            if on_episode is not None:
-                on_episode(records[-1])
+        records = step_records(history, self.final, judged=isinstance(task, MazeTask))
+        if on_episode is not None:
+            for record in records:
+                on_episode(record)
         return records
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:

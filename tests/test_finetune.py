@@ -451,6 +451,25 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def test_a_grpo_step_succeeds_only_when_its_greedy_policy_is_judged_to():
+    from langadapt.finetune.agent import step_records
+
+    nan = float("nan")
+    history = [{"step": k, "reward_mean": 0.5, "env_steps": 10, "step_seconds": 1.0,
+                "rollout_success": 1.0, "greedy_success": g}
+               for k, g in enumerate([0.0, 0.0, 1.0])]
+    # a maze: step k's policy is judged at the start of step k + 1, the last by the final one
+    maze = step_records(history, {"greedy_success": 1.0}, judged=True)
+    assert [r.success for r in maze] == [False, True, True]
+    assert [r.episode for r in maze] == [1, 2, 3] and maze[-1].total_steps == 30
+    assert [r.success for r in step_records(history, {"greedy_success": 0.0}, judged=True)
+            ] == [False, True, False]
+    # no step judged (MiniGrid, FrozenLake): rollouts that all succeeded claim nothing
+    lake = [{**row, "greedy_success": nan} for row in history]
+    assert not any(r.success for r in step_records(lake, {"greedy_success": 0.9},
+                                                   judged=False))
+
+
 def test_a_grpo_agent_stands_beside_dqn_in_one_experiment(tiny_model_dir, tmp_path, capfd):
     from langadapt.experiments.cli import main
 
