@@ -54,10 +54,11 @@ def restore_checkpoint(trainer: Any) -> None:
     path = trainer.out / "checkpoint" / "trainer.pt"
     state = read_checkpoint(path)
     mine = trainer.settings.model_dump()
+    fields = type(trainer.settings).model_fields  # a setting newer than the checkpoint: its default
     changed = sorted(k for k in mine if k not in ("steps", "max_minutes", "max_cpu_minutes",
                                                   "stop_after_tied",
                                                   "stop_after_solved")
-                     and state["settings"].get(k) != mine[k])
+                     and state["settings"].get(k, fields[k].default) != mine[k])
     if changed:
         raise ValueError(
             f"the checkpoint in {trainer.out} was made with other settings ({changed}); "

@@ -169,6 +169,10 @@ class GRPOTrainer:
         if policy.spec.n_actions != task.n_actions:
             raise ValueError(f"the policy has {policy.spec.n_actions} actions, the "
                              f"environment {task.n_actions}")
+        style = getattr(policy, "prompt_style", "verbose")
+        if style != self.settings.prompt_style:
+            raise ValueError(f"the policy prompts in the {style!r} style, settings.prompt_style "
+                             f"is {self.settings.prompt_style!r}; expected the same")
         if self.settings.shaping == "oracle" and not task.has_oracle:
             raise ValueError(f"shaping: oracle needs an oracle potential; "
                              f"{type(task).__name__} has none (use shaping: none)")

@@ -288,6 +288,9 @@ def test_a_compact_policy_is_scored_on_llm_policys_compact_prompt(tiny_model_dir
         _policy(tiny_model_dir, umaze, prompt_style="short")
     with pytest.raises(ValidationError, match="prompt_style"):
         GRPOSettings(prompt_style="short")
+    with pytest.raises(ValueError, match="prompts in the 'compact' style, settings.prompt_style "
+                       "is 'verbose'"):
+        GRPOTrainer(compact, task, {"steps": 1})
 
 
 def test_a_saved_adapter_reloads_with_the_same_greedy_actions(tiny_model_dir, umaze, tmp_path):
@@ -353,6 +356,16 @@ def test_training_resumes_from_its_checkpoint(tiny_model_dir, umaze, tmp_path):
     with pytest.raises(ValueError, match="other settings"):
         GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze),
                     {**settings, "group_size": 3}, out=tmp_path)
+    # a checkpoint of a release without prompt_style was made with its default, verbose
+    path = tmp_path / "checkpoint" / "trainer.pt"
+    state = torch.load(path, weights_only=True)
+    del state["settings"]["prompt_style"]
+    torch.save(state, path)
+    assert GRPOTrainer(_policy(tiny_model_dir, umaze), MazeTask(umaze), settings,
+                       out=tmp_path).step_index == 2
+    with pytest.raises(ValueError, match=r"other settings \(\['prompt_style'\]\)"):
+        GRPOTrainer(_policy(tiny_model_dir, umaze, prompt_style="compact"), MazeTask(umaze),
+                    {**settings, "prompt_style": "compact"}, out=tmp_path)
 
 
 # ------------------------------------------------------------------ the backend
