@@ -88,6 +88,22 @@ def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
     return "malformed" in text or "not a database" in text
 
 
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (kept in the file). Switching needs the file alone, and when
+    two processes open a new file at once each holds a read lock while waiting for the other:
+    SQLite answers one of them "database is locked" at once instead of calling the busy
+    handler (it would deadlock), so the switch is tried again until the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
 class SQLiteStore:
     """Key -> value in memory (LRU of ``capacity``) and in the SQLite file ``path`` (or None).
 
@@ -133,7 +149,7 @@ class SQLiteStore:
         )
         try:
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            db.execute("PRAGMA journal_mode = WAL")
+            _use_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(_SCHEMA)
             columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]

@@ -65,6 +65,26 @@ def test_persistent_store_is_wal_and_survives_reopen(tmp_path):
     assert again.get("k") == "an answer" and len(again) == 1 and again.get("missing") is None
 
 
+def test_a_new_file_opened_by_two_processes_at_once_waits_for_wal_mode(tmp_path, monkeypatch):
+    # two processes switching a new file to WAL at once: SQLite tells one "database is
+    # locked" without waiting (it would deadlock); the store tries again
+    class Contended(sqlite3.Connection):
+        refusals = 2
+
+        def execute(self, sql, *args):
+            if sql == "PRAGMA journal_mode = WAL" and Contended.refusals:
+                Contended.refusals -= 1
+                raise sqlite3.OperationalError("database is locked")
+            return super().execute(sql, *args)
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: connect(*a, factory=Contended, **kw))
+    cache = SQLiteStore(tmp_path / "d.sqlite")
+    assert Contended.refusals == 0 and cache.usable
+    _put(cache, "k", "an answer")
+    assert cache._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # noqa: SLF001
+
+
 def test_memory_is_bounded_the_file_is_not(tmp_path):
     store = SQLiteStore(tmp_path / "s.sqlite", capacity=2)
     store.put_many([(f"k{i}", f"v{i}", f"v{i}", None) for i in range(5)])
