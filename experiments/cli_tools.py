@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import math
 import time
 from pathlib import Path
@@ -77,6 +76,7 @@ def add_parsers(commands: Any) -> None:
 def command_finetune_export(args: argparse.Namespace) -> int:
     # imported here: the optional finetune extra, and a fast start for other commands
     from ..finetune.export import export_gguf
+    from ..roles.llm_policy import trained_prompt_style
 
     started = time.perf_counter()
     try:  # a bad adapter, output path or base model is the user's to fix, not a traceback
@@ -86,9 +86,8 @@ def command_finetune_export(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from error
     size = out.stat().st_size / 1e6
     print(f"wrote {out} ({size:.0f} MB, {args.dtype}) in {time.perf_counter() - started:.0f} s")
-    info = Path(args.adapter) / "policy.json"
-    if info.is_file():  # the merged file cannot say how the policy was prompted
-        style = json.loads(info.read_text(encoding="utf-8")).get("prompt_style", "verbose")
+    style = trained_prompt_style(args.adapter)
+    if style is not None:  # the merged file cannot say how the policy was prompted
         print(f"trained on {style} prompts: act with llm_policy prompt_style: {style}")
     return 0
 

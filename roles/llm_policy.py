@@ -45,7 +45,8 @@ from .counting import BackendSpec, RoleCounters, make_llm_backend
 from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
 from .reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
 
-__all__ = ["LLMPolicy", "LLMPolicyConfig", "decision_messages", "show_prompt"]
+__all__ = ["LLMPolicy", "LLMPolicyConfig", "decision_messages", "show_prompt",
+           "trained_prompt_style"]
 
 
 class LLMPolicyConfig(BaseModel):
@@ -82,15 +83,24 @@ class LLMPolicyConfig(BaseModel):
     def _prompts_of_the_adapter(self) -> LLMPolicyConfig:
         """A GRPO adapter acts as trained only on the prompts it was trained on."""
         adapter = self.backend.get("adapter") if isinstance(self.backend, dict) else None
-        info = Path(str(adapter)) / "policy.json" if adapter is not None else None
-        if info is not None and info.is_file():
-            trained = json.loads(info.read_text(encoding="utf-8")).get("prompt_style",
-                                                                       "verbose")
-            if trained != self.prompt_style:
-                raise ValueError(
-                    f"prompt_style is {self.prompt_style!r}, but the adapter {str(adapter)!r} "
-                    f"was trained on {trained!r} prompts; expected prompt_style: {trained}")
+        trained = None if adapter is None else trained_prompt_style(adapter)
+        if trained is not None and trained != self.prompt_style:
+            raise ValueError(
+                f"prompt_style is {self.prompt_style!r}, but the adapter {str(adapter)!r} "
+                f"was trained on {trained!r} prompts; expected prompt_style: {trained}")
         return self
+
+
+def trained_prompt_style(adapter: str | Path) -> str | None:
+    """The prompt style a GRPO adapter folder's ``policy.json`` records (``verbose`` for
+    adapters saved before the setting existed); None when the folder has no readable
+    ``policy.json`` (a bare peft adapter: nothing recorded)."""
+    try:
+        info = json.loads((Path(adapter) / "policy.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    style = info.get("prompt_style", "verbose") if isinstance(info, dict) else None
+    return style if isinstance(style, str) else None
 
 
 #: The reply instruction ending a structured decision prompt, per prompt style. The compact

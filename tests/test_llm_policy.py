@@ -20,7 +20,7 @@ import langadapt.environments  # noqa: F401
 from langadapt.agents import evaluate, make_agent
 from langadapt.environments import language_for
 from langadapt.llm import LLMBackend, StructuredOutputError
-from langadapt.roles.llm_policy import LLMPolicy
+from langadapt.roles.llm_policy import LLMPolicy, trained_prompt_style
 from langadapt.roles.prompts import ActionParseError, DiscreteActionParser, format_state
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -326,3 +326,15 @@ def test_compact_prompt_style_says_the_same_in_fewer_words() -> None:
         assert part in text and "moves: 0 " in text
     policy = policy_for(env, ScriptedBackend(script=first_legal), prompt_style="compact")
     assert policy.messages([1, 1], legal)[-1]["content"].startswith("goal: 5 down")
+
+
+def test_the_prompt_style_an_adapter_folder_records(tmp_path):
+    info = tmp_path / "policy.json"
+    assert trained_prompt_style(tmp_path) is None  # a bare peft adapter: nothing recorded
+    info.write_text(json.dumps({"decoding": "structured", "prompt_style": "compact"}))
+    assert trained_prompt_style(tmp_path) == "compact"
+    info.write_text(json.dumps({"decoding": "structured"}))  # saved before the setting
+    assert trained_prompt_style(tmp_path) == "verbose"
+    for damaged in ("{not json", "[1, 2]", json.dumps({"prompt_style": 3})):
+        info.write_text(damaged)
+        assert trained_prompt_style(tmp_path) is None
