@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cli_common import UsageError, quiet_model_loading
+from .cli_common import UsageError, add_import_option, import_modules, quiet_model_loading
 
 
 def add_parsers(commands: Any) -> None:
@@ -46,6 +46,7 @@ def add_parsers(commands: Any) -> None:
                      help="replace the earlier results in --out: only in a folder langadapt "
                      "wrote, only the files it wrote (docs/configuration.md)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_import_option(run)  # a results folder's config.yaml imports only these
 
     prerender = commands.add_parser(
         "prerender",
@@ -56,6 +57,7 @@ def add_parsers(commands: Any) -> None:
     prerender.add_argument("file", metavar="FILE",
                            help="experiment YAML file or the name of a packaged experiment")
     prerender.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_import_option(prerender)
 
     report = commands.add_parser(
         "report",
@@ -149,11 +151,11 @@ def _print_packaged(grpo_only: bool) -> int:
 def command_run(args: argparse.Namespace) -> int:
     if args.list:
         return _print_packaged(grpo_only=args.command == "finetune")
-    from .config import experiment_from_dict, load_config
+    from .config import experiment_from_dict
     from .runner import run_experiment
 
     path = _config_file(args.file)
-    config = load_config(path)
+    config = _load_experiment(path, args.imports)
     data = config.model_dump(mode="json")
     if args.seeds is not None:
         data["seeds"] = args.seeds
@@ -190,6 +192,29 @@ def command_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_experiment(path: Path, imports: list[str]) -> Any:
+    """The experiment of ``path`` after the ``--import`` modules. A results folder's file is
+    data: it is read without importing anything it names, and used only when every module
+    it names was named on the command line (:func:`.results_folder.results_folder_of`)."""
+    from .config import experiment_from_dict, load_config
+    from .results_folder import results_folder_of, unnamed_modules
+
+    import_modules(imports)
+    folder = results_folder_of(path)
+    if folder is None:
+        return load_config(path)
+    config = load_config(path, data_only=True)
+    unnamed = unnamed_modules(config, imports)
+    if unnamed:
+        options = " ".join(f"--import {name}" for name in unnamed)
+        raise UsageError(f"{path} is a results folder's file, read as data: the modules it "
+                         f"names ({', '.join(unnamed)}) are not imported; pass {options} to "
+                         "import them, only if you trust that folder's code")
+    named = f" (imported as named: {', '.join(imports)})" if imports else ""
+    print(f"{path}: a results folder's file; nothing it names is imported{named}")
+    return experiment_from_dict(config.model_dump(mode="json"), path)
+
+
 def _build_environments(config: Any) -> None:
     """Build the environment of the experiment (of every task of a suite) once, so that
     ``--check`` fails on bad environment params as ``run`` would."""
@@ -207,10 +232,9 @@ def _build_environments(config: Any) -> None:
 
 
 def command_prerender(args: argparse.Namespace) -> int:
-    from .config import load_config
     from .runner import prerender
 
-    config = load_config(_config_file(args.file))
+    config = _load_experiment(_config_file(args.file), args.imports)
     if args.no_progress:
         quiet_model_loading()
     counters = prerender(config, progress=not args.no_progress)

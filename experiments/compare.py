@@ -25,7 +25,7 @@ def _folder_episodes(folder: Path) -> tuple[list[Episode], bool, float | None]:
     if not (folder / "config.yaml").is_file() or not (folder / "episodes.csv").is_file():
         raise ResultsFolderError(f"{folder} is not a langadapt results folder: expected "
                                  "config.yaml and episodes.csv")
-    config = load_config(folder / "config.yaml")
+    config = load_config(folder / "config.yaml", data_only=True)
     try:
         episodes = read_episodes(folder / "episodes.csv")
     except ValueError as error:

@@ -40,23 +40,30 @@ MAX_FILE_BYTES = 4_000_000
 """Largest experiment file read (the shipped ones are below 5 kB)."""
 
 
-def experiment_from_dict(data: Any, source: Path | str = "<config>") -> ExperimentConfig:
-    """Validate an already-loaded mapping; errors name ``source`` and the key path."""
+def experiment_from_dict(data: Any, source: Path | str = "<config>",
+                         data_only: bool = False) -> ExperimentConfig:
+    """Validate an already-loaded mapping; errors name ``source`` and the key path.
+
+    ``data_only``: the file is a results folder's, read as data — no module it names is
+    imported (``imports:``, a ``module:EnvId``) and the agents' and adapters' settings are
+    not checked against their classes (the run that wrote it did)."""
     if not isinstance(data, dict):
         raise ConfigError(
             f"{source}: expected a mapping of keys (name, environment, adapters, ...), "
             f"got {type(data).__name__}"
         )
     try:
-        config = ExperimentConfig.model_validate(data)
+        config = ExperimentConfig.model_validate(data, context={"data_only": data_only})
     except ValidationError as error:
         raise ConfigError(format_validation_error(source, error, ExperimentConfig)) from None
-    check_component_settings(config, source)
+    if not data_only:
+        check_component_settings(config, source)
     return config
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and validate an experiment YAML file."""
+def load_config(path: str | Path, data_only: bool = False) -> ExperimentConfig:
+    """Read and validate an experiment YAML file (``data_only``: see
+    :func:`experiment_from_dict`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such experiment file")
@@ -72,7 +79,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
         ) from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
-    return experiment_from_dict(data, path)
+    return experiment_from_dict(data, path, data_only)
 
 
 def changed_keys(old: ExperimentConfig, new: ExperimentConfig, most: int = 5) -> list[str]:

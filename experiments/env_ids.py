@@ -10,6 +10,10 @@ Modules are imported with the current folder at the *end* of ``sys.path`` (as
 ``python -m`` would find them, but after installed packages, so a folder of the current
 directory never shadows an installed package). Worker processes validate the experiment
 again, so every worker, of a process pool or of Ray, imports the same modules.
+
+A results folder's ``config.yaml`` is data: read with ``imports=False``
+(:func:`resolve_env_id`), a ``module:EnvId`` whose module is not imported yet is kept as
+text, never imported.
 """
 
 from __future__ import annotations
@@ -50,14 +54,17 @@ def import_user_modules(names: Iterable[str], where: str = "imports") -> None:
                              f"{type(error).__name__}: {error}") from None
 
 
-def resolve_env_id(text: str) -> str:
+def resolve_env_id(text: str, imports: bool = True) -> str:
     """The gymnasium id ``text`` names (see the module docstring); ValueError naming the id,
-    the closest known ids and the import error of a ``module:EnvId``."""
+    the closest known ids and the import error of a ``module:EnvId``. With ``imports``
+    False nothing is imported: an id naming a module not imported yet is returned as it is."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"environment id {text!r}: expected a gymnasium id such as "
                          "langadapt/Maze-v0 or my_package:MyEnv-v0")
     if ":" in text:
         module, _, env_id = text.partition(":")
+        if not imports and module not in sys.modules:
+            return text
         import_user_modules([module], where=f"environment {text!r}")
         if env_id not in gymnasium.registry:
             raise ValueError(f"module {module!r} was imported but registers no environment "

@@ -22,7 +22,10 @@ Per adapter x agent the summary gives:
   ``median (k/n seeds)``; ``steps_to_threshold``: the same median in environment steps of
   training (the lengths of those training episodes, summed);
 - ``train_wall_time_s``: mean wall time of a seed's training episodes, summed;
-- ``llm_calls`` and ``cache_hits``: totals over all seeds and phases.
+- ``llm_calls`` and ``cache_hits``: totals over all seeds and phases;
+- ``llm_seconds`` and ``cpu_seconds``: totals over the seeds' runs of the time spent waiting
+  for LLM answers and of the CPU time of the process that ran them, from the runs'
+  ``done.json`` (:mod:`langadapt.experiments.costs`; empty for runs written before it).
 
 ``summary.md`` then gives each adapter x agent's final success over seeds as IQM and mean
 with rliable's stratified bootstrap 95% intervals (:mod:`langadapt.experiments.stats`; a
@@ -46,6 +49,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .config import load_config
+from .costs import folder_costs
 from .plots import plot_final_returns, plot_learning_curves
 from .results import check_results, read_episodes, results_notes
 from .results_folder import refuse_links
@@ -87,10 +91,11 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
         "",
         "| adapter | agent | seeds | final policy greedy return, mean [95% CI] | success |"
         f"{best_header} episodes to threshold ({target}), median (seeds reaching) | "
-        "steps to threshold, median | train wall time (s) | LLM calls | cache hits |",
+        "steps to threshold, median | train wall time (s) | LLM calls | LLM s | CPU s | "
+        "cache hits |",
         "|---|---|---:|---:|---:|"
         + ("---:|---:|---:|" if retained else "")
-        + "---:|---:|---:|---:|---:|",
+        + "---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         if r.seeds_reaching_threshold == 0:
@@ -113,10 +118,13 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
             f"| {r.adapter} | {r.agent} | {r.seeds} | "
             f"{_interval(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
             f"{r.final_success_rate:.0%} |{best} {to_threshold} | {steps} | "
-            f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {r.cache_hits} |"
+            f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {_seconds(r.llm_seconds)} | "
+            f"{_seconds(r.cpu_seconds)} | {r.cache_hits} |"
         )
     lines.append("")
-    lines.append("Intervals: 95% percentile bootstrap over seeds of each seed's mean return.")
+    lines.append("Intervals: 95% percentile bootstrap over seeds of each seed's mean return. "
+                 "LLM calls, LLM s (waiting for answers), CPU s and cache hits: totals over "
+                 "the seeds' runs.")
     few = sorted({r.seeds for r in rows if r.seeds < FEW_SEEDS})
     if few:
         lines.append(
@@ -130,6 +138,10 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
             "median over seeds of the training episodes done at that evaluation."
         )
     return "\n".join(lines) + "\n"
+
+
+def _seconds(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.1f}"
 
 
 def prerender_markdown(path: Path) -> str:
@@ -179,10 +191,10 @@ def write_report(
     with writing(out_dir, again), folder_lock(out_dir):
         refuse_links(out_dir)
         failed = check_results(out_dir)  # episodes.csv against config.yaml and runs/*/done.json
-        config = load_config(out_dir / "config.yaml")
+        config = load_config(out_dir / "config.yaml", data_only=True)
         threshold = config.evaluation.threshold
         episodes = read_episodes(out_dir / "episodes.csv")
-        rows = summarise(episodes, threshold)
+        rows = summarise(episodes, threshold, folder_costs(config, out_dir))
         params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
         title = f"{config.name} — {config.environment.id} {params}".strip()
         markdown = summary_markdown(rows, title, threshold)

@@ -319,7 +319,7 @@ def check_results(out_dir: Path | str) -> dict[str, str]:
         raise ResultsFolderError(
             f"{out_dir} is not a langadapt results folder: expected config.yaml and episodes.csv"
         )
-    config = load_config(config_file)
+    config = load_config(config_file, data_only=True)
     resume = f"langadapt run {config_file} --resume"
     finished, failed = finished_runs(out_dir), failed_runs(out_dir)
     expected = [run.key for run in runs_of(config)]

@@ -27,6 +27,29 @@ def refuse_links(out_dir: Path) -> None:
                     inside(out_dir, Path("runs") / run_dir.name / name)
 
 
+def results_folder_of(path: Path) -> Path | None:
+    """The results folder ``path`` (an experiment file) lies in, if any: its folder holds
+    the :data:`MARKER`, or ``path`` is a ``config.yaml`` beside ``episodes.csv`` or
+    ``runs/`` (a folder written before the marker), or a suite's ``suite.yaml``."""
+    folder = Path(path).parent
+    if (folder / MARKER).exists():
+        return folder
+    if path.name == "config.yaml" and any((folder / n).exists() for n in ("episodes.csv", "runs")):
+        return folder
+    if path.name == "suite.yaml" and any((d / MARKER).exists() for d in folder.glob("*/")):
+        return folder
+    return None
+
+
+def unnamed_modules(config: ExperimentConfig, named: list[str]) -> list[str]:
+    """The modules ``config`` would import (``imports:``, a ``module:EnvId``) that are not
+    in ``named`` (the command line's ``--import``)."""
+    wanted = [*config.imports]
+    if ":" in config.environment.id:
+        wanted.append(config.environment.id.partition(":")[0])
+    return [name for name in dict.fromkeys(wanted) if name not in named]
+
+
 # ----------------------------------------------------------------------------- preparing
 
 
@@ -47,7 +70,7 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
     refuse_links(out_dir)
     if config_file.exists():
         try:
-            existing = load_config(config_file)
+            existing = load_config(config_file, data_only=True)
         except ConfigError as error:
             _refuse_old_finetune(out_dir)
             reason = str(error).splitlines()[-1].strip()
@@ -121,7 +144,7 @@ def is_results_folder(out_dir: Path) -> bool:
     if config_file.is_symlink() or not config_file.is_file():
         return False
     try:
-        load_config(config_file)
+        load_config(config_file, data_only=True)
     except ConfigError:
         return _old_finetune_config(out_dir)
     return True

@@ -20,7 +20,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .. import environments  # noqa: F401  (registers the langadapt gymnasium ids)
 from .config_errors import shown
@@ -82,6 +90,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def data_only(info: ValidationInfo) -> bool:
+    """Whether the file is validated as data (``context={"data_only": True}``: a results
+    folder's ``config.yaml``): no module it names is imported."""
+    return bool(info.context and info.context.get("data_only"))
+
+
 class EnvironmentSpec(_Strict):
     """Which environment to run: a gymnasium id (``langadapt/Maze-v0``) and its arguments."""
 
@@ -97,8 +111,13 @@ class EnvironmentSpec(_Strict):
 
     @field_validator("id")
     @classmethod
-    def _known_id(cls, value: str) -> str:
-        return resolve_env_id(value)
+    def _known_id(cls, value: str, info: ValidationInfo) -> str:
+        if not data_only(info):
+            return resolve_env_id(value)
+        try:  # a results folder's file: nothing imported, an unknown id kept as written
+            return resolve_env_id(value, imports=False)
+        except ValueError:
+            return value
 
 
 class AdapterSpec(_Strict):
@@ -334,10 +353,11 @@ class ExperimentConfig(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _import_user_modules(cls, data: Any) -> Any:
-        """The ``imports`` first: the environment id may be one they register."""
+    def _import_user_modules(cls, data: Any, info: ValidationInfo) -> Any:
+        """The ``imports`` first: the environment id may be one they register (never when
+        the file is read as data: a results folder's)."""
         names = data.get("imports") if isinstance(data, dict) else None
-        if isinstance(names, list):
+        if isinstance(names, list) and not data_only(info):
             import_user_modules(names)
         return data
 

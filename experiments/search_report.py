@@ -78,7 +78,7 @@ class RunCurve:
 
 def run_curves(out_dir: Path) -> tuple[list[RunCurve], list[dict]]:
     """The curve of every finished run, and every search round (for ``rounds.csv``)."""
-    config = load_config(out_dir / "config.yaml")
+    config = load_config(out_dir / "config.yaml", data_only=True)
     episodes = read_episodes(out_dir / "episodes.csv")
     by_run: dict[tuple[str, str, int], list] = defaultdict(list)
     for e in episodes:
@@ -175,7 +175,7 @@ def write_search_report(out_dir: Path | str, log: Callable[[str], None] | None =
              f"langadapt.experiments.search_report {out_dir}")
     with writing(out_dir, again), folder_lock(out_dir):
         refuse_links(out_dir)
-        config = load_config(out_dir / "config.yaml")
+        config = load_config(out_dir / "config.yaml", data_only=True)
         curves, rounds = run_curves(out_dir)
         title = f"{config.name}: best-so-far return"
         markdown = summary_markdown(curves, title)

@@ -211,7 +211,7 @@ def write_suite_report(out_dir: Path | str, log: Callable[[str], None] | None = 
         raise ResultsFolderError(f"{out_dir} is not a langadapt suite folder: expected "
                                  f"{SUITE_FILE}")
     require_rliable()
-    config = load_config(out_dir / SUITE_FILE)
+    config = load_config(out_dir / SUITE_FILE, data_only=True)
     if task_reports:
         for task in config.tasks or {}:
             if (out_dir / task / "episodes.csv").is_file():

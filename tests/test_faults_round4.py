@@ -1,0 +1,85 @@
+"""The fourth red team's defects (issue 42), each as the case that failed: a results folder
+that runs code when read, a comparison written through planted links, held-out seeds used by
+copies of the environment, a lake generator that never ends, crafted or formula cells in
+reports, foreign cache files, SB3 keywords of the wrong type, a path too long, absurd cached
+vectors. Every bad case ends in one line naming the file, key or value, exit code 2."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from experiment_fixtures import QUIET, raw_config
+
+from langadapt.experiments import cli
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.runner import run_experiment
+
+
+def _main(capsys, *args: str, lines: int = 1) -> tuple[int, str]:
+    """The command's exit code and its error (``lines`` lines, no traceback)."""
+    capsys.readouterr()
+    code = cli.main(list(args))
+    err = capsys.readouterr().err
+    assert err.count("\n") == lines and "Traceback" not in err, err
+    return code, err
+
+
+def _write(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+# ----------------------------------------------------------------------------- 1: data, not code
+
+
+@pytest.fixture()
+def sent_folder(tmp_path, monkeypatch):
+    """results/sent: a finished folder someone sent, with an evil.py its config.yaml imports
+    (the red team's case); the working folder is tmp_path, as for a user in their project."""
+    monkeypatch.chdir(tmp_path)
+    config = experiment_from_dict(raw_config(tmp_path, output="results/sent"))
+    out = run_experiment(config, **QUIET)
+    (out / "evil.py").write_text('open("PWNED", "w").write("x")\n')
+    data = yaml.safe_load((out / "config.yaml").read_text())
+    data["imports"] = ["results.sent.evil"]
+    _write(out / "config.yaml", data)
+    return out
+
+
+def test_reading_a_results_folder_never_imports_what_it_names(sent_folder, tmp_path, capsys):
+    shutil.copytree(sent_folder, tmp_path / "results" / "other")
+    assert cli.main(["report", "results/sent"]) == 0
+    assert cli.main(["report", "results/sent", "results/other", "--out", "cmp"]) == 0
+    code, err = _main(capsys, "run", "results/sent/config.yaml", "--resume", "--no-progress")
+    assert code == 2 and "results.sent.evil" in err and "--import results.sent.evil" in err
+    mine = _write(tmp_path / "mine.yaml", raw_config(tmp_path, output="results/sent"))
+    code, err = _main(capsys, "run", str(mine), "--out", "results/sent", "--resume",
+                      "--no-progress")
+    assert code == 2 and "different experiment" in err
+    code, err = _main(capsys, "run", "results/sent/config.yaml", "--check")
+    assert code == 2 and "read as data" in err
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_results_folders_module_id_and_stdlib_import_are_data(sent_folder, tmp_path):
+    data = yaml.safe_load((sent_folder / "config.yaml").read_text())
+    data["imports"] = ["this"]  # a standard-library module that prints when imported
+    data["environment"]["id"] = "results.sent.evil:Evil-v0"
+    _write(sent_folder / "config.yaml", data)
+    shutil.copytree(sent_folder, tmp_path / "results" / "other")
+    assert cli.main(["report", "results/sent", "results/other", "--out", "cmp"]) == 0
+    assert cli.main(["report", "results/sent"]) == 0
+    assert not (tmp_path / "PWNED").exists() and "this" not in sys.modules
+
+
+def test_resume_from_a_results_folders_file_imports_what_the_command_line_names(
+        sent_folder, tmp_path, capsys):
+    (sent_folder / "evil.py").write_text("MARK = 1\n")  # now the user trusts it
+    code = cli.main(["run", "results/sent/config.yaml", "--resume", "--no-progress",
+                     "--import", "results.sent.evil"])
+    out = capsys.readouterr().out
+    assert code == 0 and "a results folder's file; nothing it names is imported" in out
