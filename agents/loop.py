@@ -246,6 +246,8 @@ class StepLearner:
     """Trains a policy that learns from every transition (its ``learn(obs, action, ...)``),
     with an optional action override (an advisor) choosing some of the actions."""
 
+    takes_copies = True  # trains on a vector env's N copies too
+
     def __init__(self, policy: Any, override: ActionOverride | None = None) -> None:
         self.policy = policy
         self.override = override

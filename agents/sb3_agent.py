@@ -1,4 +1,5 @@
-"""Stable-Baselines3's PPO, A2C and DQN as langadapt agents (the ``sb3`` extra).
+"""Stable-Baselines3's PPO, A2C and DQN and sb3-contrib's MaskablePPO as langadapt agents
+(the ``sb3`` extra).
 
 ``make_agent("sb3", observation_space, action_space, algorithm="PPO", n_steps=128)`` (in an
 experiment file: ``type: sb3`` with ``params: {algorithm: PPO, n_steps: 128}``) builds the SB3
@@ -8,13 +9,16 @@ trains with SB3's own ``learn()`` on the same environment and budget as langadap
 and reports each finished training episode to the same callbacks (evaluation, keep-best,
 records, TensorBoard): they run when the episode ends, before SB3's vectorised environment
 resets it, so an evaluation on the training environment sees it as langadapt's step loop
-leaves it. The step budget is exact (SB3's rollouts stop at it); an episode cut short by it
-is not recorded. The budget is steps: SB3's schedules (DQN's epsilon, a learning-rate
-schedule) run over ``total_timesteps``.
+leaves it. Given a vector environment of N copies (``training: {n_envs: N}``), SB3 steps them
+as its own ``VecEnv`` (:mod:`agents.sb3_vec`): their new states adapted in one batch, rows
+recorded in copy order; the model's buffers are sized for N. The step budget is exact (SB3's
+rollouts stop at it); an episode cut short by it is not recorded. The budget is steps:
+SB3's schedules (DQN's epsilon, a learning-rate schedule) run over ``total_timesteps``.
 
 Greedy actions (evaluation) are the policy's best legal action: the most probable one for
 PPO and A2C, the highest Q-value for DQN (SB3's deterministic ``predict`` where every move
-is legal). SB3 trains without legal-move masks. SB3 seeds Python's, numpy's and torch's
+is legal). MaskablePPO takes the legal moves as action masks, in training and acting; the
+others train without them. SB3 seeds Python's, numpy's and torch's
 global generators; here they are put back after building and after ``learn``, so training
 touches no global random state of the caller.
 
@@ -27,7 +31,6 @@ import copy
 import difflib
 import inspect
 import random
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -35,10 +38,11 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.vector import VectorEnv
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .base import Agent
-from .loop import Budget, Callback, EpisodeRecord, TrainingResult, TrainingRun, end_run, start_run
+from .loop import Budget, Callback, TrainingResult, end_run, start_run
 
 INSTALL = "pip install 'langadapt[sb3]'"
 
@@ -46,13 +50,24 @@ SET_HERE = ("policy", "env", "seed", "verbose", "tensorboard_log", "_init_setup_
 """Constructor keywords the agent sets itself (the TensorBoard log is langadapt's callback)."""
 
 
+CONTRIB = ("MaskablePPO",)
+"""sb3-contrib's algorithms (the ``sb3`` extra installs it too)."""
+
+MASKED = ("MaskablePPO",)
+"""Algorithms that take legal moves as action masks (when training and acting)."""
+
+
 def sb3_algorithm(name: str) -> type:
-    """The SB3 class ``name`` (PPO, A2C or DQN); one line naming the extra without SB3."""
-    try:
-        import stable_baselines3  # optional: the sb3 extra
+    """The SB3 (or sb3-contrib) class ``name``; one line naming the extra without it."""
+    try:  # optional: the sb3 extra
+        if name in CONTRIB:
+            import sb3_contrib as package
+        else:
+            import stable_baselines3 as package
     except ImportError:
-        raise ImportError(f"sb3 agents need Stable-Baselines3: {INSTALL}") from None
-    return getattr(stable_baselines3, name)
+        raise ImportError(f"sb3 agents ({name}) need Stable-Baselines3 and sb3-contrib: "
+                          f"{INSTALL}") from None
+    return getattr(package, name)
 
 
 class SB3Config(BaseModel):
@@ -61,7 +76,7 @@ class SB3Config(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    algorithm: Literal["PPO", "A2C", "DQN"] = Field(  # SB3's for a discrete action space
+    algorithm: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(  # discrete actions
         "PPO", validate_default=True)
     policy: str = "MlpPolicy"
 
@@ -140,7 +155,8 @@ class SB3Agent(Agent):
         arr = self.check_obs(obs)
         mask = self.legal_mask(legal_moves, "legal_moves")
         if explore:  # SB3 samples with torch's global generator, as in its own loop
-            action, _ = self.model.predict(arr, deterministic=False)
+            masks = {"action_masks": mask} if self.algorithm in MASKED else {}
+            action, _ = self.model.predict(arr, deterministic=False, **masks)
             if mask[int(action)]:
                 return int(action)
         scores = np.where(mask, self.action_scores(arr), -np.inf)
@@ -195,20 +211,32 @@ class SB3Learner:
     """Trains an :class:`SB3Agent` with SB3's ``learn()`` for the budget, reporting each
     finished training episode to the callbacks (see the module docstring)."""
 
+    takes_copies = True  # trains on a vector env's N copies too (agents.sb3_vec)
+
     def __init__(self, agent: SB3Agent) -> None:
         self.agent = agent
 
-    def learn(self, env: gym.Env, budget: Budget,
+    def learn(self, env: gym.Env | VectorEnv, budget: Budget,
               callbacks: Sequence[Callback] = ()) -> TrainingResult:
         if budget.steps is None:
             raise ValueError(
                 f"an sb3 agent trains for a number of environment steps (SB3's total_timesteps, "
                 f"which its schedules read), got episodes={budget.episodes}: give it "
                 "steps=... (in an experiment file, training: {steps: N})")
+        from .sb3_vec import RecordedCopies, RecordedEpisodes  # imports SB3 (optional extra)
+
         run = start_run(self.agent, env, budget, callbacks)
         model = self.agent.model
         with own_random_state():
-            model.set_env(_EpisodeRecords(env, run))
+            copies = env.num_envs if isinstance(env, VectorEnv) else 1
+            if copies != model.n_envs:  # buffers sized for N copies; the policy kept
+                weights = model.policy.state_dict()
+                model.n_envs = copies
+                model._setup_model()
+                model.policy.load_state_dict(weights)
+            recorded = (RecordedCopies(env, run) if isinstance(env, VectorEnv)
+                        else RecordedEpisodes(env, run))
+            model.set_env(recorded)
             model.set_random_seed(budget.seed)  # the first reset and the action space
             model.learn(total_timesteps=budget.steps,
                         callback=lambda _locals, _globals: not budget.spent(run.episodes,
@@ -216,32 +244,3 @@ class SB3Learner:
                         log_interval=None)  # type: ignore[arg-type]  # SB3: None = no dumps
         model.env = None  # the environment is the caller's: no reference kept
         return end_run(run)
-
-
-class _EpisodeRecords(gym.Wrapper):
-    """Counts the run's steps and records each finished episode (callbacks run then, while
-    the environment is still at the episode's end)."""
-
-    def __init__(self, env: gym.Env, run: TrainingRun) -> None:
-        super().__init__(env)
-        self.run = run
-        self.started, self.return_, self.length = time.perf_counter(), 0.0, 0
-
-    def reset(self, **kwargs: Any) -> Any:
-        self.started, self.return_, self.length = time.perf_counter(), 0.0, 0
-        return self.env.reset(**kwargs)
-
-    def step(self, action: Any) -> Any:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        run = self.run
-        run.steps += 1
-        self.return_ += float(reward)
-        self.length += 1
-        if terminated or truncated:
-            run.episodes += 1
-            run.record(EpisodeRecord(
-                episode=run.episodes, return_=self.return_, length=self.length,
-                success=bool(info.get("is_success", False)),
-                wall_time=time.perf_counter() - self.started, phase="train",
-                total_steps=run.steps))
-        return obs, reward, terminated, truncated, info

@@ -28,7 +28,6 @@ from .loop import (
     Callback,
     EpisodeRecord,
     Evaluation,
-    StepLearner,
     TrainingResult,
     TrainingRun,
     check_env,
@@ -285,8 +284,8 @@ def train(
 
     ``env`` may be a gymnasium vector environment of N copies (autoreset mode
     ``SAME_STEP``; ``adapters.vector.LanguageVectorEnv`` observes them in one adapter batch)
-    for an agent that learns from steps (qlearning, dqn, random) without an advisor: the
-    step learner trains on all copies at once (:mod:`agents.loop`), ``steps`` counts the
+    for an agent that learns from steps (qlearning, dqn, random; sb3) without an advisor: the
+    learner trains on all copies at once (:mod:`agents.loop`), ``steps`` counts the
     steps of all copies, and evaluation needs ``eval_env`` (one environment).
     """
     budget = Budget(episodes, steps, seed)
@@ -308,9 +307,9 @@ def train(
     if scheduled:
         check_env(agent, eval_env)
     learner = agent.learner(advisor)
-    if copies and not isinstance(learner, StepLearner):
-        raise ValueError(f"env is a vector env, but the {agent.kind} agent does not learn "
-                         "from steps in langadapt's loop; give it one environment")
+    if copies and not getattr(learner, "takes_copies", False):
+        raise ValueError(f"env is a vector env, but the {agent.kind} agent's learner trains "
+                         "on one environment; give it one environment")
     own: list[Callback] = [] if on_episode is None else [EpisodeHook(on_episode)]
     if scheduled:
         own.append(Evaluations(eval_env, eval_episodes, seed + EVAL_SEED_OFFSET,

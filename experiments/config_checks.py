@@ -101,17 +101,18 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
 
 
 def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
-    """``n_envs`` > 1 only for an agent that learns from steps in langadapt's loop (qlearning,
-    dqn, random), without an advisor or instructions."""
+    """``n_envs`` > 1 only for an agent whose learner takes copies (qlearning, dqn, random,
+    sb3), without an advisor or instructions."""
     n_envs = config.training_for(spec).n_envs
     if n_envs == 1:
         return
     key = f"agents.{index}.training.n_envs" if spec.training is not None else "training.n_envs"
     cls = AGENTS[spec.type]
     if (spec.type == "grpo" or cls.learner is not Agent.learner
-            or issubclass(cls, (LLMPolicy, LLMPolicySearch, SB3Agent))):
+            and not issubclass(cls, SB3Agent)
+            or issubclass(cls, (LLMPolicy, LLMPolicySearch))):
         raise ConfigError(f"{source}: {key}: {n_envs} copies of the environment need an agent "
-                          "that learns from steps in langadapt's loop (qlearning, dqn, random), "
+                          "whose learner takes copies (qlearning, dqn, random, sb3), "
                           f"but agents.{index} is {spec.type}; set n_envs: 1 for it")
     if spec.advisor is not None:
         raise ConfigError(f"{source}: {key}: an advisor advises one environment, but "

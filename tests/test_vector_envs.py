@@ -201,7 +201,7 @@ def test_a_bad_n_envs_names_the_key(tmp_path, value):
 
 
 @pytest.mark.parametrize("change, named", [
-    ({"agents": [{"type": "sb3", "params": {"algorithm": "PPO"}}]}, "sb3"),
+    ({"agents": [{"type": "llm_policy"}]}, "llm_policy"),
     ({"agents": [{"type": "dqn", "advisor": {"backend": "ollama"}}]}, "advisor"),
     ({"agents": [{"type": "qlearning", "training": {"steps": 10, "n_envs": 2}},
                  {"type": "llm_policy_search"}]}, "llm_policy_search"),

@@ -1,0 +1,105 @@
+"""SB3 agents over N copies of an environment (agents.sb3_vec): one batch per step, rows in
+copy order, the same rows as one environment for N = 1, legal moves as MaskablePPO's masks."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from adapter_fixtures import CountingEncoder
+from experiment_fixtures import raw_config
+
+from langadapt import adapters, agents
+from langadapt.adapters.vector import LanguageVectorEnv
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("sb3_contrib")
+
+from langadapt.experiments.config import experiment_from_dict  # noqa: E402
+from langadapt.experiments.one_run import train_run  # noqa: E402
+from langadapt.experiments.results import runs_of  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+PPO = {"algorithm": "PPO", "n_steps": 32, "batch_size": 32, "n_epochs": 1}
+
+
+def umaze() -> gym.Env:
+    return gym.make("langadapt/Maze-v0", maze="umaze")
+
+
+def rows_of(result) -> list[tuple]:
+    return [(r.phase, r.episode, r.return_, r.length, r.success, r.total_steps) for r in result]
+
+
+class LegalMovesSpy(gym.Wrapper):
+    """Records each (legal moves, action taken) pair."""
+
+    def __init__(self, env: gym.Env, seen: list) -> None:
+        super().__init__(env)
+        self.seen, self.legal = seen, None
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.legal = info["legal_moves"]
+        return obs, info
+
+    def step(self, action):
+        self.seen.append((list(self.legal), int(action)))
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.legal = info["legal_moves"]
+        return obs, reward, terminated, truncated, info
+
+
+def test_one_copy_gives_the_rows_of_one_environment():
+    results = []
+    for vector in (False, True):
+        adapter = adapters.make("language", umaze(), encoder=CountingEncoder())
+        env = (LanguageVectorEnv([umaze()], adapter) if vector
+               else adapters.LanguageObservation(umaze(), adapter))
+        space = env.single_observation_space if vector else env.observation_space
+        agent = agents.make_agent("sb3", space, umaze().action_space, seed=3, **PPO)
+        results.append(rows_of(agents.train(agent, env, steps=400, seed=5, progress=False)))
+    assert results[0] == results[1] and len(results[0]) > 3
+
+
+def test_n_copies_are_adapted_in_one_batch_per_step_and_counted_in_the_budget():
+    encoder = CountingEncoder()
+    batches: list[int] = []
+    encode_many = encoder.encode_many
+    encoder.encode_many = lambda texts: batches.append(len(texts)) or encode_many(texts)
+    adapter = adapters.make("language", umaze(), encoder=encoder)
+    envs = LanguageVectorEnv([umaze() for _ in range(4)], adapter)
+    agent = agents.make_agent("sb3", envs.single_observation_space, envs.single_action_space,
+                              seed=0, **PPO)
+    result = agents.train(agent, envs, steps=256, progress=False)
+    assert agent.model.n_envs == 4 and agent.model.rollout_buffer.n_envs == 4
+    assert result and all(r.total_steps <= 256 for r in result)
+    # every call of the encoder was one step's (or the reset's) new texts of all copies
+    assert len(batches) <= 256 // 4 + 1
+
+
+def test_maskable_ppo_acts_only_on_legal_moves_in_training_and_evaluation():
+    seen: list = []
+    adapter = adapters.make("language", umaze(), encoder=CountingEncoder())
+    envs = LanguageVectorEnv([LegalMovesSpy(umaze(), seen) for _ in range(2)], adapter)
+    agent = agents.make_agent("sb3", envs.single_observation_space, envs.single_action_space,
+                              seed=0, **{**PPO, "algorithm": "MaskablePPO"})
+    agents.train(agent, envs, steps=300, progress=False)
+    assert len(seen) == 300 and any(len(legal) < 4 for legal, _ in seen)
+    assert all(action in legal for legal, action in seen)
+    one = adapters.LanguageObservation(LegalMovesSpy(umaze(), seen), adapter)
+    seen.clear()
+    agents.evaluate(agent, one, episodes=2, seed=0)
+    assert seen and all(action in legal for legal, action in seen)
+
+
+def test_an_experiment_trains_an_sb3_agent_on_n_copies(tmp_path):
+    data = raw_config(tmp_path, training={"steps": 200, "n_envs": 3},
+                      agents=[{"type": "sb3", "params": {**PPO, "algorithm": "MaskablePPO"}}])
+    config = experiment_from_dict(data)
+    rows: list[dict] = []
+    train_run(config, runs_of(config)[0], rows.append)
+    phases = {row["phase"] for row in rows}
+    assert "train" in phases and "final" in phases
+    assert np.all(np.diff([int(r["episode"]) for r in rows if r["phase"] == "train"]) == 1)
