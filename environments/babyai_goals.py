@@ -7,7 +7,8 @@ from typing import Any
 
 import gymnasium
 
-__all__ = ["GLAM_EXCLUDED", "GOAL_TYPES", "SUITE_LEVEL_ID", "check_goal", "register_suite_level"]
+__all__ = ["GLAM_EXCLUDED", "GOAL_TYPES", "MISSION_SETS", "MIXED", "SUITE_LEVEL_ID",
+           "check_goal", "register_suite_level", "seen_pairs"]
 
 #: The five goal types of ``MixedTrainLocal``, as BALROG names its tasks
 #: (``BabyAI-MixedTrainLocal-v0/<goal>``).
@@ -17,15 +18,31 @@ GOAL_TYPES: tuple[str, ...] = ("goto", "pickup", "open", "putnext", "pick_up_seq
 GLAM_EXCLUDED: tuple[str, ...] = ("yellow box", "red key", "red door", "green ball",
                                   "grey door")
 
+#: The goal that draws one of :data:`GOAL_TYPES` at random for each episode (one agent over
+#: the five goal types, as GLAM trains).
+MIXED = "mixed"
+
+#: ``missions``: GLAM's training missions (never naming a :data:`GLAM_EXCLUDED` pair) or its
+#: test missions (``MixedTestLocal``: naming only those pairs).
+MISSION_SETS: tuple[str, ...] = ("train", "test")
+
 #: The level's gymnasium id (bridged as ``langadapt/BabyAI-MixedTrainLocal-v0``).
 SUITE_LEVEL_ID = "BabyAI-MixedTrainLocal-v0"
 
 
 def check_goal(goal: Any) -> str:
-    """``goal`` if it is one of :data:`GOAL_TYPES`; a ValueError naming the five otherwise."""
-    if goal not in GOAL_TYPES:
-        raise ValueError(f"goal={goal!r}: expected one of {', '.join(GOAL_TYPES)}")
+    """``goal`` if it is one of :data:`GOAL_TYPES` or :data:`MIXED`; a ValueError naming them
+    otherwise."""
+    if goal not in (*GOAL_TYPES, MIXED):
+        raise ValueError(f"goal={goal!r}: expected one of {', '.join(GOAL_TYPES)} or {MIXED}")
     return goal
+
+
+def seen_pairs(colors: tuple[str, ...]) -> tuple[str, ...]:
+    """The phrases GLAM's test level never produces: every colour-object pair (key, ball,
+    box, door) but the :data:`GLAM_EXCLUDED` ones, so its missions name only those."""
+    return tuple(f"{color} {kind}" for color in colors for kind in ("key", "ball", "box", "door")
+                 if f"{color} {kind}" not in GLAM_EXCLUDED)
 
 
 def register_suite_level() -> None:

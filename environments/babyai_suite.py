@@ -60,7 +60,14 @@ from minigrid.envs.babyai.core.verifier import (
 from pydantic import Field, Strict
 
 from ._checks import checked_arguments
-from .babyai_goals import GLAM_EXCLUDED, GOAL_TYPES, check_goal
+from .babyai_goals import (
+    GLAM_EXCLUDED,
+    GOAL_TYPES,
+    MISSION_SETS,
+    MIXED,
+    check_goal,
+    seen_pairs,
+)
 
 __all__ = ["GLAM_EXCLUDED", "GOAL_TYPES", "MixedTrainLocal"]
 
@@ -73,10 +80,14 @@ def _describe(obj: WorldObj) -> ObjDesc:
 
 
 class MixedTrainLocal(RoomGridLevel):
-    """GLAM's ``MixedTrainLocal`` with one goal type (see the module docstring).
+    """GLAM's ``MixedTrainLocal`` with one goal type, or all of them (see the module
+    docstring).
 
-    ``goal``: one of :data:`GOAL_TYPES`. ``num_dists``: distractor objects (0..20).
-    ``excluded``: mission phrases never produced (default GLAM's training exclusions).
+    ``goal``: one of :data:`GOAL_TYPES`, or ``"mixed"``: one drawn at random each episode
+    (``self.goal`` is the episode's). ``num_dists``: distractor objects (0..20).
+    ``missions``: ``"train"`` (never naming a :data:`GLAM_EXCLUDED` pair) or ``"test"``
+    (GLAM's ``MixedTestLocal``: naming only those pairs, a door always by its colour).
+    ``excluded``: mission phrases never produced instead (with ``missions: train``).
     Other keyword arguments go to ``RoomGridLevel`` (``room_size``, ``max_steps``,
     ``agent_view_size``, ``render_mode``...).
     """
@@ -84,18 +95,38 @@ class MixedTrainLocal(RoomGridLevel):
     @checked_arguments
     def __init__(self, goal: str = "goto",
                  num_dists: Annotated[int, Strict(), Field(ge=0, le=20)] = 0,
-                 excluded: Sequence[str] = GLAM_EXCLUDED, room_size: int = 8,
+                 missions: str = "train",
+                 excluded: Sequence[str] | None = None,
+                 room_size: Annotated[int, Strict(), Field(ge=5, le=16)] = 8,
                  **kwargs: Any) -> None:
         self.goal = check_goal(goal)
+        self.mixed = goal == MIXED
+        if missions not in MISSION_SETS:
+            raise ValueError(f"missions={missions!r}: expected one of {', '.join(MISSION_SETS)}")
+        if excluded is not None and missions == "test":
+            raise ValueError(f"excluded={excluded!r} and missions='test' both choose the "
+                             "missions: give one of them")
+        if excluded is None:
+            excluded = seen_pairs(tuple(COLOR_NAMES)) if missions == "test" else GLAM_EXCLUDED
         if isinstance(excluded, str) or not all(isinstance(p, str) for p in excluded):
             raise ValueError(f"excluded={excluded!r}: expected a list of mission phrases")
         self.num_dists = num_dists
+        self.missions = missions
         self.excluded = tuple(excluded)
         self.door_colors = [c for c in COLOR_NAMES if f"{c} door" not in self.excluded]
-        if goal == "open" and not self.door_colors:
+        if goal in ("open", MIXED) and not self.door_colors:
             raise ValueError(f"excluded={excluded!r} leaves no door colour for goal 'open'")
         super().__init__(room_size=room_size, num_rows=1, num_cols=2 if goal == "open" else 1,
                          **kwargs)
+
+    def _gen_grid(self, width: int, height: int) -> None:
+        """With ``goal: mixed``, draw the episode's goal type first (and its rooms)."""
+        if self.mixed:
+            self.goal = self._rand_elem(GOAL_TYPES)
+            self.num_cols = 2 if self.goal == "open" else 1
+            self.width = (self.room_size - 1) * self.num_cols + 1
+            width = self.width
+        super()._gen_grid(width, height)
 
     # ------------------------------------------------------------------ mission
     def gen_mission(self) -> None:
@@ -147,4 +178,5 @@ class MixedTrainLocal(RoomGridLevel):
         if self.num_dists:
             self.add_distractors(free, 0, num_distractors=self.num_dists, all_unique=False)
         self.place_agent(free, 0)
-        return OpenInstr(ObjDesc("door", self._rand_elem([None, color])))
+        named = color if self.missions == "test" else self._rand_elem([None, color])
+        return OpenInstr(ObjDesc("door", named))

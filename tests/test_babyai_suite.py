@@ -132,3 +132,49 @@ def test_the_describer_says_every_object_door_and_carried_thing_in_view(goal):
     assert checked["objects"] > 0
     if goal != "goto":
         assert checked["carried"] > 0
+
+
+# ----------------------------------------------------- GLAM's test missions, mixed goals
+WITHHELD_PAIR = re.compile(r"(yellow box|red key|red door|green ball|grey door)")
+ANY_PAIR = re.compile(r"\b(red|green|blue|purple|yellow|grey) (key|ball|box|door)")
+
+
+@pytest.mark.parametrize("goal", GOAL_TYPES)
+def test_test_missions_name_only_withheld_pairs_and_the_bot_solves_20_seeded_episodes(goal):
+    env = gym.make(SUITE, goal=goal, missions="test")
+    solved = 0
+    for seed in range(20):
+        solved += _bot_episode(env, seed)
+        mission = env.unwrapped.mission
+        assert re.fullmatch(MISSIONS[goal], mission), mission
+        pairs = [m.group(0) for m in ANY_PAIR.finditer(mission)]
+        assert pairs and all(WITHHELD_PAIR.fullmatch(p) for p in pairs), mission
+    assert solved == 20
+
+
+def test_training_missions_never_name_a_withheld_pair():
+    env = gym.make(SUITE, goal="mixed")
+    for seed in range(60):
+        env.reset(seed=seed)
+        assert not WITHHELD_PAIR.search(env.unwrapped.mission), env.unwrapped.mission
+
+
+def test_mixed_goal_draws_every_goal_type_with_its_rooms_and_step_limit():
+    env = gym.make(SUITE, goal="mixed")
+    seen = {}
+    for seed in range(60):
+        env.reset(seed=seed)
+        level = env.unwrapped.minigrid
+        seen[level.goal] = (level.width, level.max_steps)
+        assert re.fullmatch(MISSIONS[level.goal], env.unwrapped.mission)
+    assert seen == {"goto": (8, 64), "pickup": (8, 64), "open": (15, 128),
+                    "putnext": (8, 128), "pick_up_seq_go_to": (8, 128)}
+    first = [gym.make(SUITE, goal="mixed").reset(seed=7)[1]["mission"] for _ in range(2)]
+    assert first[0] == first[1]  # the goal is drawn from the seeded generator
+
+
+def test_an_unknown_mission_set_names_the_two_and_excluded_with_test_is_refused():
+    with pytest.raises(ValueError, match="missions='valid': expected one of train, test"):
+        gym.make(SUITE, missions="valid")
+    with pytest.raises(ValueError, match="excluded=.*missions='test'.*one of them"):
+        gym.make(SUITE, missions="test", excluded=["red ball"])
