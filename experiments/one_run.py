@@ -180,7 +180,7 @@ def train_run(
     agent.bind(env)  # a misconfigured role fails before the first episode
     if advisor is not None:
         advisor.bind(env)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     rows = 0
 
     def record(episode_record) -> None:
@@ -250,6 +250,7 @@ def train_run(
         "run": run.key,
         "rows": rows,
         "wall_time": time.perf_counter() - started,
+        "cpu_seconds": time.process_time() - cpu_started,  # this process's, all its threads
         "adapter_stats": {k: float(v) for k, v in adapter.stats().items()},
         **_agent_log(agent),
         "llm_roles": {name: role.stats() for name, role in

@@ -13,6 +13,7 @@ The modules of this package, each importing only those before it::
     one_run        one run: environment, adapter, agent, LLM roles, training, its files
     executors      where runs execute: the process pool; shipped adapter tables
     executors_ray  the Ray executor (Ray imported only when used)
+    progress       progress inside the runs in flight, read from their episodes.csv
     runner         this module: prerendering and the whole experiment
     suite          a suite: one experiment per task, the report across tasks
     cli            the ``langadapt`` command
@@ -32,6 +33,7 @@ folder's lock is released and ``--resume`` continues.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -44,6 +46,7 @@ from .config import ConfigError, ExperimentConfig
 from .executors import ProcessExecutor
 from .executors_ray import RayExecutor
 from .one_run import make_adapter, make_env
+from .progress import watching
 from .report import write_report
 from .results import (
     Run,
@@ -220,14 +223,20 @@ def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, fo
             out_dir,
             {n: {k: float(v) for k, v in a.stats().items()} for n, (a, _) in adapters.items()},
         )
-    bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress)
+    terminal = sys.stderr.isatty()  # a bar there; else a status line a minute (.progress)
+    bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not (progress and terminal))
+    show = bar.set_postfix_str if terminal else log
     try:
-        for outcome in executor.run(config, [run.key for run in todo], out_dir):
-            if outcome.error is not None:
-                failures[outcome.key] = outcome.error
-                write_failed_run(out_dir, outcome.key, outcome.error)
-            bar.set_postfix_str(outcome.key)
-            bar.update()
+        with ExitStack() as stack:
+            inside = stack.enter_context(watching(config, todo, out_dir, show, not terminal)) \
+                if progress else None
+            for outcome in executor.run(config, [run.key for run in todo], out_dir):
+                if outcome.error is not None:
+                    failures[outcome.key] = outcome.error
+                    write_failed_run(out_dir, outcome.key, outcome.error)
+                if inside is not None:
+                    inside.done(outcome.key)
+                bar.update()
     finally:
         bar.close()
     return failures

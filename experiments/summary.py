@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from scipy import stats
 
+from .costs import Cost
 from .results import Episode
 
 
@@ -35,6 +36,8 @@ class SummaryRow:
     llm_calls: int
     cache_hits: int
     llm_fallbacks: int
+    llm_seconds: float = math.nan
+    cpu_seconds: float = math.nan
 
 
 SUMMARY_COLUMNS = tuple(field.name for field in fields(SummaryRow))
@@ -115,7 +118,11 @@ def _phase_summary(by_seed: dict[int, list[Episode]], phase: str) -> tuple[float
     return (*mean_and_interval(seed_means), success)
 
 
-def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryRow]:
+def summarise(episodes: list[Episode], threshold: float | None,
+              costs: dict[tuple[str, str], Cost] | None = None) -> list[SummaryRow]:
+    """One row per adapter x agent; ``costs`` (:mod:`.costs`, from the runs' records) fill
+    ``llm_seconds`` and ``cpu_seconds`` (nan without them)."""
+    costs = costs or {}
     groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
     for e in episodes:
         groups[(e.adapter, e.agent)].append(e)
@@ -149,6 +156,8 @@ def summarise(episodes: list[Episode], threshold: float | None) -> list[SummaryR
                 sum(e.llm_calls for e in group),
                 sum(e.cache_hits for e in group),
                 sum(e.llm_fallbacks for e in group),
+                costs.get((adapter, agent), Cost(math.nan, math.nan)).llm_seconds,
+                costs.get((adapter, agent), Cost(math.nan, math.nan)).cpu_seconds,
             )
         )
     return rows
