@@ -1,5 +1,8 @@
 """``langadapt report A B ...``: several results folders in one summary and one set of
 curves, each adapter named ``<folder>/<adapter>`` (folders are only read, never written).
+Each folder's ``episodes.csv`` is checked against its ``runs/`` first, as for one folder's
+report; the comparison folder is written as a results folder is (one writer, whole files,
+never through a link: :mod:`.results_io`), and never into a results folder.
 
 Curves are over environment steps when every folder's budget is steps, over training
 episodes otherwise.
@@ -13,8 +16,8 @@ from pathlib import Path
 from .config import load_config
 from .plots import plot_final_returns, plot_learning_curves
 from .report import summary_markdown, write_summary_csv
-from .results import Episode, read_episodes
-from .results_io import ResultsFolderError
+from .results import Episode, check_results, read_episodes
+from .results_io import ResultsFolderError, folder_lock, inside, replacing, write_text, writing
 from .summary import summarise
 
 __all__ = ["compare_folders"]
@@ -25,6 +28,7 @@ def _folder_episodes(folder: Path) -> tuple[list[Episode], bool, float | None]:
     if not (folder / "config.yaml").is_file() or not (folder / "episodes.csv").is_file():
         raise ResultsFolderError(f"{folder} is not a langadapt results folder: expected "
                                  "config.yaml and episodes.csv")
+    check_results(folder)  # crafted or cut rows: refused before they are summarised
     config = load_config(folder / "config.yaml", data_only=True)
     try:
         episodes = read_episodes(folder / "episodes.csv")
@@ -51,13 +55,21 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
         in_steps.append(steps)
         thresholds.add(threshold)
     threshold = thresholds.pop() if len(thresholds) == 1 else None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if (out_dir / "config.yaml").exists() or (out_dir / "suite.yaml").exists():
+        raise ResultsFolderError(f"--out {out_dir} is a results folder; a comparison never "
+                                 "replaces a folder's own summary: choose another --out")
     rows = summarise(episodes, threshold)
     title = "compared: " + ", ".join(names)
     markdown = summary_markdown(rows, title, threshold)
-    write_summary_csv(rows, out_dir / "summary.csv")
-    (out_dir / "summary.md").write_text(markdown, encoding="utf-8")
-    plot_learning_curves(episodes, out_dir / "learning_curves.png", title,
-                         x_axis="steps" if all(in_steps) else "episodes")
-    plot_final_returns(rows, out_dir / "final_returns.png", title)
+    with writing(out_dir, f"free some space and compare again into --out {out_dir}"):
+        inside(out_dir.parent, out_dir.name).mkdir(parents=True, exist_ok=True)
+        with folder_lock(out_dir):
+            with replacing(out_dir, "summary.csv") as temporary:
+                write_summary_csv(rows, temporary)
+            write_text(out_dir, "summary.md", markdown)
+            with replacing(out_dir, "learning_curves.png") as temporary:
+                plot_learning_curves(episodes, temporary, title,
+                                     x_axis="steps" if all(in_steps) else "episodes")
+            with replacing(out_dir, "final_returns.png") as temporary:
+                plot_final_returns(rows, temporary, title)
     return markdown

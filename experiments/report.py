@@ -53,15 +53,31 @@ from .costs import folder_costs
 from .plots import plot_final_returns, plot_learning_curves
 from .results import check_results, read_episodes, results_notes
 from .results_folder import refuse_links
-from .results_io import ResultsFolderError, folder_lock, replacing, write_text, writing
+from .results_io import (
+    MAX_RECORD_BYTES,
+    ResultsFolderError,
+    bounded,
+    folder_lock,
+    replacing,
+    write_text,
+    writing,
+)
 from .stats import seed_scores_markdown
 from .summary import FEW_SEEDS, SUMMARY_COLUMNS, SummaryRow, summarise
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""Cell starts that make a spreadsheet read text as a formula (OWASP, CSV injection)."""
+
+
+def text_cell(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet shows as text: ``'`` before a formula start."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def _cell(value: float | int | str) -> str:
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.4f}"
-    return str(value)
+    return text_cell(value) if isinstance(value, str) else str(value)
 
 
 def write_summary_csv(rows: list[SummaryRow], path: Path) -> None:
@@ -149,7 +165,7 @@ def prerender_markdown(path: Path) -> str:
     if not path.is_file():
         return ""
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    passes = json.loads(path.read_text())
+    passes = json.loads(bounded(path, MAX_RECORD_BYTES).read_text())
     for one in passes:
         for adapter, stats in one["adapters"].items():
             for key, value in stats.items():

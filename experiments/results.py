@@ -42,7 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from .config import AdapterSpec, AgentSpec, ExperimentConfig, load_config
-from .results_io import ResultsFolderError, inside, write_csv, write_json
+from .results_io import (
+    MAX_EPISODES_BYTES,
+    MAX_RECORD_BYTES,
+    ResultsFolderError,
+    bounded,
+    inside,
+    write_csv,
+    write_json,
+)
 
 EPISODE_COLUMNS = (
     "adapter",
@@ -154,8 +162,9 @@ class Episode:
 
 
 def read_episodes(path: Path) -> list[Episode]:
-    """The rows of an ``episodes.csv``; ValueError naming the file if it is not one."""
-    with open(path, newline="") as handle:
+    """The rows of an ``episodes.csv``; ValueError naming the file if it is not one (or is
+    larger than :data:`MAX_EPISODES_BYTES`)."""
+    with open(bounded(path, MAX_EPISODES_BYTES), newline="") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in EPISODE_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -241,9 +250,9 @@ def write_failed_run(out_dir: Path, run_key: str, error: str) -> None:
 def _csv_rows(path: Path) -> int | None:
     """Complete rows of a per-run ``episodes.csv`` (None if missing or malformed)."""
     try:
-        with open(path, newline="") as handle:
+        with open(bounded(path, MAX_EPISODES_BYTES), newline="") as handle:
             rows = list(csv.reader(handle))
-    except (OSError, UnicodeDecodeError, csv.Error):
+    except (OSError, UnicodeDecodeError, csv.Error):  # too large: ResultsFolderError
         return None
     if not rows or tuple(rows[0]) != EPISODE_COLUMNS:
         return None
@@ -256,8 +265,8 @@ def read_run_record(path: Path) -> dict[str, Any] | None:
     """A run's ``done.json`` (or ``failed.json``), None if unreadable; LLM role counters of
     older versions (``cache_hits``, ``fallbacks``, ``seconds``) under today's names."""
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
+        record = json.loads(bounded(path, MAX_RECORD_BYTES).read_text())
+    except (OSError, ValueError):  # a ResultsFolderError is a ValueError: too large
         return None
     if not isinstance(record, dict):
         return None
@@ -354,7 +363,7 @@ def check_results(out_dir: Path | str) -> dict[str, str]:
 def _rows_per_run(path: Path) -> dict[tuple[str, str, str], int]:
     counts: dict[tuple[str, str, str], int] = {}
     try:
-        with open(path, newline="") as handle:
+        with open(bounded(path, MAX_EPISODES_BYTES), newline="") as handle:
             reader = csv.reader(handle)
             header = next(reader, [])
             missing = [c for c in ("adapter", "agent", "seed") if c not in header]
@@ -425,7 +434,7 @@ def merge_episodes(config: ExperimentConfig, out_dir: Path) -> Path:
 def record_prerender(out_dir: Path, counters: dict[str, dict[str, float]]) -> None:
     """Append one prerender pass (what it cost each adapter) to ``prerender.json``."""
     path = inside(out_dir, "prerender.json")
-    passes = json.loads(path.read_text()) if path.exists() else []
+    passes = json.loads(bounded(path, MAX_RECORD_BYTES).read_text()) if path.exists() else []
     keep = ("llm_calls", "llm_cache_hits", "llm_failures", "llm_seconds", "encoder_calls",
             "embedding_cache_hits")
     passes.append(

@@ -10,6 +10,8 @@
   with a one-line error naming them. The kernel drops the lock when its holder dies, so a
   killed run never blocks the next (where ``flock`` is unavailable, a lock whose PID is
   gone on this host is taken over).
+- **Bounded reads.** A file of the folder is read only below a size (:func:`bounded`); a
+  larger one is refused in one line naming it and the bound.
 - **A full disk is one line.** ``OSError`` while writing (no space, quota, read-only, I/O
   error, permission) becomes a :class:`ResultsFolderError` naming the folder and the
   error (:func:`writing`).
@@ -40,6 +42,22 @@ WRITE_ERRORS = frozenset(
 
 class ResultsFolderError(ValueError):
     """A results folder that cannot be used as it is; the message says what to do."""
+
+
+MAX_EPISODES_BYTES = 1_000_000_000
+"""Largest ``episodes.csv`` read (a run's or the merged one): about 15 million rows."""
+MAX_RECORD_BYTES = 10_000_000
+"""Largest JSON record read (``done.json``, ``failed.json``, ``prerender.json``)."""
+
+
+def bounded(path: Path, most: int) -> Path:
+    """``path``, refused with a :class:`ResultsFolderError` naming it when it holds more
+    than ``most`` bytes (read it after this)."""
+    size = Path(path).stat().st_size
+    if size > most:
+        raise ResultsFolderError(f"{path}: {size:,} bytes; expected at most {most:,} bytes "
+                                 "(a file of a results folder langadapt writes is smaller)")
+    return path
 
 
 def inside(out_dir: Path, relative: str | Path) -> Path:

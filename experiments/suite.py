@@ -35,7 +35,7 @@ import yaml
 
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
 from .one_run import make_env
-from .report import write_report
+from .report import text_cell, write_report
 from .results import read_episodes
 from .results_io import ResultsFolderError, replacing, write_text, writing
 from .runner import run_experiment
@@ -219,7 +219,8 @@ def write_suite_report(out_dir: Path | str, log: Callable[[str], None] | None = 
     markdown, rows, profiles = suite_markdown(config, out_dir)
     with writing(out_dir, f"free some space and rebuild: langadapt report {out_dir}"):
         text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerows(rows)
+        csv.writer(text, lineterminator="\n").writerows(  # names as text, never formulas
+            [[text_cell(c) for c in row[:3]] + row[3:] for row in rows])
         write_text(out_dir, "suite.csv", text.getvalue())
         write_text(out_dir, "suite.md", markdown)
         if profiles:

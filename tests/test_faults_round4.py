@@ -83,3 +83,71 @@ def test_resume_from_a_results_folders_file_imports_what_the_command_line_names(
                      "--import", "results.sent.evil"])
     out = capsys.readouterr().out
     assert code == 0 and "a results folder's file; nothing it names is imported" in out
+
+
+# ----------------------------------------------------------------------------- 2, 5, 6: compare
+
+
+def _finished(tmp_path: Path, name: str) -> Path:
+    data = raw_config(tmp_path, agents=[{"type": "random"}], seeds=1,
+                      output=str(tmp_path / name))
+    return run_experiment(experiment_from_dict(data), **QUIET)
+
+
+@pytest.fixture()
+def two_folders(tmp_path):
+    return _finished(tmp_path, "a"), _finished(tmp_path, "b")
+
+
+def test_a_comparison_never_writes_through_planted_links(two_folders, tmp_path, capsys):
+    a, b = two_folders
+    out = tmp_path / "cmp"
+    out.mkdir()
+    victims = {}
+    for name in ("summary.md", "summary.csv"):
+        victims[name] = tmp_path / f"precious-{name}"
+        victims[name].write_text("years of work")
+        (out / name).symlink_to(victims[name])
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(out))
+    assert code == 2 and "summary.csv is a symbolic link" in err
+    assert all(v.read_text() == "years of work" for v in victims.values())
+    assert sorted(p.name for p in out.iterdir()) == [".langadapt.lock", "summary.csv",
+                                                     "summary.md"]  # no temporary file left
+    before = (a / "summary.md").read_bytes()
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(a))
+    assert code == 2 and f"--out {a} is a results folder" in err
+    assert (a / "summary.md").read_bytes() == before
+    for name in victims:
+        (out / name).unlink()
+    assert cli.main(["report", str(a), str(b), "--out", str(out)]) == 0
+    assert not (out / "summary.md").is_symlink()
+
+
+def test_a_comparison_checks_each_episodes_csv_against_its_runs(two_folders, tmp_path,
+                                                                monkeypatch, capsys):
+    from langadapt.experiments import results
+
+    a, b = two_folders
+    kept = (a / "episodes.csv").read_text()
+    last = kept.rstrip("\n").rsplit("\n", 1)[1]
+    (a / "episodes.csv").write_text(kept + (last + "\n") * 50)  # crafted rows
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(tmp_path / "cmp"))
+    assert code == 2 and f"{a / 'episodes.csv'} does not match runs/" in err
+    (a / "episodes.csv").write_text(kept)
+    monkeypatch.setattr(results, "MAX_EPISODES_BYTES", 100)
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(tmp_path / "cmp"))
+    assert code == 2 and "episodes.csv: " in err and "expected at most 100 bytes" in err
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_names_that_start_like_formulas_are_text_in_summary_csv(tmp_path):
+    import csv
+
+    from langadapt.experiments.compare import compare_folders
+
+    folders = [_finished(tmp_path, name) for name in ("=cmd|' -C calc'!A0", "@SUM(1+1)")]
+    compare_folders(folders, tmp_path / "cmp")
+    with open(tmp_path / "cmp" / "summary.csv", newline="") as handle:
+        cells = [cell for row in csv.reader(handle) for cell in row]
+    assert "'=cmd|' -C calc'!A0/raw" in cells and "'@SUM(1+1)/raw" in cells
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]

@@ -63,20 +63,26 @@ seeds: [0, 1]
 
 
 def _folder(root, name: str):
+    """A results folder of EPISODES: episodes.csv and the runs/ it is checked against."""
     import csv
+    import json
+
+    from langadapt.experiments.results import EPISODE_COLUMNS
 
     folder = root / name
     folder.mkdir()
     (folder / "config.yaml").write_text(CONFIG.replace("NAME", name), encoding="utf-8")
-    with open(folder / "episodes.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["adapter", "agent", "seed", "phase", "episode", "return", "length",
-                         "success", "wall_time", "llm_calls", "cache_hits", "llm_fallbacks"])
-        for e in EPISODES:
-            writer.writerow([e.adapter, e.agent, e.seed, e.phase, e.episode, e.return_,
-                             e.length, int(e.success), e.wall_time, 0, 0, 0])
-        for seed in (0, 1):
-            writer.writerow(["raw", "dqn", seed, "final", 0, 1.5, 5, 1, 0.1, 0, 0, 0])
+    rows = [[e.adapter, e.agent, e.seed, e.phase, e.episode, e.return_, e.length,
+             int(e.success), e.wall_time, 0, 0, 0] for e in EPISODES]
+    rows += [["raw", "dqn", seed, "final", 0, 1.5, 5, 1, 0.1, 0, 0, 0] for seed in (0, 1)]
+    for path, seed in [(folder / "episodes.csv", None)] + [
+            (folder / "runs" / f"raw__dqn__seed{s}" / "episodes.csv", s) for s in (0, 1)]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mine = [row for row in rows if seed is None or row[2] == seed]
+        with open(path, "w", newline="") as handle:
+            csv.writer(handle).writerows([EPISODE_COLUMNS, *mine])
+        if seed is not None:
+            (path.parent / "done.json").write_text(json.dumps({"rows": len(mine)}))
     return folder
 
 
