@@ -103,3 +103,36 @@ def test_an_experiment_trains_an_sb3_agent_on_n_copies(tmp_path):
     phases = {row["phase"] for row in rows}
     assert "train" in phases and "final" in phases
     assert np.all(np.diff([int(r["episode"]) for r in rows if r["phase"] == "train"]) == 1)
+
+
+def test_the_generalisation_file_trains_on_training_missions_and_scores_test_missions(
+        tmp_path, monkeypatch):
+    pytest.importorskip("minigrid")
+    from pathlib import Path
+
+    import yaml
+
+    from langadapt.environments.babyai_suite import MixedTrainLocal
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "babyai_generalisation.yaml"
+    data = yaml.safe_load(path.read_text())
+    assert data["environment"]["params"]["goal"] == "mixed"
+    assert data["evaluation"]["environment_params"] == {"missions": "test"}
+    assert data["evaluation"]["keep_best"] is False
+    data.update(seeds=[0], adapters=[{"type": "raw"}], output=str(tmp_path / "out"),
+                cache_dir=str(tmp_path / "cache"))
+    data["training"] = {"steps": 256, "n_envs": 2}
+    data["agents"][0]["params"].update(n_steps=64, batch_size=64)
+    data["evaluation"].update(every_steps=128, episodes=2,
+                              heldout_seeds={"first": 2_000_000, "count": 3})
+    missions: dict[str, list[str]] = {"train": [], "test": []}
+    gen = MixedTrainLocal.gen_mission
+    monkeypatch.setattr(MixedTrainLocal, "gen_mission", lambda self: (
+        gen(self), missions[self.missions].append(self.instrs.surface(self)))[0])
+    config = experiment_from_dict(data)
+    rows: list[dict] = []
+    train_run(config, runs_of(config)[0], rows.append)
+    assert sum(row["phase"] == "final" for row in rows) == 3
+    withheld = ("yellow box", "red key", "red door", "green ball", "grey door")
+    assert missions["train"] and not any(p in m for m in missions["train"] for p in withheld)
+    assert missions["test"] and all(any(p in m for p in withheld) for m in missions["test"])
