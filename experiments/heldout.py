@@ -4,9 +4,10 @@ With ``evaluation.heldout_seeds: {first: F, count: N}`` the final evaluation of 
 every representation, every agent, every training seed, the zero-shot LLM — plays the same
 ``N`` episodes: episode ``i`` resets the environment with seed ``F + i``
 (:class:`HeldOutEpisodes`). Training never resets with those seeds: a run's training
-episodes start from one reset seeded with the run's seed and continue the environment's
-random stream, and its evaluations during training (which choose the ``keep_best`` policy)
-start from ``seed + EVAL_SEED_OFFSET``; :func:`seeds_used_in_training` lists both, and an
+episodes start from one reset seeded with the run's seed (copy ``i`` of ``n_envs`` copies
+with ``seed + i``) and continue the environment's random stream, and its evaluations during
+training (which choose the ``keep_best`` policy) start from ``seed + EVAL_SEED_OFFSET``;
+:func:`seeds_used_in_training` lists them all, and an
 experiment whose held-out range holds any of them is refused with the overlap named
 (:func:`check_heldout`). Held-out *seeds* are not always unseen *layouts*: a level with few
 layouts (one object in one room) can draw a held-out layout from a training seed too.
@@ -24,12 +25,17 @@ from ..agents.training import EVAL_SEED_OFFSET
 __all__ = ["HeldOutEpisodes", "check_heldout", "seeds_used_in_training"]
 
 
-def seeds_used_in_training(run_seeds: Iterable[int], evaluates_in_training: bool
-                           ) -> dict[int, str]:
+def seeds_used_in_training(run_seeds: Iterable[int], evaluates_in_training: bool,
+                           copies: int = 1, within: range | None = None) -> dict[int, str]:
     """Every reset seed training uses, with what uses it: the run seeds (first training
-    episode) and, with evaluations during training, ``seed + EVAL_SEED_OFFSET``."""
+    episode; ``seed + i`` for copy ``i`` of ``copies``, only those ``within`` a range if
+    given) and, with evaluations during training, ``seed + EVAL_SEED_OFFSET``."""
     used: dict[int, str] = {}
     for seed in run_seeds:
+        for copy in range(copies - 1, 0, -1) if within is None else range(
+                min(copies, within.stop - seed) - 1, max(0, within.start - seed - 1), -1):
+            used[seed + copy] = (f"run seed {seed} + {copy} (copy {copy} of n_envs {copies}, "
+                                 "its first training episode)")
         used[seed] = f"run seed {seed} (its first training episode)"
         if evaluates_in_training:
             used[seed + EVAL_SEED_OFFSET] = (f"run seed {seed} + {EVAL_SEED_OFFSET} (its "
@@ -37,9 +43,10 @@ def seeds_used_in_training(run_seeds: Iterable[int], evaluates_in_training: bool
     return used
 
 
-def check_heldout(heldout: range, run_seeds: Sequence[int], evaluates_in_training: bool) -> None:
+def check_heldout(heldout: range, run_seeds: Sequence[int], evaluates_in_training: bool,
+                  copies: int = 1) -> None:
     """ValueError naming the seeds of ``heldout`` that training uses, if any."""
-    used = seeds_used_in_training(run_seeds, evaluates_in_training)
+    used = seeds_used_in_training(run_seeds, evaluates_in_training, copies, heldout)
     overlap = sorted(seed for seed in used if seed in heldout)
     if overlap:
         named = "; ".join(f"{seed}: {used[seed]}" for seed in overlap[:5])

@@ -203,6 +203,16 @@ class HeldOutSeeds(_Strict):
         return range(self.first, self.first + self.count)
 
 
+class TransferSpec(_Strict):
+    """A second final evaluation, on other environment parameters (missions, layouts never
+    trained on): the final policy plays these held-out episodes, rows of phase ``transfer``."""
+
+    environment_params: dict[str, Any] = Field(
+        min_length=1, description="environment parameters of the transfer evaluation, over "
+        "environment.params (e.g. {missions: test}: GLAM's test missions of BabyAI)")
+    heldout_seeds: HeldOutSeeds
+
+
 class EvaluationSpec(_Strict):
     """Greedy evaluation during training and at the end."""
 
@@ -239,6 +249,11 @@ class EvaluationSpec(_Strict):
         default=False,
         description="keep the policy of the best evaluation, restore it after training and "
         "evaluate both it ('best' rows) and the final policy ('final' rows)",
+    )
+    transfer: TransferSpec | None = Field(
+        default=None,
+        description="after the final evaluation, the final policy also plays these held-out "
+        "episodes on other environment parameters ('transfer' rows)",
     )
 
     @model_validator(mode="after")
@@ -442,7 +457,13 @@ class ExperimentConfig(_Strict):
         held = self.evaluation.heldout_seeds
         if held is not None:
             during = self.evaluation.every is not None or self.evaluation.every_steps is not None
-            check_heldout(held.seeds, self.seed_list, during)
+            copies = max(self.training_for(agent).n_envs for agent in self.agents)
+            check_heldout(held.seeds, self.seed_list, during, copies)
+        transfer = self.evaluation.transfer
+        if transfer is not None:
+            during = self.evaluation.every is not None or self.evaluation.every_steps is not None
+            copies = max(self.training_for(agent).n_envs for agent in self.agents)
+            check_heldout(transfer.heldout_seeds.seeds, self.seed_list, during, copies)
         runs = len(self.adapters) * len(self.agents) * len(self.seed_list) \
             * len(self.tasks or [None])
         if runs > MAX_RUNS:

@@ -151,3 +151,21 @@ def test_names_that_start_like_formulas_are_text_in_summary_csv(tmp_path):
         cells = [cell for row in csv.reader(handle) for cell in row]
     assert "'=cmd|' -C calc'!A0/raw" in cells and "'@SUM(1+1)/raw" in cells
     assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+
+
+# ----------------------------------------------------------------------------- 3: copies' seeds
+
+
+@pytest.mark.parametrize("where", ["file", "agent"])
+def test_held_out_seeds_used_by_a_copy_of_the_environment_are_refused(tmp_path, capsys, where):
+    training = {"episodes": 4, "n_envs": 8}
+    agent = {"type": "qlearning", **({"training": training} if where == "agent" else {})}
+    data = raw_config(tmp_path, agents=[agent], seeds=[0],
+                      evaluation={"heldout_seeds": {"first": 1, "count": 5}},
+                      training=training if where == "file" else {"episodes": 4})
+    path = _write(tmp_path / "exp.yaml", data)
+    code, err = _main(capsys, "run", str(path), "--check", lines=2)
+    assert code == 2 and "held-out seeds [1, 6) overlap the seeds training uses — 1: run seed " \
+        "0 + 1 (copy 1 of n_envs 8, its first training episode)" in err
+    data["evaluation"]["heldout_seeds"]["first"] = 8  # past every copy's seed: accepted
+    assert cli.main(["run", str(_write(path, data)), "--check"]) == 0
