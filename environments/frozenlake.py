@@ -15,7 +15,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
-from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+from gymnasium.envs.toy_text.frozen_lake import is_valid
+from gymnasium.utils import seeding
 
 from ._checks import (
     check_action,
@@ -114,6 +115,27 @@ class FrozenLakeEnv(gym.Env[np.ndarray, int]):
 TILE_CODES: dict[str, int] = {"S": 0, "F": 0, "H": 1, "G": 2}
 
 
+MAX_MAP_DRAWS = 10_000
+"""Boards drawn for one lake before giving up (gymnasium's generator draws until one has a
+path from S to G: forever when ``frozen_probability`` is too small for ``size``)."""
+
+
+def random_lake(size: int, frozen_probability: float, seed: int) -> list[str]:
+    """gymnasium's ``generate_random_map(size, frozen_probability, seed=seed)`` (the same
+    draws, so the same lake), but ValueError after :data:`MAX_MAP_DRAWS` boards without a
+    path from S to G."""
+    rng, _ = seeding.np_random(seed)
+    p = min(1.0, frozen_probability)
+    for _ in range(MAX_MAP_DRAWS):
+        board = rng.choice(["F", "H"], (size, size), p=[p, 1 - p])
+        board[0][0], board[-1][-1] = "S", "G"
+        if is_valid(board, size):
+            return ["".join(row) for row in board]
+    raise ValueError(f"size={size}, frozen_probability={frozen_probability}: no lake with a "
+                     f"path from S to G in {MAX_MAP_DRAWS:,} draws (map seed {seed}); expected "
+                     "a larger frozen_probability for this size (0.8 finds one at once)")
+
+
 def _seed_range(name: str, value: Any) -> range:
     """``[first, stop]`` (a half-open range of map seeds) as a ``range``, else ValueError."""
     if (not isinstance(value, (list, tuple)) or len(value) != 2
@@ -128,7 +150,8 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
     """FrozenLake on random lakes (``langadapt/FrozenLakeMaps-v0``): a new lake each episode.
 
     Lake ``s`` is gymnasium's ``generate_random_map(size, frozen_probability, seed=s)`` (S at
-    the top left, G at the bottom right, a path between them). Two disjoint sets of map
+    the top left, G at the bottom right, a path between them; :func:`random_lake`, which
+    gives up after :data:`MAX_MAP_DRAWS` boards). Two disjoint sets of map
     seeds, ``train_maps`` and ``held_out_maps`` (``[first, stop]`` each; an overlap is
     refused, naming it); ``split`` says which one this environment plays. On ``train`` each
     reset draws a lake from its set with the environment's RNG; on ``held_out`` the lakes
@@ -155,7 +178,8 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
     ) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= 16:
             raise ValueError(f"size={size!r}: expected an int from 2 to 16")
-        if not 0 < frozen_probability <= 1:
+        if isinstance(frozen_probability, bool) or not isinstance(frozen_probability, (
+                int, float)) or not 0 < frozen_probability <= 1:
             raise ValueError(f"frozen_probability={frozen_probability!r}: expected a number "
                              "in (0, 1]")
         if split not in ("train", "held_out"):
@@ -179,11 +203,12 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
         self._next = 0
         self.map_seed: int | None = None
         self.current: FrozenLakeEnv | None = None
+        self.lake_of(self.map_seeds[0])  # a size and probability with no lake fail here
 
     def lake_of(self, map_seed: int) -> FrozenLakeEnv:
         """The `FrozenLakeEnv` of lake ``map_seed`` (built once)."""
         if map_seed not in self._lakes:
-            desc = generate_random_map(self.size, self.frozen_probability, seed=map_seed)
+            desc = random_lake(self.size, self.frozen_probability, map_seed)
             self._lakes[map_seed] = FrozenLakeEnv(desc=desc, is_slippery=self.is_slippery,
                                                   max_steps=self.max_steps,
                                                   render_mode=self.render_mode)

@@ -185,6 +185,10 @@ def make_minigrid(level: str, **kwargs: Any) -> MiniGridBridge:
 
 _LIVE_IDS_REGISTERED = False
 
+MAX_GRID_SIDE = 64
+"""Largest grid side a level may be made with (``room_size``, ``size``, ``num_rows`` ...):
+a larger one makes every step and every reset slow for no level MiniGrid ships."""
+
 
 def _make_level(level: Any, render_mode: str | None, kwargs: dict[str, Any]) -> tuple[Any, str]:
     """(the unwrapped MiniGridEnv, its name) of an id or an instance."""
@@ -220,6 +224,10 @@ def _make_level(level: Any, render_mode: str | None, kwargs: dict[str, Any]) -> 
     if not isinstance(base, MiniGridEnv):
         raise ValueError(f"level {level!r} is a {type(base).__name__}; expected a MiniGrid or "
                          "BabyAI level (a minigrid.minigrid_env.MiniGridEnv)")
+    if max(base.width, base.height) > MAX_GRID_SIDE:
+        raise ValueError(f"{sorted(kwargs)} of {level!r} make a {base.width}x{base.height} "
+                         f"grid; expected at most {MAX_GRID_SIDE} cells a side (the largest "
+                         "shipped level is 25)")
     return base, name or getattr(getattr(base, "spec", None), "id", None) or type(base).__name__
 
 

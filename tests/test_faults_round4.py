@@ -169,3 +169,36 @@ def test_held_out_seeds_used_by_a_copy_of_the_environment_are_refused(tmp_path, 
         "0 + 1 (copy 1 of n_envs 8, its first training episode)" in err
     data["evaluation"]["heldout_seeds"]["first"] = 8  # past every copy's seed: accepted
     assert cli.main(["run", str(_write(path, data)), "--check"]) == 0
+
+
+# ----------------------------------------------------------------------------- 4: bounded envs
+
+
+def test_a_lake_generator_that_finds_no_lake_is_one_line_not_a_hang(tmp_path, capsys):
+    data = raw_config(tmp_path, environment={"id": "langadapt/FrozenLakeMaps-v0",
+                                             "params": {"size": 16, "frozen_probability": 0.05}})
+    path = _write(tmp_path / "exp.yaml", data)
+    for extra in (["--check"], ["--no-progress"]):
+        code, err = _main(capsys, "run", str(path), *extra)
+        assert code == 2 and "environment.params: size=16, frozen_probability=0.05: no lake " \
+            "with a path from S to G in 10,000 draws (map seed 0)" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_bounded_lake_generator_draws_gymnasiums_lakes():
+    from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+    from langadapt.environments.frozenlake import random_lake
+
+    for size, probability in ((4, 0.8), (8, 0.6), (16, 0.5)):
+        assert [random_lake(size, probability, seed) for seed in range(5)] == [
+            generate_random_map(size, probability, seed=seed) for seed in range(5)]
+
+
+def test_a_minigrid_level_made_huge_is_refused_when_the_file_is_checked(tmp_path, capsys):
+    pytest.importorskip("minigrid")
+    data = raw_config(tmp_path, agents=[{"type": "random"}],
+                      environment={"id": "BabyAI-GoToObj-v0", "params": {"room_size": 1000}})
+    code, err = _main(capsys, "run", str(_write(tmp_path / "exp.yaml", data)), "--check")
+    assert code == 2 and "['room_size'] of 'BabyAI-GoToObj-v0' make a 1000x1000 grid; " \
+        "expected at most 64 cells a side" in err
