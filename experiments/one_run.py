@@ -60,12 +60,13 @@ ROLE_BACKEND_PARAMS = {"llm_policy": "backend", "llm_policy_search": "llm"}
 
 
 def make_env(config: ExperimentConfig, render_mode: str | None = None,
-             evaluation: bool = False):
+             evaluation: bool = False, over: dict[str, Any] | None = None):
     """The experiment's environment; ``evaluation``: with ``evaluation.environment_params``
-    over ``environment.params``."""
+    over ``environment.params``; ``over``: these parameters instead."""
     params = dict(config.environment.params)
     if evaluation:
         params.update(config.evaluation.environment_params)
+    params.update(over or {})
     if render_mode is not None:
         params["render_mode"] = render_mode
     try:
@@ -245,6 +246,15 @@ def train_run(
         episode_record.phase = "final"
         episode_record.episode = trained  # like eval rows: training episodes done
         record(episode_record)
+    transfer = config.evaluation.transfer
+    if transfer is not None:  # the final policy on other parameters' held-out episodes
+        other = HeldOutEpisodes(wrap(make_env(config, over=transfer.environment_params),
+                                     adapter), transfer.heldout_seeds.seeds)
+        for episode_record in agents.evaluate(agent, other, episodes=transfer.heldout_seeds.count,
+                                              seed=run.seed + FINAL_EVAL_SEED):
+            episode_record.phase = "transfer"
+            episode_record.episode = trained
+            record(episode_record)
     env.close()
     return {
         "run": run.key,

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from .config import load_config
 from .costs import folder_costs
+from .goals import goals_markdown
 from .plots import plot_final_returns, plot_learning_curves
 from .results import check_results, read_episodes, results_notes
 from .results_folder import refuse_links
@@ -215,6 +216,7 @@ def write_report(
         title = f"{config.name} — {config.environment.id} {params}".strip()
         markdown = summary_markdown(rows, title, threshold)
         markdown += seed_scores_markdown(episodes)
+        markdown += goals_markdown(config, episodes)
         markdown += prerender_markdown(out_dir / "prerender.json")
         markdown += results_notes(out_dir, failed)
         with replacing(out_dir, "summary.csv") as temporary:

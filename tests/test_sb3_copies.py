@@ -105,7 +105,7 @@ def test_an_experiment_trains_an_sb3_agent_on_n_copies(tmp_path):
     assert np.all(np.diff([int(r["episode"]) for r in rows if r["phase"] == "train"]) == 1)
 
 
-def test_the_generalisation_file_trains_on_training_missions_and_scores_test_missions(
+def test_the_mixed_file_trains_on_training_missions_and_transfers_to_test_missions(
         tmp_path, monkeypatch):
     pytest.importorskip("minigrid")
     from pathlib import Path
@@ -114,17 +114,17 @@ def test_the_generalisation_file_trains_on_training_missions_and_scores_test_mis
 
     from langadapt.environments.babyai_suite import MixedTrainLocal
 
-    path = Path(__file__).resolve().parents[1] / "configs" / "babyai_generalisation.yaml"
+    path = Path(__file__).resolve().parents[1] / "configs" / "babyai_mixed.yaml"
     data = yaml.safe_load(path.read_text())
     assert data["environment"]["params"]["goal"] == "mixed"
-    assert data["evaluation"]["environment_params"] == {"missions": "test"}
-    assert data["evaluation"]["keep_best"] is False
+    assert data["evaluation"]["transfer"]["environment_params"] == {"missions": "test"}
     data.update(seeds=[0], adapters=[{"type": "raw"}], output=str(tmp_path / "out"),
                 cache_dir=str(tmp_path / "cache"))
     data["training"] = {"steps": 256, "n_envs": 2}
     data["agents"][0]["params"].update(n_steps=64, batch_size=64)
     data["evaluation"].update(every_steps=128, episodes=2,
-                              heldout_seeds={"first": 2_000_000, "count": 3})
+                              heldout_seeds={"first": 1_000_000, "count": 3})
+    data["evaluation"]["transfer"]["heldout_seeds"] = {"first": 2_000_000, "count": 4}
     missions: dict[str, list[str]] = {"train": [], "test": []}
     gen = MixedTrainLocal.gen_mission
     monkeypatch.setattr(MixedTrainLocal, "gen_mission", lambda self: (
@@ -132,7 +132,50 @@ def test_the_generalisation_file_trains_on_training_missions_and_scores_test_mis
     config = experiment_from_dict(data)
     rows: list[dict] = []
     train_run(config, runs_of(config)[0], rows.append)
-    assert sum(row["phase"] == "final" for row in rows) == 3
+    phases = [row["phase"] for row in rows]
+    assert phases.count("final") == 3 and phases.count("best") == 3
+    assert phases.count("transfer") == 4 and phases[-4:] == ["transfer"] * 4
     withheld = ("yellow box", "red key", "red door", "green ball", "grey door")
+    assert len(missions["test"]) == 4  # the transfer episodes, and nothing else
+    assert all(any(p in m for p in withheld) for m in missions["test"])
     assert missions["train"] and not any(p in m for m in missions["train"] for p in withheld)
-    assert missions["test"] and all(any(p in m for p in withheld) for m in missions["test"])
+
+
+def test_transfer_seeds_that_training_uses_are_refused(tmp_path):
+    data = raw_config(tmp_path, training={"steps": 100, "n_envs": 4}, seeds=[0])
+    data["evaluation"] = {"transfer": {"environment_params": {"maze": "umaze"},
+                                       "heldout_seeds": {"first": 2, "count": 5}}}
+    with pytest.raises(Exception, match=r"held-out seeds \[2, 7\) overlap.*copy 2"):
+        experiment_from_dict(data)
+
+
+def test_held_out_success_is_split_by_the_goal_type_each_seed_draws(tmp_path):
+    pytest.importorskip("minigrid")
+    from langadapt.experiments.goals import episode_goals, goals_markdown
+    from langadapt.experiments.results import Episode
+
+    data = raw_config(tmp_path, seeds=[0])
+    data["environment"] = {"id": "langadapt/BabyAI-MixedTrainLocal-v0",
+                           "params": {"goal": "mixed", "num_dists": 0}}
+    data["evaluation"] = {"heldout_seeds": {"first": 1_000_000, "count": 30},
+                          "transfer": {"environment_params": {"missions": "test"},
+                                       "heldout_seeds": {"first": 2_000_000, "count": 10}}}
+    config = experiment_from_dict(data)
+    goals = episode_goals(config, "final")
+    level = gym.make("langadapt/BabyAI-MixedTrainLocal-v0", goal="mixed")
+    for i in (0, 17):
+        level.reset(seed=1_000_000 + i)
+        assert goals[i] == level.unwrapped.minigrid.goal
+    # succeed exactly on the goto episodes: goto 100%, the others 0%
+    rows = [Episode("language", "ppo", 0, "final", 9, 1.0, 5, goal == "goto", 0.1, 0, 0)
+            for goal in goals]
+    rows += [Episode("language", "ppo", 0, "transfer", 9, 0.0, 5, False, 0.1, 0, 0)] * 10
+    table = goals_markdown(config, rows, balrog=[("Model-X", {g: 50.0 for g in
+                                                                  ["goto", "pickup", "open",
+                                                                   "putnext",
+                                                                   "pick_up_seq_go_to"]})])
+    final = next(line for line in table.splitlines() if line.startswith("| language / ppo |"))
+    assert final == "| language / ppo | 30 | 100.0 | 0.0 | 0.0 | 0.0 | 0.0 | 20.0 |"
+    assert "| language / ppo — test missions | 10 |" in table
+    assert "| BALROG: Model-X (zero-shot) | | 50.0 | 50.0 | 50.0 | 50.0 | 50.0 | 50.0 |" in table
+    assert goals_markdown(experiment_from_dict(raw_config(tmp_path)), rows) == ""
