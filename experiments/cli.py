@@ -57,7 +57,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     configuration or options, results folders, missing or unreadable files, an LLM that
     cannot be reached, runs that failed on a cluster. Anything else is a bug: traceback."""
     from ..finetune.agent import FinetuneError
-    from ..llm import LLMError
+    from ..llm import CacheError, LLMError
     from .config import ConfigError
     from .results_io import ResultsFolderError
     from .runner import RunsFailedError
@@ -69,6 +69,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
         ResultsFolderError,
         RunsFailedError,
         LLMError,
+        CacheError,
         FileNotFoundError,
         IsADirectoryError,
         NotADirectoryError,

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from .. import environments  # noqa: F401  (registers the langadapt gymnasium ids)
+from ..llm.store import check_store_file
 from .config_errors import shown
 from .env_ids import import_user_modules, resolve_env_id
 from .heldout import check_heldout
@@ -48,6 +49,8 @@ MAX_GPUS_PER_RUN = 64
 MAX_RETRIES = 100
 MAX_HELDOUT_SEED = 2**31 - 1
 MAX_N_ENVS = 1_024
+STORE_FILE = "cache.sqlite"
+"""The store of ``cache_dir`` (LLM answers and embeddings)."""
 
 RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor", "logging")
 """Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
@@ -388,8 +391,9 @@ class ExperimentConfig(_Strict):
 
     @field_validator("cache_dir")
     @classmethod
-    def _cache_folder(cls, value: str) -> str:
-        """A folder, or a path where one can be made (not a file, nor under one)."""
+    def _cache_folder(cls, value: str, info: ValidationInfo) -> str:
+        """A folder, or a path where one can be made (not a file, nor under one), whose
+        store file is not a link, a directory or another program's database."""
         path = Path(value).expanduser()
         for part in (path, *path.parents) if value else ():
             if part.is_dir():
@@ -397,6 +401,8 @@ class ExperimentConfig(_Strict):
             if part.exists():
                 raise ValueError(f"{value!r}: {str(part)!r} is a file; expected a folder for "
                                  "the caches (or a path that does not exist yet)")
+        if value and not data_only(info):
+            check_store_file(path / STORE_FILE)  # a CacheError is a ValueError: one line
         return value
 
     @field_validator("adapters")

@@ -16,7 +16,9 @@ connection, one memory). The rules:
   any later read or write — is moved aside to ``<path>.corrupt-<unix time>``, one warning
   names both files, and the cache goes on with a fresh file (what is in memory is kept). A
   valid SQLite file whose ``entries`` table has other columns belongs to another program:
-  it is left alone and a `CacheError` names it.
+  it is left alone and a `CacheError` names it; so is a file holding tables other than
+  ``entries`` (checked before anything is written to it: no table added, no journal mode
+  switched), and a path that is a symbolic link or a directory (`check_store_file`).
 - **cannot write**: a file or folder that cannot be written (read-only file or folder, a
   database SQLite opens read-only, a full disk) — found when opening it or on any later
   write — costs one warning naming the file; the store then reads the file and keeps new
@@ -42,22 +44,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CacheError", "SQLiteStore", "open_store", "utc_now"]
+from .store_file import COLUMNS, CacheError, check_store_file, refuse_foreign
+
+__all__ = ["CacheError", "SQLiteStore", "check_store_file", "open_store", "utc_now"]
 
 logger = logging.getLogger(__name__)
 
-_COLUMNS = ["key", "value", "meta", "created"]
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
     "meta TEXT NOT NULL, created TEXT NOT NULL)"
 )
 _CHUNK = 500  # keys per SELECT ... IN (...)
 BUSY_TIMEOUT_S = 60.0
-
-
-class CacheError(ValueError):
-    """A cache file cannot be used (a directory, another program's table, an unexpected
-    database error); a file that merely cannot be written is not an error (see above)."""
 
 
 def utc_now() -> str:
@@ -129,8 +127,7 @@ class SQLiteStore:
         self._forked = False  # set in a forked child: reopen the file before using it
         _STORES.add(self)
         if self.path is not None:
-            if self.path.is_dir():
-                raise CacheError(f"{what} path {str(self.path)!r} is a directory; expected a file")
+            check_store_file(self.path, what)
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
@@ -149,15 +146,10 @@ class SQLiteStore:
         )
         try:
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            refuse_foreign(db, self.path, self.what)  # before anything is written to it
             _use_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(_SCHEMA)
-            columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
-            if columns != _COLUMNS:
-                raise CacheError(
-                    f"{self.what} {str(self.path)!r} has an 'entries' table with columns "
-                    f"{columns}; expected {_COLUMNS} (another program's file? choose another "
-                    "path)")
             db.execute("SELECT key FROM entries LIMIT 1").fetchall()
         except BaseException:
             db.close()
@@ -199,7 +191,7 @@ class SQLiteStore:
                 continue
             try:
                 columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
-                if columns == _COLUMNS:
+                if columns == COLUMNS:
                     db.execute("SELECT key FROM entries LIMIT 1").fetchall()
                     self._db = db
                     self._stop_writing(error)

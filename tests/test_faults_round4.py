@@ -202,3 +202,62 @@ def test_a_minigrid_level_made_huge_is_refused_when_the_file_is_checked(tmp_path
     code, err = _main(capsys, "run", str(_write(tmp_path / "exp.yaml", data)), "--check")
     assert code == 2 and "['room_size'] of 'BabyAI-GoToObj-v0' make a 1000x1000 grid; " \
         "expected at most 64 cells a side" in err
+
+
+# ----------------------------------------------------------------------------- 7, 9: the store
+
+
+def _foreign_database(path: Path) -> bytes:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE entries (id INTEGER, name TEXT)")
+        db.execute("CREATE TABLE invoices (id INTEGER)")
+        db.commit()
+    return path.read_bytes()
+
+
+def _journal_mode(path: Path) -> str:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute("PRAGMA journal_mode").fetchone()[0]
+
+
+def test_a_cache_file_that_is_a_directory_or_foreign_is_refused_before_force(tmp_path, capsys):
+    data = raw_config(tmp_path, adapters=[{"type": "language"}], agents=[{"type": "random"}])
+    out = run_experiment(experiment_from_dict(raw_config(tmp_path)), **QUIET)
+    before = sorted(p.name for p in out.iterdir())
+    path = _write(tmp_path / "exp.yaml", data)
+    store = tmp_path / "cache" / "cache.sqlite"
+    store.mkdir(parents=True)
+    for extra in (["--check"], ["--force", "--no-progress"]):
+        code, err = _main(capsys, "run", str(path), *extra, lines=2)
+        assert code == 2 and f"cache_dir: cache path {str(store)!r} is a directory" in err
+    store.rmdir()
+    kept = _foreign_database(store)
+    for extra in (["--check"], ["--force", "--no-progress"]):
+        code, err = _main(capsys, "run", str(path), *extra, lines=2)
+        assert code == 2 and "is another program's SQLite database (tables invoices)" in err
+    assert store.read_bytes() == kept and _journal_mode(store) == "delete"
+    assert sorted(p.name for p in out.iterdir()) == before  # --force emptied nothing
+
+
+def test_the_store_never_follows_a_link_nor_writes_another_programs_database(tmp_path):
+    from langadapt.llm import CacheError, SQLiteStore
+
+    theirs = tmp_path / "theirs.sqlite"
+    kept = _foreign_database(theirs)
+    with pytest.raises(CacheError, match="another program's SQLite database"):
+        SQLiteStore(theirs)
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    for target in (theirs, empty):
+        link = tmp_path / f"link-{target.name}"
+        link.symlink_to(target)
+        with pytest.raises(CacheError, match=r"link-.* is a symbolic link"):
+            SQLiteStore(link)
+    assert theirs.read_bytes() == kept and _journal_mode(theirs) == "delete"
+    assert empty.read_bytes() == b"" and not list(tmp_path.glob("*-wal"))
