@@ -70,7 +70,8 @@ EPISODE_COLUMNS = (
 training; ``episode`` is then the number of training episodes done), ``final`` (the
 greedy evaluation of the final policy after training, ``episode`` likewise) or, with
 ``keep_best``, ``best`` (the same evaluation of the retained policy; ``episode`` is that of
-the evaluation that chose it). ``llm_calls``
+the evaluation that chose it), and with ``evaluation.transfer``, ``transfer`` (the final
+policy on the transfer evaluation's held-out episodes). ``llm_calls``
 and ``cache_hits`` count what the episode cost the adapter: LLM requests made, and
 lookups answered by the persistent description and embedding caches (the adapter's
 in-memory memo, which serves repeated states within a run, is not counted);
