@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -49,6 +50,7 @@ MAX_GPUS_PER_RUN = 64
 MAX_RETRIES = 100
 MAX_HELDOUT_SEED = 2**31 - 1
 MAX_N_ENVS = 1_024
+MAX_PATH, MAX_PATH_NAME = 4_096, 255
 STORE_FILE = "cache.sqlite"
 """The store of ``cache_dir`` (LLM answers and embeddings)."""
 
@@ -378,6 +380,19 @@ class ExperimentConfig(_Strict):
         if isinstance(names, list) and not data_only(info):
             import_user_modules(names)
         return data
+
+    @field_validator("output", "cache_dir")
+    @classmethod
+    def _path_fits(cls, value: str) -> str:
+        """A path the file system can hold: names of at most NAME_MAX bytes, the whole of at
+        most PATH_MAX (Linux's 255 and 4096)."""
+        encoded = os.fsencode(value)
+        longest = max((len(part) for part in encoded.split(b"/")), default=0)
+        if longest > MAX_PATH_NAME or len(encoded) > MAX_PATH:
+            raise ValueError(f"{shown(value[:60])}... ({len(encoded):,} bytes, a name of "
+                             f"{longest:,}): expected a path of at most {MAX_PATH:,} bytes "
+                             f"whose names are at most {MAX_PATH_NAME} bytes each")
+        return value
 
     @field_validator("name")
     @classmethod

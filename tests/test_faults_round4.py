@@ -261,3 +261,20 @@ def test_the_store_never_follows_a_link_nor_writes_another_programs_database(tmp
             SQLiteStore(link)
     assert theirs.read_bytes() == kept and _journal_mode(theirs) == "delete"
     assert empty.read_bytes() == b"" and not list(tmp_path.glob("*-wal"))
+
+
+# ----------------------------------------------------------------------------- 10: long paths
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("output", "x" * 5_000, "5,000 bytes, a name of 5,000"),
+    ("output", "/".join(["abc"] * 1_100), "4,399 bytes, a name of 3"),
+    ("cache_dir", "c" * 300, "300 bytes, a name of 300"),
+])
+def test_a_path_too_long_for_the_file_system_is_one_line(tmp_path, capsys, monkeypatch, key,
+                                                         value, expected):
+    monkeypatch.chdir(tmp_path)  # (relative paths: nothing made outside tmp_path, ever)
+    path = _write(tmp_path / "exp.yaml", raw_config(tmp_path, **{key: value}))
+    code, err = _main(capsys, "run", str(path), "--no-progress", lines=2)
+    assert code == 2 and f"{key}: " in err and expected in err and "at most 4,096 bytes" in err
+    assert not (tmp_path / "out").exists()
