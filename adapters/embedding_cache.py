@@ -4,8 +4,9 @@ Key: the encoder's ``name`` plus the SHA-256 of the text; value: the vector's fl
 bytes. The store is `langadapt.llm.store.open_store` of ``path`` — the same store (and, in
 an experiment's ``cache_dir``, the same file) as the LLM answers — so storage, sharing
 between processes, the memory bound and what happens to a damaged file are its rules. A
-stored vector of the wrong length or with NaN is deleted and encoded again, never
-returned. Vectors handed out are shared and read-only.
+stored vector of the wrong length, with NaN or infinities, or longer than
+:data:`MAX_VECTOR_NORM` (a sentence encoder's vectors are about 1 long, 10 at most) is
+encoded again, never returned. Vectors handed out are shared and read-only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from .representation import (
 )
 
 __all__ = ["EmbeddingCache", "Representation", "language_box", "text_key"]
+
+
+MAX_VECTOR_NORM = 1_000.0
+"""Longest stored vector used (L2 norm): a longer one was not written by an encoder."""
 
 
 def text_key(encoder_name: str, text: str) -> str:
@@ -63,7 +68,9 @@ class EmbeddingCache:
         if not isinstance(blob, bytes) or len(blob) != 4 * self.encoder.dimension:
             return None
         vector = np.frombuffer(blob, dtype=np.float32)
-        return vector if np.isfinite(vector).all() else None
+        if not np.isfinite(vector).all():
+            return None
+        return vector if np.linalg.norm(vector.astype(np.float64)) <= MAX_VECTOR_NORM else None
 
     def lookup_many(self, texts: Iterable[str]) -> list[np.ndarray]:
         """Vectors of ``texts`` (shared, read-only): from the store, else encoded — the

@@ -278,3 +278,31 @@ def test_a_path_too_long_for_the_file_system_is_one_line(tmp_path, capsys, monke
     code, err = _main(capsys, "run", str(path), "--no-progress", lines=2)
     assert code == 2 and f"{key}: " in err and expected in err and "at most 4,096 bytes" in err
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- 11: vectors
+
+
+@pytest.mark.parametrize("value", [3e38, -3e38, 2e3])
+def test_a_cached_vector_of_absurd_length_is_encoded_again(tmp_path, value):
+    import sqlite3
+    from contextlib import closing
+
+    import numpy as np
+    from adapter_fixtures import CountingEncoder
+
+    from langadapt.adapters.embedding_cache import EmbeddingCache, text_key
+
+    encoder = CountingEncoder(name=f"absurd-{value}")
+    path = tmp_path / "cache.sqlite"
+    with closing(sqlite3.connect(path)) as db:  # a store holding a vector no encoder made
+        db.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+                   "meta TEXT NOT NULL, created TEXT NOT NULL)")
+        blob = np.full(encoder.dimension, value, dtype=np.float32).tobytes()
+        db.execute("INSERT INTO entries VALUES (?, ?, '{}', '2026-01-01')",
+                   (text_key(encoder.name, "a lake"), blob))
+        db.commit()
+    cache = EmbeddingCache(encoder, path)
+    vector = cache.get("a lake")
+    assert cache.misses == 1 and np.array_equal(vector, encoder.encode_many(["a lake"])[0])
+    assert np.linalg.norm(vector) < 10
