@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .cli_common import UsageError, add_import_option, import_modules, quiet_model_loading
+from .overrides import add_override_options, apply_overrides
 
 
 def add_parsers(commands: Any) -> None:
@@ -46,6 +47,7 @@ def add_parsers(commands: Any) -> None:
                      help="replace the earlier results in --out: only in a folder langadapt "
                      "wrote, only the files it wrote (docs/configuration.md)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_override_options(run)
     add_import_option(run)  # a results folder's config.yaml imports only these
 
     prerender = commands.add_parser(
@@ -58,6 +60,14 @@ def add_parsers(commands: Any) -> None:
                            help="experiment YAML file or the name of a packaged experiment")
     prerender.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_import_option(prerender)
+
+    init = commands.add_parser(
+        "init", help="write a packaged experiment file to edit",
+        description="Copy a packaged experiment file (see `langadapt run --list`), comments "
+        "and all, to PATH (default: ./NAME.yaml); then `langadapt run PATH`.")
+    init.add_argument("name", metavar="NAME", help="a packaged experiment, e.g. quickstart")
+    init.add_argument("path", nargs="?", type=Path, metavar="PATH",
+                      help="where to write it (a folder: NAME.yaml in it); never overwritten")
 
     report = commands.add_parser(
         "report",
@@ -151,22 +161,24 @@ def _print_packaged(grpo_only: bool) -> int:
 def command_run(args: argparse.Namespace) -> int:
     if args.list:
         return _print_packaged(grpo_only=args.command == "finetune")
-    from .config import experiment_from_dict
+    from .config import experiment_from_dict, load_yaml
     from .runner import run_experiment
 
     path = _config_file(args.file)
     config = _load_experiment(path, args.imports)
-    data = config.model_dump(mode="json")
+    data = load_yaml(path.read_text(encoding="utf-8"), path)  # as written (valid: loaded)
     if args.seeds is not None:
         data["seeds"] = args.seeds
-    executor = data["executor"]
+    executor = data.setdefault("executor", {})
     if args.executor is not None:
         executor["type"] = args.executor
     if args.address is not None:
         executor["address"] = args.address
     if args.jobs is not None:
         executor["jobs"] = args.jobs
-    config = experiment_from_dict(data, f"{args.file} with the command-line options")
+    changes = apply_overrides(data, args, str(args.file))
+    config = experiment_from_dict(data, f"{args.file} with {' '.join(changes)}" if changes
+                                  else f"{args.file} with the command-line options")
     if args.check:
         _build_environments(config)
         tasks = len(config.tasks or [None])
@@ -268,7 +280,29 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_init(args: argparse.Namespace) -> int:
+    packaged = _packaged_configs()
+    name = args.name[: -len(".yaml")] if args.name.endswith(".yaml") else args.name
+    if name not in packaged:
+        from .env_ids import suggest  # lazy: it imports gymnasium
+
+        raise UsageError(f"{args.name!r} is not a packaged experiment"
+                         f"{suggest(name, packaged)}; packaged experiments: "
+                         f"{', '.join(packaged) or 'none'}")
+    target = args.path if args.path is not None else Path(f"{name}.yaml")
+    if target.is_dir():
+        target = target / f"{name}.yaml"
+    try:
+        with open(target, "x", encoding="utf-8") as handle:  # "x": never over a file or link
+            handle.write(packaged[name]["resource"].read_text(encoding="utf-8"))
+    except FileExistsError:
+        raise UsageError(f"{target} exists; give another PATH (init never overwrites)") from None
+    print(f"written: {target} (edit it, then: langadapt run {target})")
+    return 0
+
+
 COMMANDS = {
+    "init": command_init,
     "run": command_run,
     "finetune": command_run,
     "prerender": command_prerender,

@@ -7,12 +7,13 @@ import csv
 from pathlib import Path
 
 import pytest
+import yaml
 
 from langadapt.experiments import progress as progress_module
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.runner import run_experiment
 
-from experiment_fixtures import raw_config
+from experiment_fixtures import raw_config, run_cli
 
 
 def test_runs_report_progress_lines_with_episodes_success_and_eta(tmp_path, monkeypatch):
@@ -56,3 +57,81 @@ def test_summary_gives_llm_and_cpu_seconds_per_adapter_and_agent(tmp_path):
     assert {row["llm_seconds"] for row in rows} == {"0.0000"}
     assert all(float(row["cpu_seconds"]) > 0 for row in rows)
     assert "| LLM calls | LLM s | CPU s | cache hits |" in (out / "summary.md").read_text()
+
+
+# ----------------------------------------------------------------------------- overrides
+
+
+def test_run_a_packaged_suite_with_set_and_tasks(capsys):
+    code, out, err = run_cli(capsys, "run", "babyai_suite", "--check",
+                             "--set", "training.steps=3000", "--set", "seeds=1",
+                             "--tasks", "open,goto")
+    assert (code, err) == (0, "")
+    assert "6 runs (3 adapters x 1 agents x 1 seeds x 2 tasks)" in out
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--set", "training.stesp=3"], "training.stesp: unknown key (did you mean 'steps'?)"),
+    (["--set", "trainig.steps=3"], "trainig: unknown key (did you mean 'training'?)"),
+    (["--set", "evaluation.every=2.5"], "evaluation.every: expected an integer, got 2.5"),
+    (["--set", "agents.dqm.params.gamma=0.5"], "agents has no item 'dqm' (did you mean 'dqn'?)"),
+    (["--set", "agents.dqn.params.gama=0.5"], "unknown key (did you mean 'gamma'?)"),
+    (["--set", "seeds.x=1"], "seeds is 5, not a mapping or a list, so it has no key 'x'"),
+    (["--set", "training"], "expected KEY=VALUE"),
+    (["--tasks", "goto,opne"], "babyai_suite has no task 'opne'; its tasks: goto, pickup, "
+                               "open, putnext, pick_up_seq_go_to"),
+])
+def test_bad_overrides_are_one_message_naming_what_was_expected(capsys, options, message):
+    code, _, err = run_cli(capsys, "run", "babyai_suite", "--check", *options)
+    assert code == 2 and message in err, err
+
+
+def test_tasks_of_a_file_without_tasks_and_backend_without_an_llm_are_refused(capsys):
+    code, _, err = run_cli(capsys, "run", "quickstart", "--check", "--tasks", "goto")
+    assert code == 2 and "quickstart is not a suite (it has no tasks block)" in err
+    code, _, err = run_cli(capsys, "run", "quickstart", "--check", "--backend", "openai")
+    assert code == 2 and "quickstart has no LLM agent" in err
+
+
+def test_overrides_are_recorded_in_the_results_folder(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--no-progress",
+                           "--out", str(tmp_path / "llm"), "--tasks", "goto",
+                           "--set", "agents=[{type: random}]",
+                           "--set", "evaluation.heldout_seeds.count=2",
+                           "--set", f"cache_dir={tmp_path / 'cache'}")
+    assert (code, err) == (0, "")
+    suite = yaml.safe_load((tmp_path / "llm" / "suite.yaml").read_text())
+    assert list(suite["tasks"]) == ["goto"] and suite["evaluation"]["final_episodes"] == 2
+    task = yaml.safe_load((tmp_path / "llm" / "goto" / "config.yaml").read_text())
+    assert [a["type"] for a in task["agents"]] == ["random"]
+
+
+def test_backend_options_put_a_users_model_in_every_llm_agent_and_no_key(tmp_path, capsys,
+                                                                          monkeypatch):
+    from langadapt.experiments import cli_experiments
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    seen = {}
+    monkeypatch.setattr(cli_experiments, "_build_environments",
+                        lambda config: seen.setdefault("config", config))
+    code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", "--backend", "openai",
+                           "--model", "my-model", "--base-url", "http://127.0.0.1:9/v1")
+    assert (code, err) == (0, "")
+    (agent,) = [a for a in seen["config"].agents if a.type == "llm_policy"]
+    assert agent.params["backend"] == {"backend": "openai", "model": "my-model",
+                                       "base_url": "http://127.0.0.1:9/v1"}
+    assert "sk-test" not in yaml.safe_dump(seen["config"].resolved())
+    code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", "--backend", "openai")
+    assert code == 2 and "agents.0.params.backend: base_url: Field required" in err
+
+
+def test_init_writes_a_packaged_file_once(tmp_path, capsys):
+    code, out, _ = run_cli(capsys, "init", "quickstart", str(tmp_path))
+    assert code == 0 and "written:" in out
+    from langadapt.experiments.config import load_config
+
+    assert load_config(tmp_path / "quickstart.yaml").name == "quickstart"
+    code, _, err = run_cli(capsys, "init", "quickstart", str(tmp_path / "quickstart.yaml"))
+    assert code == 2 and "exists" in err
+    code, _, err = run_cli(capsys, "init", "quickstrt")
+    assert code == 2 and "(did you mean 'quickstart'?)" in err
