@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .base import Agent
 from .loop import Budget, Callback, TrainingResult, end_run, start_run
+from .sb3_keywords import check_keyword_values
 
 INSTALL = "pip install 'langadapt[sb3]'"
 
@@ -72,7 +73,8 @@ def sb3_algorithm(name: str) -> type:
 
 class SB3Config(BaseModel):
     """``algorithm``, ``policy`` (SB3's policy name) and any keyword of the algorithm's
-    constructor, checked against its signature."""
+    constructor, checked against its signature and, value by value, its annotations
+    (:mod:`.sb3_keywords`)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -100,6 +102,7 @@ class SB3Config(BaseModel):
                         f"expected algorithm, policy or one of {', '.join(accepted)}")
             raise ValueError(f"{unknown[0]}: not a parameter of SB3's {self.algorithm} "
                              f"({expected})")
+        check_keyword_values(sb3_algorithm(self.algorithm), self.policy, self.keywords)
         return self
 
     @property

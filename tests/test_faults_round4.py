@@ -306,3 +306,41 @@ def test_a_cached_vector_of_absurd_length_is_encoded_again(tmp_path, value):
     vector = cache.get("a lake")
     assert cache.misses == 1 and np.array_equal(vector, encoder.encode_many(["a lake"])[0])
     assert np.linalg.norm(vector) < 10
+
+
+# ----------------------------------------------------------------------------- 8: SB3 values
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({"policy_kwargs": {"activation_fn": "os.system"}},
+     "policy_kwargs.activation_fn='os.system': a class, module or function cannot be written"),
+    ({"learning_rate": "abc"}, "learning_rate='abc': expected a finite number"),
+    ({"algorithm": "DQN", "buffer_size": "1e12"}, "buffer_size='1e12': expected an integer"),
+    ({"algorithm": "DQN", "buffer_size": 10**12},
+     "buffer_size=1000000000000: expected an integer from -1 to 10,000,000"),
+    ({"algorithm": "DQN", "replay_buffer_class": "HerReplayBuffer"},
+     "replay_buffer_class='HerReplayBuffer': expected null"),
+    ({"policy_kwargs": {"net_arch": [8], "optimiser": "Adam"}},
+     "policy_kwargs.optimiser: not a parameter of ActorCriticPolicy"),
+    ({"policy": "LstmPolicy"}, "policy='LstmPolicy': expected one of SB3's MlpPolicy"),
+])
+def test_sb3_keyword_values_are_checked_by_type_when_the_file_is_read(tmp_path, capsys,
+                                                                     params, expected):
+    pytest.importorskip("stable_baselines3")
+    data = raw_config(tmp_path, agents=[{"type": "sb3", "params": params}],
+                      training={"steps": 64}, seeds=1)
+    path = _write(tmp_path / "exp.yaml", data)
+    code, err = _main(capsys, "run", str(path), "--check", lines=2)
+    assert code == 2 and "agents.0.params" in err and expected in err, err
+    code, err = _main(capsys, "run", str(path), "--no-progress", lines=2)
+    assert code == 2 and expected in err and not (tmp_path / "out").exists()
+
+
+def test_sb3_keywords_of_the_right_types_still_pass(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    params = {"algorithm": "DQN", "learning_rate": 1e-3, "buffer_size": 1000, "gamma": 1,
+              "train_freq": [4, "step"], "device": "cpu",
+              "policy_kwargs": {"net_arch": [16, 16]}}
+    data = raw_config(tmp_path, agents=[{"type": "sb3", "params": params}],
+                      training={"steps": 64}, seeds=1)
+    assert experiment_from_dict(data).agents[0].params["train_freq"] == [4, "step"]

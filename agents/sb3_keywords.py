@@ -1,0 +1,112 @@
+"""The values of an SB3 algorithm's constructor keywords, checked by type when an experiment
+file is read: each value must be what the constructor's annotation allows of what a YAML
+file can hold (numbers, strings, booleans, null, lists, mappings), and ``policy_kwargs`` what
+the policy class's constructor allows. A schedule, a class or a module (``activation_fn``,
+``replay_buffer_class``) cannot be written in a file: a string there is refused, never
+resolved. Integers are bounded (:data:`MAX_INT`, :data:`MAX_SIZE` for buffer and batch
+sizes) and numbers finite."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import types
+from typing import Any, Literal, Union, get_args, get_origin
+
+MAX_INT = 1_000_000_000
+"""Largest integer keyword (the largest training budget)."""
+MAX_SIZE = 10_000_000
+"""Largest buffer, rollout or batch size: 10 million transitions of a 384-float state are
+already 30 GB."""
+SIZES = frozenset({"buffer_size", "n_steps", "batch_size", "n_epochs", "gradient_steps",
+                   "stats_window_size"})
+POLICY_SET_HERE = ("observation_space", "action_space", "lr_schedule")
+"""Policy constructor arguments the algorithm passes itself."""
+
+
+def check_keyword_values(algorithm: type, policy: str, keywords: dict[str, Any]) -> None:
+    """ValueError naming the first keyword (or ``policy_kwargs`` key) whose value the
+    constructor of ``algorithm`` (or of its ``policy``) cannot take from a file."""
+    _check(inspect.signature(algorithm).parameters, keywords, "")
+    policy_class = getattr(algorithm, "policy_aliases", {}).get(policy)
+    if policy_class is None:
+        raise ValueError(f"policy={policy!r}: expected one of SB3's "
+                         f"{', '.join(getattr(algorithm, 'policy_aliases', {}))} for "
+                         f"{algorithm.__name__}")
+    policy_kwargs = keywords.get("policy_kwargs") or {}
+    parameters = {name: p for name, p in inspect.signature(policy_class).parameters.items()
+                  if name not in POLICY_SET_HERE}
+    unknown = sorted(set(policy_kwargs) - set(parameters))
+    if unknown:
+        raise ValueError(f"policy_kwargs.{unknown[0]}: not a parameter of {policy_class.__name__} "
+                         f"(expected one of {', '.join(parameters)})")
+    _check(parameters, policy_kwargs, "policy_kwargs.")
+
+
+def _check(parameters: Any, values: dict[str, Any], prefix: str) -> None:
+    for name, value in values.items():
+        annotation = parameters[name].annotation
+        if annotation is inspect.Parameter.empty or _fits(value, annotation, name):
+            continue
+        expected = _describe(annotation, name)
+        unwritable = [a for a in get_args(annotation) or [annotation] if not _describe(a, name)]
+        hint = ("expected " + expected if expected else "") + (
+            f"{' (' if expected else ''}a class, module or function cannot be written in an "
+            f"experiment file{')' if expected else '; leave it out (SB3 default)'}"
+            if unwritable else "")
+        raise ValueError(f"{prefix}{name}={value!r}: {hint}")
+
+
+def _fits(value: Any, annotation: Any, name: str) -> bool:
+    """Whether ``value`` (as YAML loads it) is a value of ``annotation``; a type no file can
+    hold (a callable, a class, a torch device) takes nothing."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if annotation is Any:
+        return True
+    if annotation is type(None) or annotation is None:
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        most = MAX_SIZE if name in SIZES else MAX_INT
+        return isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= most
+    if annotation is float:
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value))
+    if annotation is str:
+        return isinstance(value, str)
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, arg, name) for arg in args)
+    if origin is Literal:
+        return value in args
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0], name) for v in value)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(v, args[0], name) for v in value)
+        return len(value) == len(args) and all(
+            _fits(v, a, name) for v, a in zip(value, args, strict=True))
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _fits(k, args[0], name) and _fits(v, args[1], name) for k, v in value.items())
+    return False
+
+
+def _describe(annotation: Any, name: str) -> str:
+    """What a file may give for ``annotation`` ("" when nothing)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    most = MAX_SIZE if name in SIZES else MAX_INT
+    plain = {bool: "true or false", int: f"an integer from -1 to {most:,}",
+             float: "a finite number", str: "a string", type(None): "null", Any: "any value"}
+    if annotation in plain:
+        return plain[annotation]
+    if origin in (Union, types.UnionType):
+        return " or ".join(part for part in (_describe(a, name) for a in args) if part)
+    if origin is Literal:
+        return " or ".join(map(repr, args))
+    if origin in (list, tuple, dict) and all(_describe(a, name) for a in args if a is not ...):
+        return f"a {'mapping' if origin is dict else 'list'} " + str(annotation).replace(
+            "typing.", "")
+    return ""
