@@ -28,7 +28,8 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     action space when the env gives none), and the description text is put in
     ``info["description"]``. The wrapper keeps the episode's history as
     ``(previous_observation, action)`` pairs (raw observations, the objects the env
-    returned), cleared on ``reset``; ``history_length`` keeps only the most recent ones.
+    returned; an action of a Box action space as a tuple of floats), cleared on ``reset``;
+    ``history_length`` keeps only the most recent ones.
     ``observation_space`` is the adapter's.
 
     ``copy=True`` (default): each observation is a new array, a copy of the adapter's
@@ -81,6 +82,7 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.observation_space = adapter.observation_space
         space = env.action_space
         self._all_moves = list(range(space.n)) if isinstance(space, spaces.Discrete) else []
+        self._box = isinstance(space, spaces.Box)  # actions recorded as tuples of floats
         self._history: list[tuple[Any, int]] | deque[tuple[Any, int]] = (
             [] if history_length is None else deque(maxlen=history_length)
         )
@@ -125,7 +127,9 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env, record ``(previous_observation, action)``, adapt the new obs."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if type(action) is not int:
+        if self._box:
+            action = tuple(float(v) for v in np.ravel(action))
+        elif type(action) is not int:
             action = int(action)
         self._record((self._previous, action))  # a deque(maxlen=0) keeps nothing
         self._previous = obs

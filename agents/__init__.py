@@ -1,7 +1,8 @@
 """RL agents that work on raw vectors, 384-dim language encodings and descriptions alike.
 
 Public names: the agents (:class:`QLearningAgent`, :class:`DQNAgent`, :class:`RandomAgent`,
-Stable-Baselines3's algorithms as :class:`SB3Agent`) with their pydantic configs,
+Stable-Baselines3's algorithms as :class:`SB3Agent`, Augmented Random Search as
+:class:`ARSAgent` with its :class:`LinearBoxPolicy`) with their pydantic configs,
 :func:`make_agent` / :func:`register_agent`, the learner loop (:class:`StepLearner` with its
 :class:`Budget` and :class:`Callback` s, :func:`train`, :class:`TensorBoardLog`,
 :func:`evaluate`, :class:`EpisodeRecord`, :class:`TrainingResult`),
@@ -10,9 +11,11 @@ gymnasium spaces and the environment they are bound to; the LLM roles that act a
 live in :mod:`langadapt.roles`.
 """
 
+from .ars import ARSAgent, ARSConfig, ars_update
 from .base import Agent, read_agent_file
 from .discretisation import Discretisation
 from .dqn import DQNAgent, DQNConfig, dqn_targets, q_network
+from .linear_policy import LinearBoxPolicy, ObservationStats, clip_range
 from .loop import (
     Budget,
     Callback,
@@ -31,6 +34,8 @@ from .training import TensorBoardLog, train
 
 __all__ = [
     "AGENTS",
+    "ARSAgent",
+    "ARSConfig",
     "Agent",
     "Budget",
     "Callback",
@@ -39,6 +44,8 @@ __all__ = [
     "Discretisation",
     "EpisodeRecord",
     "Evaluation",
+    "LinearBoxPolicy",
+    "ObservationStats",
     "QLearningAgent",
     "QLearningConfig",
     "RandomAgent",
@@ -48,6 +55,8 @@ __all__ = [
     "TensorBoardLog",
     "TrainingResult",
     "TrainingRun",
+    "ars_update",
+    "clip_range",
     "dqn_targets",
     "evaluate",
     "make_agent",

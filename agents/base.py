@@ -80,6 +80,9 @@ class Agent:
     #: True for an agent whose ``learn`` takes ``demonstration=True`` (advice learnt as
     #: demonstrations: DQN's large-margin term) and that has ``confident(obs, legal_moves)``.
     learns_from_demonstrations: ClassVar[bool] = False
+    #: True for an agent that also acts on a one-dimensional Box action space (``act``
+    #: returns an array; ``n_actions`` is 0, no legal moves).
+    box_actions: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -92,15 +95,21 @@ class Agent:
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a gymnasium space"
             )
-        if not isinstance(action_space, spaces.Discrete) or int(action_space.start) != 0:
+        box = self.box_actions and isinstance(action_space, spaces.Box)
+        if box and len(action_space.shape) != 1:
+            raise ValueError(f"action_space is {action_space!r}, expected a one-dimensional "
+                             f"Box for a {self.kind} agent")
+        if not box and (not isinstance(action_space, spaces.Discrete)
+                        or int(action_space.start) != 0):
             raise ValueError(
                 f"action_space is {action_space!r}, expected gymnasium.spaces.Discrete "
-                "starting at 0"
+                "starting at 0" + (" or a one-dimensional Box" if self.box_actions else
+                                   f" (a {self.kind} agent has discrete actions)")
             )
         check_count("seed", seed, minimum=0, optional=False)
         self.observation_space = observation_space
         self.action_space = action_space
-        self.n_actions = int(action_space.n)
+        self.n_actions = 0 if box else int(action_space.n)  # Box: action_space.shape
         self.obs_shape: tuple[int, ...] = tuple(observation_space.shape or ())
         self.seed = int(seed)
         self.rng = np.random.default_rng(self.seed)

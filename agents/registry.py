@@ -11,6 +11,7 @@ from typing import Any
 
 from gymnasium import spaces
 
+from .ars import ARSAgent
 from .base import Agent
 from .dqn import DQNAgent
 from .qlearning import QLearningAgent
@@ -21,6 +22,7 @@ AGENTS: dict[str, type[Agent]] = {
     "qlearning": QLearningAgent,
     "dqn": DQNAgent,
     "random": RandomAgent,
+    "ars": ARSAgent,  # Augmented Random Search: linear policies on Box actions
     "sb3": SB3Agent,  # Stable-Baselines3 (the sb3 extra, imported when one is built)
 }
 

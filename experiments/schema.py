@@ -146,7 +146,8 @@ class AgentSpec(_Strict):
     """One learner (``qlearning``, ``dqn``, ``random``, an LLM role, ``grpo``) and its
     hyperparameters."""
 
-    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo", "sb3"]
+    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo", "sb3",
+                  "ars"]
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     advisor: dict[str, Any] | None = Field(

@@ -3,7 +3,9 @@
 - :class:`TabularPolicy`: one action per state index of a
   :class:`~langadapt.agents.Discretisation` (the one Q-learning uses too).
 - :class:`LinearPolicy`: ``argmax_a (W @ [obs, 1])[a]`` over the legal actions, ``W`` of shape
-  ``(n_actions, obs_dim + 1)``; ties go to the lowest action.
+  ``(n_actions, obs_dim + 1)``; ties go to the lowest action. On a Box action space the same
+  weights, one row per action dimension, become a
+  :class:`~langadapt.agents.LinearBoxPolicy`: ``clip(W @ [normalised obs, 1])``.
 
 :func:`proposal_schema` is the JSON schema a proposal must fit (used for structured output)
 and :func:`parse_proposal` turns a reply into a policy or says exactly what is wrong with it.
@@ -17,6 +19,8 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+
+from ..agents import LinearBoxPolicy
 
 Family = Literal["tabular", "linear"]
 #: The JSON key holding the proposal: ``{"actions": [...]}`` or ``{"weights": [[...], ...]}``.
@@ -78,7 +82,7 @@ class LinearPolicy:
         return self.weights.tolist()
 
 
-Policy = TabularPolicy | LinearPolicy
+Policy = TabularPolicy | LinearPolicy | LinearBoxPolicy
 
 
 def proposal_schema(family: Family, n_actions: int, n_states: int = 0, obs_dim: int = 0

@@ -37,13 +37,12 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..agents import (
     Agent,
@@ -51,12 +50,14 @@ from ..agents import (
     Callback,
     Discretisation,
     EpisodeRecord,
+    LinearBoxPolicy,
+    ObservationStats,
     TrainingResult,
     TrainingRun,
+    clip_range,
 )
 from ..agents.loop import end_run, start_run
-from ..llm import LLMBackend, LLMReplyError, make_backend
-from .counting import check_backend_spec
+from ..llm import LLMReplyError, make_backend
 from .policy_families import (
     LinearPolicy,
     Policy,
@@ -65,70 +66,14 @@ from .policy_families import (
     proposal_schema,
     random_policy,
 )
+from .policy_search_config import PolicySearchConfig
 from .policy_search_prompts import (
     Trajectory,
     load_templates,
     prompt_variables,
 )
 
-
-class PolicySearchConfig(BaseModel):
-    """Settings of :class:`LLMPolicySearch` (the documents' names in brackets)."""
-
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-
-    family: Literal["tabular", "linear"] = Field(
-        "tabular", description="a table over discretised states, or argmax(W @ [obs, 1])")
-    proposer: Literal["llm", "random"] = Field(
-        "llm", description="who writes candidates: the LLM, or random search")
-    rounds: int = Field(100, gt=0, description="proposals after the initial policy (episodes)")
-    evaluation_episodes: int = Field(
-        5, gt=0, description="episodes each candidate is scored on (evaluation episodes)")
-    replay_buffer: bool = Field(
-        True, description="show the best and worst trajectories so far (else the latest one)")
-    replay_buffer_size: int = Field(
-        2, gt=0, description="how many best and how many worst trajectories are kept")
-    max_trajectory_length: int = Field(
-        20, gt=0, description="steps shown per trajectory, the last ones (max traj length)")
-    reset_conversation: bool = Field(
-        True, description="a fresh conversation every round (else earlier rounds stay in it)")
-    conversation_chars: int = Field(
-        12_000, gt=0, description="without reset: oldest rounds dropped beyond this size")
-    history_size: int = Field(10, ge=0, description="recent rounds' scores shown")
-    task_hints: str = Field("", description="what the task is, for the system prompt")
-    structured_output: bool = Field(
-        True, description="ask the backend for JSON fitting the proposal's schema")
-    vary_seed: bool = Field(
-        True, description="sampling seed = backend seed + round, so that with temperature > 0 "
-        "a model does not answer every round with the same draws")
-    bins: list[int] | None = Field(
-        None, description="tabular: bins per dimension; none = the observation is the state")
-    bounds: list[tuple[float, float]] | None = Field(
-        None, description="tabular: (low, high) per dimension instead of the space's bounds")
-    observation_names: list[str] | None = Field(None, description="names of the dimensions")
-    action_names: list[str] | None = Field(None, description="names of the actions")
-    initial: Literal["random", "zeros"] = Field(
-        "random", description="round 0: a random policy (seeded) or all zeros")
-    random_scale: float = Field(1.0, gt=0, description="random weights lie in [-s, s]")
-    llm: Any = Field("llamacpp", description="backend spec for langadapt.llm.make_backend")
-    templates: str | None = Field(None, description="folder of the three template files")
-    max_tokens: int | None = Field(
-        None, gt=0, description="longest reply; default: enough for the proposal's schema")
-
-    @field_validator("llm")
-    @classmethod
-    def _backend_spec(cls, value: Any) -> Any:
-        if isinstance(value, LLMBackend):
-            return value
-        if not isinstance(value, (str, dict)):
-            raise ValueError(f"llm is {value!r}, expected a backend name or a dict spec")
-        return check_backend_spec(value)  # a bad field fails now, not mid-run
-
-    @model_validator(mode="after")
-    def _templates_exist(self) -> PolicySearchConfig:
-        if self.proposer == "llm":
-            load_templates(self.templates)
-        return self
+__all__ = ["LLMPolicySearch", "PolicySearchConfig", "PolicySearchLearner"]
 
 
 class LLMPolicySearch(Agent):
@@ -137,6 +82,7 @@ class LLMPolicySearch(Agent):
     kind = "llm_policy_search"
     config_model = PolicySearchConfig
     config: PolicySearchConfig
+    box_actions = True  # linear policies only: clip(W @ [obs, 1])
 
     def __init__(
         self,
@@ -145,6 +91,7 @@ class LLMPolicySearch(Agent):
         config: PolicySearchConfig | dict[str, Any] | None = None,
         seed: int = 0,
     ) -> None:
+        _check_family(config, action_space)
         super().__init__(observation_space, action_space, config, seed)
         cfg = self.config
         if not isinstance(observation_space, spaces.Box) or len(self.obs_shape) != 1:
@@ -152,6 +99,15 @@ class LLMPolicySearch(Agent):
                 f"observation_space is {observation_space!r}, expected a one-dimensional Box"
             )
         self.obs_dim = int(self.obs_shape[0])
+        self.box = isinstance(action_space, spaces.Box)
+        self.n_outputs = int(action_space.shape[0]) if self.box else self.n_actions
+        if self.box:
+            self.low, self.high = clip_range(action_space, cfg.action_bounds)
+        elif cfg.action_bounds is not None or cfg.normalise is not None:
+            raise ValueError(f"action_bounds and normalise apply to linear policies on a Box "
+                             f"action space, not to {action_space}")
+        self.obs_stats = (ObservationStats(self.obs_dim)
+                          if self.box and cfg.normalise is not False else None)
         self.discretisation: Discretisation | None = None
         self.n_states = 0
         if cfg.family == "tabular":
@@ -161,8 +117,8 @@ class LLMPolicySearch(Agent):
             raise ValueError("bins and bounds apply to family: tabular, not to linear policies")
         self.observation_names = _names(cfg.observation_names, self.obs_dim, "observation_names",
                                         "x")
-        self.action_names = _names(cfg.action_names, self.n_actions, "action_names", "action ")
-        self.schema = proposal_schema(cfg.family, self.n_actions, self.n_states, self.obs_dim)
+        self.action_names = _names(cfg.action_names, self.n_outputs, "action_names", "action ")
+        self.schema = proposal_schema(cfg.family, self.n_outputs, self.n_states, self.obs_dim)
         self.max_tokens = cfg.max_tokens or self._reply_tokens()
         self.templates = load_templates(cfg.templates) if cfg.proposer == "llm" else {}
         self.backend = None
@@ -189,8 +145,8 @@ class LLMPolicySearch(Agent):
             self.candidate = TabularPolicy(np.zeros(self.n_states, dtype=np.int64),
                                            self.n_actions)
         else:
-            self.candidate = LinearPolicy(np.zeros((self.n_actions, self.obs_dim + 1)),
-                                          self.obs_dim, self.n_actions)
+            self.candidate = self._own(LinearPolicy(
+                np.zeros((self.n_outputs, self.obs_dim + 1)), self.obs_dim, self.n_outputs))
         self.best: Policy | None = None
         self.best_return = -math.inf
         self.last_proposal: Policy | None = None
@@ -203,27 +159,43 @@ class LLMPolicySearch(Agent):
         self.conversation: list[dict[str, str]] = []
         self.round_log: list[dict[str, Any]] = []
         self._pending: dict[str, Any] = _entry(0, "initial")
-        self._steps: deque[tuple[Any, int, float]] = deque(maxlen=cfg.max_trajectory_length)
+        self._steps: deque[tuple[Any, Any, float]] = deque(maxlen=cfg.max_trajectory_length)
+        self._seen: list[np.ndarray] = []  # the episode's observations (normalise)
+        if self.obs_stats is not None:
+            self.obs_stats = ObservationStats(self.obs_dim)
         self.counters = dict.fromkeys(
             ("env_steps", "episodes", "rounds", "evaluated", "kept", "requests", "corrections",
              "skipped_rounds", "illegal_table_actions"), 0)
 
     def _random_policy(self) -> Policy:
         cfg = self.config
-        return random_policy(self.rng, cfg.family, self.n_actions, self.n_states, self.obs_dim,
-                             cfg.random_scale)
+        return self._own(random_policy(self.rng, cfg.family, self.n_outputs, self.n_states,
+                                       self.obs_dim, cfg.random_scale))
+
+    def _own(self, policy: Policy) -> Policy:
+        """On a Box action space, linear weights as a clipped policy with the observation
+        statistics seen so far (frozen with it); else ``policy`` itself."""
+        if not self.box or isinstance(policy, LinearBoxPolicy):
+            return policy
+        mean, std = self.obs_stats.snapshot() if self.obs_stats is not None else (None, None)
+        return LinearBoxPolicy(policy.weights, self.low, self.high, mean, std,
+                               self.action_space.dtype.type)
 
     def _reply_tokens(self) -> int:
         if self.config.family == "tabular":
             return 3 * self.n_states + 32
-        return 24 * self.n_actions * (self.obs_dim + 1) + 32
+        return 24 * self.n_outputs * (self.obs_dim + 1) + 32
 
     # ---------------------------------------------------------------- protocol
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
-        """The candidate's action (``explore``) or the kept policy's (greedy)."""
-        mask = self.legal_mask(legal_moves, "legal_moves")
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True
+            ) -> int | np.ndarray:
+        """The candidate's action (``explore``) or the kept policy's (greedy); an array on a
+        Box action space."""
         x = self.check_obs(obs)
         policy = self.candidate if explore or self.best is None else self.best
+        if isinstance(policy, LinearBoxPolicy):
+            return policy.action(x)
+        mask = self.legal_mask(legal_moves, "legal_moves")
         if isinstance(policy, TabularPolicy):
             action, own = policy.action(self.discretisation.index(x), mask)
             if not own:
@@ -231,10 +203,14 @@ class LLMPolicySearch(Agent):
             return action
         return policy.action(x, mask)[0]
 
-    def record_step(self, obs: Any, action: int, reward: float) -> None:
+    def record_step(self, obs: Any, action: int | np.ndarray, reward: float) -> None:
         """Remember one step of the candidate's episode for the trajectories shown."""
         x = self.check_obs(obs)
         self.counters["env_steps"] += 1
+        if self.box:
+            action = [round(float(v), 3) for v in action]
+            if self.obs_stats is not None:
+                self._seen.append(x)
         state: Any = (self.discretisation.index(x) if self.discretisation is not None
                       else [round(float(v), 2) for v in x])
         self._steps.append((state, action, reward))
@@ -246,6 +222,9 @@ class LLMPolicySearch(Agent):
         self.latest_trajectory = trajectory
         self._remember(trajectory)
         self._steps.clear()
+        if self._seen:
+            self.obs_stats.update(np.asarray(self._seen))
+            self._seen.clear()
 
     def _remember(self, trajectory: Trajectory) -> None:
         size = self.config.replay_buffer_size
@@ -335,11 +314,11 @@ class LLMPolicySearch(Agent):
         except LLMReplyError as error:  # includes StructuredOutputError: nothing usable
             return "", None, str(error)
         try:
-            policy = parse_proposal(reply, self.config.family, self.n_actions, self.n_states,
+            policy = parse_proposal(reply, self.config.family, self.n_outputs, self.n_states,
                                     self.obs_dim)
         except ValueError as error:
             return reply, None, str(error)
-        return reply, policy, None
+        return reply, self._own(policy), None
 
     def _trimmed(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
         """The conversation without its oldest rounds beyond ``conversation_chars``."""
@@ -389,7 +368,7 @@ class LLMPolicySearch(Agent):
     # ------------------------------------------------------------ save / load
     def header(self) -> dict[str, Any]:
         return super().header() | {"family": self.config.family, "n_states": self.n_states,
-                                   "bins": self.config.bins}
+                                   "bins": self.config.bins, "n_outputs": self.n_outputs}
 
     def snapshot(self) -> Any:
         return (self.best, self.best_return)
@@ -405,6 +384,9 @@ class LLMPolicySearch(Agent):
             data = (self.best.table if isinstance(self.best, TabularPolicy)
                     else self.best.weights)
             tensors = tensors | {"best": torch.as_tensor(np.ascontiguousarray(data))}
+            if isinstance(self.best, LinearBoxPolicy):
+                tensors |= {"best_mean": torch.as_tensor(self.best.mean),
+                            "best_std": torch.as_tensor(self.best.std)}
         return state, tensors
 
     def set_state(self, state: dict[str, Any], tensors: dict[str, Any]) -> None:
@@ -415,8 +397,13 @@ class LLMPolicySearch(Agent):
             self.best, self.best_return = None, -math.inf
             return
         data = tensors["best"].numpy()
-        self.best = (TabularPolicy(data, self.n_actions) if self.config.family == "tabular"
-                     else LinearPolicy(data, self.obs_dim, self.n_actions))
+        if self.box:
+            self.best = LinearBoxPolicy(data, self.low, self.high, tensors["best_mean"].numpy(),
+                                        tensors["best_std"].numpy(),
+                                        self.action_space.dtype.type)
+        else:
+            self.best = (TabularPolicy(data, self.n_actions) if self.config.family == "tabular"
+                         else LinearPolicy(data, self.obs_dim, self.n_actions))
         self.best_return = float(state["best_return"])
 
 
@@ -424,6 +411,24 @@ def _entry(round_: int, proposer: str) -> dict[str, Any]:
     """The start of one round's log entry."""
     return {"round": round_, "proposer": proposer, "requests": 0, "corrections": 0,
             "prompt_chars": 0, "reply": None, "error": None, "llm_seconds": 0.0}
+
+
+def _check_family(config: Any, action_space: spaces.Space) -> None:
+    """One line naming the family and the action space when they do not fit."""
+    family = (config.family if isinstance(config, PolicySearchConfig)
+              else (config or {}).get("family", "tabular") if isinstance(config, dict)
+              else "tabular")
+    if isinstance(action_space, spaces.Discrete):
+        return
+    if isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
+        if family == "linear":
+            return
+        raise ValueError(f"family {family} does not fit action space {action_space}: a table "
+                         "holds one discrete action per state (family: linear writes "
+                         "clip(W @ [obs, 1]) for Box actions)")
+    raise ValueError(f"family {family} does not fit action space {action_space}: policy "
+                     "search writes tables or linear policies for Discrete actions, and "
+                     "linear policies for a one-dimensional Box")
 
 
 def _names(given: list[str] | None, count: int, what: str, prefix: str) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..agents import LinearBoxPolicy
 from .policy_families import PROPOSAL_KEYS, LinearPolicy, Policy
 
 TEMPLATE_DIR = Path(__file__).parent / "templates" / "policy_search"
@@ -23,7 +24,7 @@ TEMPLATE_VARIABLES: dict[str, str] = {
     "task_hints": "the task_hints setting (what the task is, what the return means)",
     "family": "tabular or linear",
     "actions": "the actions, e.g. '0 = push left, 1 = push right'",
-    "n_actions": "number of actions",
+    "n_actions": "number of actions (on a Box action space: its dimensions)",
     "n_states": "number of table states (tabular; 0 for linear)",
     "state_layout": "how a state index is built from the observation (tabular)",
     "observation_names": "the observation's dimensions, comma-separated",
@@ -112,6 +113,8 @@ def prompt_variables(search: Any) -> dict[str, str]:
         description = (f"The policy is a table: the action to take in each of the "
                        f"{search.n_states} states.\n"
                        + search.discretisation.layout(search.observation_names))
+    elif search.box:
+        output_format, description = _box_text(search, key)
     else:
         cols = search.obs_dim + 1
         output_format = (f'{{"{key}": [{search.n_actions} rows, one per action, each a list '
@@ -134,13 +137,16 @@ def prompt_variables(search: Any) -> dict[str, str]:
     return {
         "task_hints": cfg.task_hints or "maximise the return.",
         "family": cfg.family,
-        "actions": ", ".join(f"{i} = {n}" for i, n in enumerate(search.action_names)),
-        "n_actions": str(search.n_actions),
+        "actions": (", ".join(f"{i} = {n}" for i, n in enumerate(search.action_names))
+                    if not search.box else "a vector: " + ", ".join(
+                        f"{n} in [{fmt(lo)}, {fmt(hi)}]" for n, lo, hi in
+                        zip(search.action_names, search.low, search.high, strict=True))),
+        "n_actions": str(search.n_outputs),
         "n_states": str(search.n_states),
         "state_layout": (search.discretisation.layout(search.observation_names)
                          if search.discretisation is not None else ""),
         "observation_names": ", ".join(search.observation_names),
-        "parameter_shape": (f"{search.n_actions} x {search.obs_dim + 1}"
+        "parameter_shape": (f"{search.n_outputs} x {search.obs_dim + 1}"
                             if cfg.family == "linear" else ""),
         "policy_description": description,
         "output_format": output_format,
@@ -158,6 +164,29 @@ def prompt_variables(search: Any) -> dict[str, str]:
         "error": "",
         "reply": "",
     }
+
+
+def _box_text(search: Any, key: str) -> tuple[str, str]:
+    """(output format, policy description) of a linear policy on a Box action space."""
+    cols, rows = search.obs_dim + 1, search.n_outputs
+    output_format = (f'{{"{key}": [{rows} rows, one per action dimension, each a list of '
+                     f"{cols} numbers]}}")
+    best = search.best if isinstance(search.best, LinearBoxPolicy) else search.candidate
+    names = search.observation_names
+    if search.obs_stats is not None:
+        inputs = ("s_i = (x_i - mean_i) / std_i, the observation normalised by the mean and "
+                  "std of the observations seen so far: " + "; ".join(
+                      f"{n}: mean {fmt(m)}, std {fmt(d)}"
+                      for n, m, d in zip(names, best.mean, best.std, strict=True)))
+    else:
+        inputs = "s_i = the observation's dimension i"
+    terms = " + ".join(f"w[{i}]*s_{i}" for i in range(len(names)))
+    description = (
+        f"The policy is linear: action dimension j has a row w of {cols} numbers and the value "
+        f"{terms} + w[{cols - 1}], clipped to that dimension's range. Observation dimensions: "
+        f"{', '.join(f's_{i} = {n}' for i, n in enumerate(names))}; {inputs}. The weights are "
+        f"a {rows} x {cols} matrix (row j = action dimension j).")
+    return output_format, description
 
 
 def trajectories_text(search: Any) -> str:
@@ -189,7 +218,7 @@ def _trajectory_line(t: Trajectory) -> str:
 def shown(policy: Policy) -> Any:
     """A policy as the prompt shows it: weights to 3 decimals (shown 16-digit weights, SmolLM2
     copies them and its reply runs past max_tokens)."""
-    if isinstance(policy, LinearPolicy):
+    if isinstance(policy, (LinearPolicy, LinearBoxPolicy)):
         return np.round(policy.weights, 3).tolist()
     return policy.to_json()
 

@@ -1,0 +1,237 @@
+"""Continuous control: linear policies on Box actions (hand-computed), ARS's update on a
+quadratic toy, the proposal parser, LLM replies as counted fallbacks, family / action-space
+mismatches, and the experiment files run shrunk."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import yaml
+from fake_ollama import FakeOllama
+from gymnasium import spaces
+
+import langadapt  # noqa: F401  (registers the roles)
+from langadapt.agents import LinearBoxPolicy, ars_update, clip_range, make_agent, train
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+# ------------------------------------------------------------------ the linear policy
+def test_linear_policy_actions_are_clipped_to_the_space_2x3():
+    """W = [[1, 2], [-0.5, 0.25]], b = [0.5, -0.1]; action space [-1, 1] x [-1, 0.5]."""
+    space = spaces.Box(np.array([-1.0, -1.0], np.float32), np.array([1.0, 0.5], np.float32))
+    low, high = clip_range(space)
+    policy = LinearBoxPolicy([[1.0, 2.0, 0.5], [-0.5, 0.25, -0.1]], low, high)
+    # [1, 2]: 1 + 4 + 0.5 = 5.5 -> 1 (clipped);  -0.5 + 0.5 - 0.1 = -0.1
+    assert policy.action(np.array([1.0, 2.0])).tolist() == pytest.approx([1.0, -0.1])
+    # [-1, 0]: -1 + 0.5 = -0.5;  0.5 - 0.1 = 0.4
+    assert policy.action(np.array([-1.0, 0.0])).tolist() == pytest.approx([-0.5, 0.4])
+    # [0, 4]: 8.5 -> 1;  1 - 0.1 = 0.9 -> 0.5 (clipped)
+    assert policy.action(np.array([0.0, 4.0])).tolist() == pytest.approx([1.0, 0.5])
+    # [0, -3]: -6 + 0.5 = -5.5 -> -1 (clipped);  -0.75 - 0.1 = -0.85
+    action = policy.action(np.array([0.0, -3.0]))
+    assert action.tolist() == pytest.approx([-1.0, -0.85]) and space.contains(action)
+    # normalised by mean [1, 0], std [2, 0]: [3, 5] -> s = [1, 0] (a zero std counts 0)
+    normalised = LinearBoxPolicy(policy.weights, low, high, np.array([1.0, 0.0]),
+                                 np.array([2.0, 0.0]))
+    assert normalised.action(np.array([3.0, 5.0])).tolist() == pytest.approx([1.0, -0.6])
+
+
+def test_clip_range_of_an_infinite_box_asks_for_bounds():
+    space = spaces.Box(-np.inf, np.inf, (2,))
+    with pytest.raises(ValueError, match="infinite bounds: give action_bounds"):
+        clip_range(space)
+    low, high = clip_range(space, [[-1, 1], [0, 3]])
+    assert low.tolist() == [-1, 0] and high.tolist() == [1, 3]
+    with pytest.raises(ValueError, match="expected 2 pairs"):
+        clip_range(space, [[-1, 1]])
+
+
+# ------------------------------------------------------------------ ARS
+def test_ars_update_on_a_quadratic_improves_as_the_formula_says():
+    """f(theta) = -|theta - target|^2; the step is alpha / (b sigma_R) sum (r+ - r-) delta
+    over the top b directions by max(r+, r-), and f improves."""
+    target = np.array([[1.0, -2.0, 0.5]])
+    theta = np.zeros((1, 3))
+
+    def f(t: np.ndarray) -> float:
+        return -float(((t - target) ** 2).sum())
+
+    nu, alpha = 0.1, 0.05
+    deltas = np.array([[[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]], [[0.0, 0.0, 1.0]],
+                       [[1.0, 1.0, 1.0]]])
+    plus = [f(theta + nu * d) for d in deltas]
+    minus = [f(theta - nu * d) for d in deltas]
+    # by hand: f(0) = -5.25; r+ - r- = 4 nu (target . delta) = 0.4, -0.8, 0.2, -0.2;
+    # max(r+, r-) ranks directions 1 (-5.06+...), 0, 3, 2; top 2 = directions 1 and 0
+    best2 = [1, 0]
+    used = np.array([plus[k] for k in best2] + [minus[k] for k in best2])
+    step = sum((plus[k] - minus[k]) * deltas[k] for k in best2)
+    expected = theta + alpha / (2 * used.std()) * step
+    new = ars_update(theta, deltas, plus, minus, alpha, top=2)
+    assert new == pytest.approx(expected)
+    assert new[0, 2] == 0.0  # direction 2 is not among the top 2
+    assert f(new) > f(theta)
+    everything = ars_update(theta, deltas, plus, minus, alpha)  # b = N: ARS V1 / V2
+    all_used = np.array(plus + minus)
+    assert everything == pytest.approx(
+        theta + alpha / (4 * all_used.std()) * sum((p - m) * d for p, m, d in
+                                                  zip(plus, minus, deltas, strict=True)))
+    assert f(everything) > f(theta)
+
+
+def test_ars_trains_on_pendulum_with_its_own_episode_budget(tmp_path):
+    env = gym.make("Pendulum-v1")
+    agent = make_agent("ars", env.observation_space, env.action_space, seed=0, iterations=3,
+                       directions=2, top_directions=1)
+    records = train(agent, env, progress=False, seed=0)
+    assert len(records) == 3 * 2 * 2 and agent.finished
+    assert agent.iteration == 3 and np.abs(agent.theta).sum() > 0
+    obs, _ = env.reset(seed=1)
+    action = agent.act(obs, None, explore=False)
+    assert env.action_space.contains(action)
+    path = tmp_path / "ars.pt"
+    agent.save(path)
+    other = make_agent("ars", env.observation_space, env.action_space, seed=5, iterations=3,
+                       directions=2, top_directions=1)
+    other.load(path)
+    assert other.act(obs, None, explore=False).tolist() == action.tolist()
+
+
+def test_ars_refuses_discrete_actions_and_a_top_beyond_the_directions():
+    env = gym.make("langadapt/CartPole-v0")
+    with pytest.raises(ValueError, match="Discrete"):
+        make_agent("ars", env.observation_space, env.action_space)
+    box = spaces.Box(-1, 1, (1,))
+    with pytest.raises(ValueError, match="top_directions is 5, expected at most directions"):
+        make_agent("ars", box, box, directions=4, top_directions=5)
+
+
+# ------------------------------------------------------------------ the LLM's proposals
+def _pendulum_search(fake: FakeOllama, rounds: int, **settings):
+    env = gym.make("Pendulum-v1")
+    config = {"family": "linear", "rounds": rounds, "evaluation_episodes": 1,
+              "initial": "zeros", "structured_output": False,
+              "llm": {"backend": "ollama", "model": "llama3.2", "host": fake.host,
+                      "cache_path": None, "retries": 0, "breaker_failures": 100}} | settings
+    agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=0,
+                       **config)
+    return agent, train(agent, env, progress=False, seed=0)
+
+
+def test_parse_proposal_on_valid_short_long_and_non_finite_replies():
+    from langadapt.roles.policy_families import parse_proposal
+
+    def parse(reply: str):  # Pendulum: 1 action dimension, 3 observation dimensions
+        return parse_proposal(reply, "linear", 1, 0, 3)
+
+    assert parse('{"weights": [[1, -2.5, 0, 0.25]]}').weights.tolist() == [[1, -2.5, 0, 0.25]]
+    for short in ('{"weights": [[1, 2, 3]]}', '{"weights": []}'):
+        with pytest.raises(ValueError, match="1 rows of 4 numbers"):
+            parse(short)
+    for long in ('{"weights": [[1, 2, 3, 4, 5]]}', '{"weights": [[1, 2, 3, 4], [1, 2, 3, 4]]}'):
+        with pytest.raises(ValueError, match="1 rows of 4 numbers"):
+            parse(long)
+    for non_finite in ('{"weights": [[NaN, 0, 0, 0]]}', '{"weights": [[1e999, 0, 0, 0]]}',
+                       '{"weights": [[Infinity, 0, 0, 0]]}'):
+        with pytest.raises(ValueError, match="not a number JSON allows|finite numbers only"):
+            parse(non_finite)
+
+
+def test_bad_replies_on_a_box_are_counted_fallbacks_and_a_good_one_is_kept():
+    replies = iter([
+        json.dumps({"weights": [[1, 2, 3]]}),             # round 1: short ...
+        json.dumps({"weights": [[1, 2, 3, 4, 5]]}),       # ... corrected, still long: skipped
+        '{"weights": [[NaN, 0, 0, 0]]}',                   # round 2: non-finite ...
+        json.dumps({"weights": [[0, 0, 0, 2.0]]}),         # ... corrected: a constant torque
+    ])
+    with FakeOllama(reply=lambda _body: next(replies)) as fake:
+        agent, records = _pendulum_search(fake, rounds=2)
+    log = agent.round_log
+    assert [e["skipped"] for e in log] == [False, True, False]
+    assert agent.counters["skipped_rounds"] == 1 and agent.counters["corrections"] == 2
+    assert "1 rows of 4 numbers" in log[1]["error"]
+    assert sum(r.phase == "train" for r in records) == 2  # the skipped round ran nothing
+    assert log[2]["proposal"] == [[0, 0, 0, 2.0]]
+    obs, _ = gym.make("Pendulum-v1").reset(seed=0)
+    kept = agent.act(obs, None, explore=False)
+    assert kept.dtype == np.float32 and kept.shape == (1,)
+    assert agent.best_return == max(e["evaluated_return"] for e in log if not e["skipped"])
+    assert "action 0 in [-2, 2]" in fake.chat_bodies[0]["messages"][0]["content"]
+    assert "Best episodes so far" in fake.chat_bodies[2]["messages"][-1]["content"]
+    assert "1 rows, one per action dimension" in fake.chat_bodies[-1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(("family", "space", "named"), [
+    ("tabular", spaces.Box(-2, 2, (1,)), "family tabular does not fit action space Box"),
+    ("linear", spaces.MultiBinary(3), "family linear does not fit action space MultiBinary"),
+    ("linear", spaces.Box(-np.inf, np.inf, (2,)), "infinite bounds: give action_bounds"),
+])
+def test_a_family_that_does_not_fit_the_action_space_is_one_line(family, space, named):
+    obs = spaces.Box(-1, 1, (3,))
+    with pytest.raises(ValueError, match=named) as error:
+        make_agent("llm_policy_search", obs, space, family=family, proposer="random")
+    assert "\n" not in str(error.value)
+
+
+def test_action_bounds_clip_an_infinite_box_and_normalise_false_acts_on_raw_observations():
+    obs_space, action_space = spaces.Box(-5, 5, (2,)), spaces.Box(-np.inf, np.inf, (1,))
+    agent = make_agent("llm_policy_search", obs_space, action_space, family="linear",
+                       proposer="random", action_bounds=[[-0.5, 0.5]], normalise=False,
+                       initial="zeros")
+    agent.candidate = agent._own(agent.candidate.__class__(  # weights 10 * x0
+        [[10.0, 0.0, 0.0]], agent.low, agent.high))
+    assert agent.act(np.array([1.0, 0.0])).tolist() == [0.5]
+    assert agent.act(np.array([0.01, 0.0])).tolist() == pytest.approx([0.1])
+    with pytest.raises(ValueError, match="apply to linear policies on a Box action space"):
+        make_agent("llm_policy_search", obs_space, spaces.Discrete(2), family="linear",
+                   proposer="random", normalise=True)
+
+
+# ------------------------------------------------------------------ experiment files
+CONTINUOUS_FILES = ["policy_search_pendulum", "policy_search_mountaincar_continuous"]
+
+
+@pytest.mark.parametrize("name", CONTINUOUS_FILES)
+def test_continuous_experiment_files_run_shrunk(name, tmp_path, monkeypatch):
+    """Each file with 2 rounds / 1 iteration, one seed, the LLM behind the fake server: every
+    row trains and the search's rows and ARS's rows share the results folder."""
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.runner import run_experiment
+
+    data = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+    types = [a["type"] for a in data["agents"]]
+    assert types == ["llm_policy_search", "llm_policy_search", "ars"]
+    assert data["agents"][0]["params"]["llm"]["backend"] == "llamacpp"
+    assert data["seeds"] >= 3
+    episodes = [(a["params"]["rounds"] + 1) * a["params"]["evaluation_episodes"]
+                for a in data["agents"][:2]]
+    ars = data["agents"][2]["params"]
+    assert episodes == [2 * ars["directions"] * ars["iterations"]] * 2  # the same budget
+    with FakeOllama() as fake:  # schema-fitting replies
+        for agent in data["agents"][:2]:
+            agent["params"] = {**agent["params"], "rounds": 2, "evaluation_episodes": 1}
+        data["agents"][0]["params"]["llm"] = {
+            "backend": "ollama", "model": "llama3.2", "host": fake.host}
+        data["agents"][2]["params"] |= {"iterations": 1, "directions": 1, "top_directions": 1}
+        data |= {"seeds": [0], "cache_dir": str(tmp_path / "cache"),
+                 "evaluation": {"final_episodes": 1}}
+        path = tmp_path / "shrunk.yaml"
+        path.write_text(yaml.safe_dump(data))
+        monkeypatch.setenv("LANGADAPT_CACHE_DIR", str(tmp_path / "llm"))
+        out = run_experiment(load_config(path), tmp_path / "out", progress=False,
+                             log=lambda _: None)
+    assert fake.chat_requests == 2
+    with open(out / "episodes.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    train_rows = {a: sum(r["phase"] == "train" for r in rows if r["agent"] == a)
+                  for a in ("llm", "random_search", "ars")}
+    assert train_rows == {"llm": 3, "random_search": 3, "ars": 2}
+    assert all(math.isfinite(float(r["return"])) for r in rows)
+    assert {r["agent"] for r in rows if r["phase"] == "final"} == set(train_rows)
