@@ -27,6 +27,7 @@ from collections.abc import Iterable
 import gymnasium
 
 from .. import environments
+from ..environments.extras import missing_extra
 
 __all__ = ["import_user_modules", "resolve_env_id", "suggest"]
 
@@ -78,4 +79,7 @@ def resolve_env_id(text: str, imports: bool = True) -> str:
             f"unknown environment {text!r}{suggest(text, gymnasium.registry)}; expected one "
             f"of {', '.join(ours)}, a MiniGrid or BabyAI level, any other registered "
             "gymnasium id, or your own as my_module:MyEnv-v0 (the module is imported first)")
+    missing = missing_extra(text) if imports else None
+    if missing:
+        raise ValueError(missing)
     return text

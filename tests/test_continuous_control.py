@@ -235,3 +235,24 @@ def test_continuous_experiment_files_run_shrunk(name, tmp_path, monkeypatch):
     assert train_rows == {"llm": 3, "random_search": 3, "ars": 2}
     assert all(math.isfinite(float(r["return"])) for r in rows)
     assert {r["agent"] for r in rows if r["phase"] == "final"} == set(train_rows)
+
+
+def test_a_missing_mujoco_or_box2d_extra_is_one_line_naming_the_install(monkeypatch, tmp_path):
+    import importlib.util
+
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.config_errors import ConfigError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("mujoco", "Box2D") else real(name, *a))
+    for env_id, extra in (("Swimmer-v5", "mujoco"), ("BipedalWalker-v3", "box2d")):
+        data = yaml.safe_load((CONFIGS / "policy_search_pendulum.yaml").read_text())
+        data["environment"] = {"id": env_id}
+        path = tmp_path / f"{extra}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        with pytest.raises(ConfigError) as error:
+            load_config(path)
+        assert f"pip install 'langadapt[{extra}]'" in str(error.value)
+        assert f"environment {env_id} needs" in str(error.value)
+    assert load_config(CONFIGS / "policy_search_pendulum.yaml")  # classic control: no extra
