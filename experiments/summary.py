@@ -156,8 +156,8 @@ def summarise(episodes: list[Episode], threshold: float | None,
                 sum(e.llm_calls for e in group),
                 sum(e.cache_hits for e in group),
                 sum(e.llm_fallbacks for e in group),
-                costs.get((adapter, agent), Cost(math.nan, math.nan)).llm_seconds,
-                costs.get((adapter, agent), Cost(math.nan, math.nan)).cpu_seconds,
+                costs.get((adapter, agent), Cost.unknown()).llm_seconds,
+                costs.get((adapter, agent), Cost.unknown()).cpu_seconds,
             )
         )
     return rows
