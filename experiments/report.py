@@ -48,6 +48,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from ..environments.babyai_goals import GOAL_TYPES
+from .balrog import BALROG_BABYAI
 from .config import load_config
 from .costs import folder_costs
 from .goals import goals_markdown
@@ -216,7 +218,9 @@ def write_report(
         title = f"{config.name} — {config.environment.id} {params}".strip()
         markdown = summary_markdown(rows, title, threshold)
         markdown += seed_scores_markdown(episodes)
-        markdown += goals_markdown(config, episodes)
+        markdown += goals_markdown(config, episodes, [
+            (b.model, dict(zip(GOAL_TYPES, b.tasks, strict=True)))
+            for b in BALROG_BABYAI if b.tasks is not None])
         markdown += prerender_markdown(out_dir / "prerender.json")
         markdown += results_notes(out_dir, failed)
         with replacing(out_dir, "summary.csv") as temporary:

@@ -13,13 +13,16 @@ and then :func:`write_suite_report` writes, in ``<output>/``:
 - ``suite.md``: per adapter x agent, each task's final success (mean over runs, stratified
   bootstrap 95% interval) and the suite's IQM and mean over runs x tasks with rliable's
   stratified bootstrap intervals (with a single run, e.g. a zero-shot LLM: the mean and its
-  interval over the held-out episodes of each task instead, no IQM); then BALROG's published
-  zero-shot BabyAI figures (:data:`BALROG_BABYAI`) beside them;
+  interval over the held-out episodes of each task instead, no IQM), the LLM calls, LLM
+  seconds and CPU seconds of its runs; on BALROG's level, each row's protocol against
+  BALROG's (tasks, episodes per task) and BALROG's published zero-shot BabyAI figures
+  (:data:`BALROG_BABYAI`) beside them;
 - ``suite.csv``: one row per adapter, agent, task and seed (its success rate and episodes);
 - ``performance_profile.png``: rliable's performance profiles over runs x tasks.
 
 ``suite.yaml`` is the resolved suite file; ``langadapt report <output>`` rebuilds every
-task's report and the suite report from the episodes alone.
+task's report and the suite report from the episodes alone; ``langadapt report A B --out C``
+puts the rows of suite folders A and B in one such table (:func:`merge_suites`).
 """
 
 from __future__ import annotations
@@ -33,29 +36,21 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ..environments.babyai_goals import GOAL_TYPES
+from .balrog import BALROG_BABYAI
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
+from .costs import Cost, folder_costs
 from .one_run import make_env
 from .report import text_cell, write_report
-from .results import read_episodes
-from .results_io import ResultsFolderError, replacing, write_text, writing
+from .results import check_results, read_episodes
+from .results_io import ResultsFolderError, folder_lock, inside, replacing, write_text, writing
 from .runner import run_experiment
 from .stats import aggregate_estimates, plot_performance_profile, require_rliable
 
-__all__ = ["BALROG_BABYAI", "SUITE_FILE", "run_suite", "task_configs", "write_suite_report"]
+__all__ = ["BALROG_BABYAI", "SUITE_FILE", "merge_suites", "run_suite", "task_configs",
+           "write_suite_report"]
 
 SUITE_FILE = "suite.yaml"
-
-#: BALROG's leaderboard, BabyAI (``MixedTrainLocal``, five goal types, ``num_dists: 0``):
-#: zero-shot progression in % over 50 episodes (10 per task), ± standard error as published
-#: (None: not given). On BabyAI progression is the success rate.
-BALROG_BABYAI: tuple[tuple[str, float, float | None], ...] = (
-    ("Llama-3.2-1B-Instruct", 6.0, 3.4),
-    ("Llama-3.2-3B-Instruct", 10.0, 4.2),
-    ("Llama-3.1-8B-Instruct", 30.0, 6.5),
-    ("GPT-4o-mini", 50.4, None),
-    ("GPT-4o", 77.6, 3.7),
-)
-
 
 def task_configs(config: ExperimentConfig) -> dict[str, ExperimentConfig]:
     """The experiment of each task of a suite: the file's environment params with the task's
@@ -157,32 +152,101 @@ def _method_row(outcomes: Outcomes, tasks: list[str]) -> tuple[list[str], str, s
     return cells, "—", _pct(*aggregate_estimates(episodes)["mean"]), 1, "episodes (one run)"
 
 
+BALROG_TASKS = ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to")
+"""BALROG's five BabyAI tasks, by the task names of ``configs/babyai_suite.yaml``."""
+BALROG_EPISODES = 10
+"""BALROG's episodes per task."""
+BALROG_LEVEL = ("BabyAI-MixedTrainLocal-v0", {"num_dists": 0})
+"""BALROG's level: the environment id's ending and its params."""
+
+Source = tuple[ExperimentConfig, Path, str]
+"""A suite folder in a table: its suite file, the folder, the prefix of its adapter names."""
+
+
+def balrog_level(config: ExperimentConfig) -> bool:
+    """Whether the suite plays BALROG's BabyAI environment (its params aside: they are in
+    :func:`protocol_vs_balrog`)."""
+    return config.environment.id.endswith(BALROG_LEVEL[0])
+
+
+def protocol_vs_balrog(config: ExperimentConfig) -> str:
+    """``same`` or how a suite's protocol differs from BALROG's (level, tasks, episodes)."""
+    params = config.environment.params
+    parts = [] if params == BALROG_LEVEL[1] else [f"params {params} (BALROG: {BALROG_LEVEL[1]})"]
+    tasks = list(config.tasks or {})
+    if sorted(tasks) != sorted(BALROG_TASKS):
+        parts.append(f"tasks {', '.join(tasks)} (BALROG: its {len(BALROG_TASKS)})")
+    episodes = config.evaluation.final_episodes
+    if episodes != BALROG_EPISODES:
+        parts.append(f"{episodes} episodes per task (BALROG: {BALROG_EPISODES})")
+    return "; ".join(parts) or "same"
+
+
+def _episodes_text(config: ExperimentConfig) -> str:
+    held = config.evaluation.heldout_seeds
+    return (f"held-out seeds [{held.first}, {held.first + held.count}), {held.count} "
+            "episodes per task and run, the same for every row" if held is not None else
+            f"{config.evaluation.final_episodes} final episodes per task and run")
+
+
+def suite_costs(config: ExperimentConfig, out_dir: Path) -> dict[tuple[str, str], Cost]:
+    """Per adapter x agent, what its runs cost over the suite's tasks (:mod:`.costs`)."""
+    total: dict[tuple[str, str], Cost] = {}
+    for task in config.tasks or {}:
+        if (out_dir / task / "config.yaml").is_file():
+            task_config = load_config(out_dir / task / "config.yaml", data_only=True)
+            for key, cost in folder_costs(task_config, out_dir / task).items():
+                total[key] = total.get(key, Cost()) + cost
+    return total
+
+
 def suite_markdown(config: ExperimentConfig, out_dir: Path) -> tuple[str, list[list[str]],
                                                                     dict[str, np.ndarray]]:
     """(suite.md, suite.csv rows, the runs x tasks matrices of the performance profile)."""
-    tasks = list(config.tasks or {})
-    found = _outcomes(out_dir, tasks)
-    held = config.evaluation.heldout_seeds
-    episodes = (f"held-out seeds [{held.first}, {held.first + held.count}), {held.count} "
-                "episodes per task and run, the same for every row" if held is not None else
-                f"{config.evaluation.final_episodes} final episodes per task and run")
-    lines = [f"# {config.name} — {config.environment.id} suite", "",
+    return suite_tables([(config, Path(out_dir), "")],
+                        f"# {config.name} — {config.environment.id} suite")
+
+
+def suite_tables(sources: list[Source], title: str) -> tuple[str, list[list[str]],
+                                                              dict[str, np.ndarray]]:
+    """:func:`suite_markdown` of one or more suite folders: their rows in one table, tasks
+    matched by name (a row's suite IQM and mean are over its own suite's tasks)."""
+    tasks = list(dict.fromkeys(t for config, _, _ in sources for t in config.tasks or {}))
+    found: dict[tuple[str, str], tuple[Outcomes, ExperimentConfig]] = {}
+    costs: dict[tuple[str, str], Cost] = {}
+    for config, folder, prefix in sources:
+        for (adapter, agent), outcomes in _outcomes(folder, list(config.tasks or {})).items():
+            found[(prefix + adapter, agent)] = (outcomes, config)
+        costs.update({(prefix + a, agent): cost
+                      for (a, agent), cost in suite_costs(config, folder).items()})
+    texts = list(dict.fromkeys(_episodes_text(config) for config, _, _ in sources))
+    episodes = texts[0] if len(texts) == 1 else "each row's own episodes (see its protocol)"
+    balrog = any(balrog_level(config) for config, _, _ in sources)
+    lines = [title, "",
              f"Greedy success (%) of the final policy on {episodes}. Per task: mean over runs "
              "with a stratified bootstrap 95% interval (one run: over its episodes). Suite: "
-             "IQM and mean over runs x tasks, rliable's stratified bootstrap 95% intervals."
+             "IQM and mean over runs x tasks, rliable's stratified bootstrap 95% intervals. "
+             "LLM calls, LLM s (waiting for answers) and CPU s: totals over the row's runs."
              + (" Rows `<agent> (best)`: the policy of the best evaluation during training "
                 "(evaluation.keep_best; chosen on the training-time evaluation episodes, "
                 "never on the held-out ones), on the same episodes."
-                if config.evaluation.keep_best else ""), "",
+                if any(config.evaluation.keep_best for config, _, _ in sources) else ""), "",
              "| adapter | agent | " + " | ".join(tasks) + " | suite IQM | suite mean | runs "
-             "| intervals over |",
-             "|---|---|" + "---|" * len(tasks) + "---|---|---|---|"]
+             "| intervals over | LLM calls | LLM s | CPU s |"
+             + (" protocol vs BALROG |" if balrog else ""),
+             "|---|---|" + "---|" * len(tasks) + "---|---|---|---|---:|---:|---:|"
+             + ("---|" if balrog else "")]
     rows, profiles = [["adapter", "agent", "task", "seed", "success_rate", "episodes"]], {}
-    for (adapter, agent), outcomes in sorted(found.items(), key=lambda item: item[0][1]):
-        cells, iqm, mean, runs, over = _method_row(outcomes, tasks)
-        lines.append(f"| {adapter} | {agent} | " + " | ".join(cells)
-                     + f" | {iqm} | {mean} | {runs} | {over} |")
-        for task in tasks:
+    for (adapter, agent), (outcomes, config) in sorted(found.items(),
+                                                       key=lambda item: item[0][1]):
+        own = list(config.tasks or {})
+        cells, iqm, mean, runs, over = _method_row(outcomes, own)
+        by_task = dict(zip(own, cells, strict=True))
+        cost = costs.get((adapter, agent.removesuffix(" (best)")), Cost.unknown())
+        lines.append(f"| {adapter} | {agent} | " + " | ".join(by_task.get(t, "—") for t in tasks)
+                     + f" | {iqm} | {mean} | {runs} | {over} | {cost.cells()} |"
+                     + (f" {protocol_vs_balrog(config)} |" if balrog else ""))
+        for task in own:
             for seed, successes in sorted(outcomes.get(task, {}).items()):
                 rows.append([adapter, agent, task, str(seed), repr(float(np.mean(successes))),
                              str(len(successes))])
@@ -190,15 +254,21 @@ def suite_markdown(config: ExperimentConfig, out_dir: Path) -> tuple[str, list[l
         if seeds:
             profiles[f"{adapter} / {agent}"] = np.array(
                 [[np.mean(outcomes[t][s]) for t in tasks] for s in seeds])
-    missing = [t for t in tasks if not (out_dir / t / "episodes.csv").is_file()]
+    missing = [prefix + t for config, folder, prefix in sources for t in config.tasks or {}
+               if not (folder / t / "episodes.csv").is_file()]
     if missing:
         lines += ["", f"Tasks without results yet: {', '.join(missing)}."]
-    lines += ["", "BALROG's published zero-shot figures on the same level (BabyAI "
-              "MixedTrainLocal, num_dists 0; progression = success, %, 50 episodes: 10 per "
-              "task, ± standard error as published):", "",
-              "| model | BALROG BabyAI |", "|---|---|"]
-    lines += [f"| {model} | {score:.1f}" + (f" ± {se:.1f}" if se is not None else "") + " |"
-              for model, score, se in BALROG_BABYAI]
+    if balrog:
+        lines += ["", "BALROG's leaderboard, zero-shot on the same level (BabyAI "
+                  "MixedTrainLocal, num_dists 0; progression = success, %, ± standard error "
+                  "as published; experiments/balrog.py); a row whose protocol is not `same` "
+                  "is not measured as they are:", "",
+                  "| model | date | BabyAI | episodes per task | "
+                  + " | ".join(GOAL_TYPES) + " |", "|---|---|---|---:|" + "---:|" * 5]
+        lines += [f"| {b.model} | {b.date} | {b.average:.1f} ± {b.se:.1f} | "
+                  f"{b.episodes_per_task} | "
+                  + " | ".join("–" if v is None else f"{v:.0f}" for v in
+                               (b.tasks or (None,) * 5)) + " |" for b in BALROG_BABYAI]
     return "\n".join(lines) + "\n", rows, profiles
 
 
@@ -230,4 +300,56 @@ def write_suite_report(out_dir: Path | str, log: Callable[[str], None] | None = 
         log(markdown)
         log(f"written: {out_dir}/suite.md, suite.csv" +
             (", performance_profile.png" if profiles else ""))
+    return markdown
+
+
+def merge_suites(folders: list[Path], out_dir: Path,
+                 log: Callable[[str], None] | None = print) -> str:
+    """``langadapt report A B``: the rows of several suite folders in one suite table,
+    adapters named ``<folder>/<adapter>``, tasks matched by name (``suite.md``, ``suite.csv``
+    and ``performance_profile.png`` in ``out_dir``; the folders are only read). Suites of
+    different environments, or one task name with different params, are refused."""
+    require_rliable()
+    names = [folder.name for folder in folders]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ResultsFolderError(f"folders named {', '.join(repeated)} twice: their rows "
+                                 "would share names; copy or rename one")
+    configs = [load_config(folder / SUITE_FILE, data_only=True) for folder in folders]
+    levels = [f"{c.environment.id} {c.environment.params}" for c in configs]
+    if len(set(levels)) > 1:
+        raise ResultsFolderError("suites of different environments (their tasks are not the "
+                                 "same tasks): " + "; ".join(
+                                     f"{folder}: {level}" for folder, level in
+                                     zip(folders, levels, strict=True)))
+    seen: dict[str, tuple[Path, dict]] = {}
+    for folder, config in zip(folders, configs, strict=True):
+        for task, params in (config.tasks or {}).items():
+            first = seen.setdefault(task, (folder, params))
+            if first[1] != params:
+                raise ResultsFolderError(f"task {task} is {first[1]} in {first[0]} but {params} "
+                                         f"in {folder}: not the same task")
+            if (folder / task / "episodes.csv").is_file():
+                check_results(folder / task)  # cut or crafted rows: refused before the table
+    if (out_dir / "config.yaml").exists() or (out_dir / SUITE_FILE).exists():
+        raise ResultsFolderError(f"--out {out_dir} is a results folder; a merged table never "
+                                 "replaces a folder's own report: choose another --out")
+    sources = [(config, folder, f"{folder.name}/")
+               for folder, config in zip(folders, configs, strict=True)]
+    markdown, rows, profiles = suite_tables(sources, "# suites: " + ", ".join(names))
+    with writing(out_dir, f"free some space and merge again into --out {out_dir}"):
+        inside(out_dir.parent, out_dir.name).mkdir(parents=True, exist_ok=True)
+        with folder_lock(out_dir):
+            text = io.StringIO()
+            csv.writer(text, lineterminator="\n").writerows(
+                [[text_cell(c) for c in row[:3]] + row[3:] for row in rows])
+            write_text(out_dir, "suite.csv", text.getvalue())
+            write_text(out_dir, "suite.md", markdown)
+            if profiles:
+                with replacing(out_dir, "performance_profile.png") as temporary:
+                    plot_performance_profile(profiles, temporary, title=", ".join(names))
+    if log is not None:
+        log(markdown)
+        log(f"written: {out_dir}/suite.md, suite.csv"
+            + (", performance_profile.png" if profiles else ""))
     return markdown
