@@ -262,6 +262,15 @@ def command_report(args: argparse.Namespace) -> int:
     from .report import write_report
     from .suite import SUITE_FILE, write_suite_report
 
+    suites = [folder for folder in args.folder if (folder / SUITE_FILE).is_file()]
+    if len(args.folder) > 1 and suites:
+        return _merge_suites(args.folder, suites, args.out or Path("comparison"))
+    names = [folder.name for folder in args.folder]
+    if len(set(names)) < len(names) and all((f.parent / SUITE_FILE).is_file()
+                                            for f in args.folder):
+        parents = " ".join(sorted({str(f.parent) for f in args.folder}))
+        raise UsageError(f"{' '.join(map(str, args.folder))}: task folders of suites, named "
+                         f"alike; to put the suites in one table: langadapt report {parents}")
     if len(args.folder) > 1:
         from .compare import compare_folders
 
@@ -277,6 +286,20 @@ def command_report(args: argparse.Namespace) -> int:
         write_suite_report(folder)
     else:
         write_report(folder)
+    return 0
+
+
+def _merge_suites(folders: list[Path], suites: list[Path], out: Path) -> int:
+    from .suite import merge_suites
+
+    others = [str(folder) for folder in folders if folder not in suites]
+    if others:
+        tasks = [f for f in others if (Path(f).parent / "suite.yaml").is_file()]
+        hint = (f" ({', '.join(tasks)}: a task folder of a suite; give the suite's folder)"
+                if tasks else "")
+        raise UsageError(f"{', '.join(map(str, suites))}: suite folders, {', '.join(others)}: "
+                         f"not; report merges suite folders only with suite folders{hint}")
+    merge_suites(folders, out)
     return 0
 
 

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from experiment_fixtures import raw_config, run_cli
 
 from langadapt.experiments import progress as progress_module
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.runner import run_experiment
-
-from experiment_fixtures import raw_config, run_cli
 
 
 def test_runs_report_progress_lines_with_episodes_success_and_eta(tmp_path, monkeypatch):
@@ -135,3 +134,72 @@ def test_init_writes_a_packaged_file_once(tmp_path, capsys):
     assert code == 2 and "exists" in err
     code, _, err = run_cli(capsys, "init", "quickstrt")
     assert code == 2 and "(did you mean 'quickstart'?)" in err
+
+
+# ----------------------------------------------------------------------------- suite tables
+
+
+def _suite(tmp_path: Path, name: str, tasks: dict, agent: str = "random", **changes) -> Path:
+    from langadapt.experiments.suite import run_suite
+
+    data = {"name": name, "environment": {"id": "langadapt/BabyAI-MixedTrainLocal-v0",
+                                          "params": {"num_dists": 0}},
+            "tasks": tasks, "adapters": [{"type": "raw"}], "agents": [{"type": agent}],
+            "training": {"episodes": 1}, "seeds": [0],
+            "evaluation": {"heldout_seeds": {"first": 1_000_000, "count": 2}},
+            "output": str(tmp_path / name), "cache_dir": ""}
+    data.update(changes)
+    return run_suite(experiment_from_dict(data), progress=False, log=lambda _: None)
+
+
+def test_report_merges_two_suite_folders_into_one_table_with_balrogs_rows(tmp_path, capsys):
+    pytest.importorskip("minigrid")
+    pytest.importorskip("rliable")
+    five = {t: {"goal": t} for t in ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to")}
+    first = _suite(tmp_path, "dqnlike", five)
+    second = _suite(tmp_path, "llmlike", {"goto": {"goal": "goto"}})
+    out = tmp_path / "merged"
+    code, stdout, err = run_cli(capsys, "report", str(first), str(second), "--out", str(out))
+    assert (code, err) == (0, "")
+    table = (out / "suite.md").read_text()
+    assert "| adapter | agent | goto | pickup | open | putnext | pick_up_seq_go_to |" in table
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    (five_row,) = [r for r in rows if r.startswith("| dqnlike/raw | random |")]
+    (one_row,) = [r for r in rows if r.startswith("| llmlike/raw | random |")]
+    assert five_row.endswith("| 2 episodes per task (BALROG: 10) |")
+    assert one_row.endswith("| tasks goto (BALROG: its 5); 2 episodes per task (BALROG: 10) |")
+    assert one_row.split(" | ")[3:7] == ["—"] * 4  # the tasks it did not play
+    assert "| GPT-4o | " in table  # BALROG's rows
+    with open(out / "suite.csv", newline="") as handle:
+        adapters = {row["adapter"] for row in csv.DictReader(handle)}
+    assert adapters == {"dqnlike/raw", "llmlike/raw"}
+
+
+def test_report_refuses_suites_of_different_environments_naming_them(tmp_path, capsys):
+    pytest.importorskip("minigrid")
+    pytest.importorskip("rliable")
+    first = _suite(tmp_path, "a", {"goto": {"goal": "goto"}})
+    second = _suite(tmp_path, "b", {"goto": {"goal": "goto"}},
+                    environment={"id": "langadapt/BabyAI-MixedTrainLocal-v0",
+                                 "params": {"num_dists": 1}})
+    code, _, err = run_cli(capsys, "report", str(first), str(second), "--out",
+                           str(tmp_path / "m"))
+    assert code == 2
+    assert "suites of different environments" in err
+    assert f"{first}: langadapt/BabyAI-MixedTrainLocal-v0 {{'num_dists': 0}}" in err
+    assert f"{second}: langadapt/BabyAI-MixedTrainLocal-v0 {{'num_dists': 1}}" in err
+    code, _, err = run_cli(capsys, "report", str(first / "goto"), str(second / "goto"))
+    assert code == 2 and f"langadapt report {first} {second}" in err
+    code, _, err = run_cli(capsys, "report", str(first), str(second / "goto"))
+    assert code == 2 and "a task folder of a suite; give the suite's folder" in err
+
+
+def test_a_suite_report_gives_costs_and_marks_a_protocol_unlike_balrogs(tmp_path):
+    pytest.importorskip("minigrid")
+    pytest.importorskip("rliable")
+    folder = _suite(tmp_path, "one", {"goto": {"goal": "goto"}})
+    table = (folder / "suite.md").read_text()
+    (row,) = [line for line in table.splitlines() if line.startswith("| raw | random |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-4] == "0" and cells[-3] == "0.0" and float(cells[-2]) >= 0  # calls, LLM s, CPU
+    assert cells[-1] == "tasks goto (BALROG: its 5); 2 episodes per task (BALROG: 10)"
