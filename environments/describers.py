@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -88,17 +88,26 @@ def join_words(words: Sequence[str], conjunction: str) -> str:
 
 
 # --------------------------------------------------------------------------- base
+def _numeric(state: Mapping | tuple) -> bool:
+    """Whether a tuple is a plain sequence of numbers (a dict never is)."""
+    return not isinstance(state, Mapping) and all(
+        isinstance(v, numbers.Real) or (isinstance(v, np.ndarray) and v.shape == ())
+        for v in state)
+
+
 class Describer:
     """Turns a raw state (plus legal moves and the last action) into a sentence.
 
     Subclasses set ``state_shape`` and ``n_actions`` and implement :meth:`describe`,
     which receives an already checked float64 state, a tuple of legal moves and the last
-    action (``int`` or ``None``). ``uses_last_action`` says whether the sentence depends
-    on the last action (adapters use it to key their memo).
+    action (``int`` or ``None``). ``state_shape = None``: the state as the environment gives
+    it, unchecked (a dict for a ``Dict`` observation space, a tuple for a ``Tuple``).
+    ``uses_last_action`` says whether the sentence depends on the last action (adapters use
+    it to key their memo).
     """
 
     env_name: str = "environment"
-    state_shape: tuple[int, ...] = ()
+    state_shape: tuple[int, ...] | None = ()
     n_actions: int | None = None
     uses_last_action: bool = False
     #: Per state value: (name, low, high) of the environment's observation space; states
@@ -108,6 +117,15 @@ class Describer:
     def __call__(
         self, state: Any, legal_moves: Iterable[int] = (), last_action: int | None = None
     ) -> str:
+        if self.state_shape is None:  # the observation as the environment gives it
+            return self.describe(state, check_legal_moves(legal_moves, self.n_actions),
+                                 self._last_action(last_action))
+        if isinstance(state, (Mapping, tuple)) and not _numeric(state):
+            raise ValueError(
+                f"{self.env_name} state {state!r} is a {type(state).__name__}; "
+                f"{type(self).__name__} takes numbers of shape {self.state_shape} (a describer "
+                "of Dict or Tuple observations sets state_shape = None and receives them as "
+                "the environment gives them)")
         checked = check_state(state, self.state_shape, f"{self.env_name} state")
         if self.bounds is not None:
             for value, (name, low, high) in zip(checked.tolist(), self.bounds, strict=True):
@@ -118,16 +136,18 @@ class Describer:
                         f"the observation space [{low}, {high}]"
                     )
         moves = check_legal_moves(legal_moves, self.n_actions)
-        action = last_action
-        if self.n_actions and last_action is not None:
-            try:
-                action = check_action(last_action, self.n_actions)
-            except ValueError as error:
-                raise ValueError(f"last_action: {error}") from None
-        return self.describe(checked, moves, action)
+        return self.describe(checked, moves, self._last_action(last_action))
+
+    def _last_action(self, last_action: Any) -> int | None:
+        if not self.n_actions or last_action is None:
+            return last_action
+        try:
+            return check_action(last_action, self.n_actions)
+        except ValueError as error:
+            raise ValueError(f"last_action: {error}") from None
 
     def describe(
-        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
+        self, state: Any, legal_moves: tuple[int, ...], last_action: int | None
     ) -> str:
         """The sentence for a checked state; subclasses implement it."""
         raise NotImplementedError(f"{type(self).__name__} does not implement describe()")

@@ -58,9 +58,10 @@ class LanguageSpec:
 
     ``describer``: the rule describer. ``action_names``: action ``i`` in words.
     ``task``: the goal and what each action does (the system prompt of the LLM roles).
-    ``state_of(env)``: the current raw state of the unwrapped environment (for roles that
-    read it off the environment, like the advisor). ``prompt_state(state, legal_moves)``:
-    what a decision prompt shows of a state (default: the describer's sentence).
+    ``state_of(env)``: the current raw state of the unwrapped environment, as the describer
+    takes it (for roles that read it off the environment, like the advisor).
+    ``prompt_state(state, legal_moves)``: what a decision prompt shows of a state (default:
+    the describer's sentence).
 
     The ``compact`` prompt style, for LLM decisions that must cost few prompt tokens:
     ``compact_state(state, legal_moves)`` (default: ``prompt_state``'s text) and
@@ -74,9 +75,9 @@ class LanguageSpec:
     describer: Describer
     action_names: tuple[str, ...]
     task: str
-    state_of: Callable[[Any], np.ndarray]
-    prompt_state: Callable[[np.ndarray, tuple[int, ...]], str] | None = None
-    compact_state: Callable[[np.ndarray, tuple[int, ...]], str] | None = None
+    state_of: Callable[[Any], Any]
+    prompt_state: Callable[[Any, tuple[int, ...]], str] | None = None
+    compact_state: Callable[[Any, tuple[int, ...]], str] | None = None
     compact_task: str | None = None
     representation: Mapping[str, Any] = field(default_factory=dict)
 
@@ -98,8 +99,11 @@ class LanguageSpec:
         return len(self.action_names)
 
     @property
-    def state_shape(self) -> tuple[int, ...]:
-        return tuple(self.describer.state_shape)
+    def state_shape(self) -> tuple[int, ...] | None:
+        """The describer's state shape; None: states as the environment gives them (a dict
+        for a Dict observation space)."""
+        shape = self.describer.state_shape
+        return None if shape is None else tuple(shape)
 
     def describe(self, state: Any, legal_moves: Sequence[int] = (),
                  last_action: int | None = None) -> str:
@@ -114,7 +118,8 @@ class LanguageSpec:
         sentence = self.describer(state, legal_moves)  # also every check of state and moves
         if render is None:
             return sentence
-        return render(np.asarray(state, dtype=np.float64), tuple(legal_moves))
+        shown = state if self.state_shape is None else np.asarray(state, dtype=np.float64)
+        return render(shown, tuple(legal_moves))
 
     def task_for(self, style: str = "verbose") -> str:
         """The system prompt of ``style``."""

@@ -244,8 +244,7 @@ def command_describe(args: argparse.Namespace) -> int:
     for step in range(args.steps + 1):
         legal = info.get("legal_moves", list(range(env.action_space.n)))
         text = adapter(observation, legal, tuple(history), encode=False)
-        shown = [round(float(value), 3) for value in np.ravel(observation)]
-        print(f"step {step} state {shown}: {text}")
+        print(f"step {step} state {_shown(observation)}: {text}")
         if step == args.steps:
             break
         action = int(rng.choice(legal))
@@ -254,6 +253,21 @@ def command_describe(args: argparse.Namespace) -> int:
         if terminated or truncated:
             break
     return 0
+
+
+def _shown(observation: Any, part: bool = False) -> Any:
+    """An observation as printed: a list of numbers rounded to 3 places; a Dict or Tuple
+    observation's parts each so (a single number as itself)."""
+    import numpy as np
+
+    if isinstance(observation, dict):
+        return {key: _shown(value, True) for key, value in observation.items()}
+    if isinstance(observation, tuple):
+        return tuple(_shown(value, True) for value in observation)
+    if part and np.ndim(observation) == 0:
+        value = np.asarray(observation).item()
+        return round(value, 3) if isinstance(value, float) else value
+    return [round(float(value), 3) for value in np.ravel(observation)]
 
 
 def command_prompt(args: argparse.Namespace) -> int:

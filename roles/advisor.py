@@ -165,10 +165,11 @@ class LLMAdvisor:
         if self.config.source == "oracle":
             self.oracle = oracle_for(self.env, "advisor source 'oracle'")
             return
-        shape = tuple(self.spec.state_shape)
-        box = spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)
+        shape = self.spec.state_shape  # None: the environment's own (Dict/Tuple) states
+        space = self.env.observation_space if shape is None else spaces.Box(
+            -np.inf, np.inf, shape=shape, dtype=np.float32)
         self.policy = LLMPolicy(
-            box, spaces.Discrete(self.n_actions), seed=self.seed, backend=self._backend,
+            space, spaces.Discrete(self.n_actions), seed=self.seed, backend=self._backend,
             spec=self.spec,
             config={"backend": self.config.backend, "decoding": self.config.decoding,
                     "prompt_style": self.config.prompt_style},

@@ -39,8 +39,8 @@ from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..agents.base import Agent
-from ..environments import LanguageSpec, language_for
-from ..llm import LLMReplyError, decide
+from ..environments import LanguageSpec, language_for, unwrap_env
+from ..llm import Decision, LLMReplyError, decide
 from .counting import BackendSpec, RoleCounters, make_llm_backend
 from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
 from .reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
@@ -173,7 +173,13 @@ class LLMPolicy(Agent):
         if spec is not None:
             self.set_spec(spec)
         self._history: Any = None
+        self._env_space: spaces.Space | None = None  # a Dict/Tuple space, set by bind()
         self._checked = False
+        #: The last decision's raw replies, why each unusable one failed, and the scored
+        #: decision (every candidate's probability) when the backend scored: for `show_prompt`.
+        self.last_replies: list[str] = []
+        self.last_failures: list[str] = []
+        self.last_decision: Decision | None = None
         self._last_moves: list[int] = list(range(self.n_actions))
         self.counters = RoleCounters("decisions", "parse_failures", "corrections")
         self._episode: list[tuple[list[float], list[int], int]] = []
@@ -200,7 +206,7 @@ class LLMPolicy(Agent):
                 f"the language spec names {spec.n_actions} actions, "
                 f"but this agent has {self.n_actions}"
             )
-        if tuple(spec.state_shape) != self.obs_shape:
+        if spec.state_shape is not None and tuple(spec.state_shape) != self.obs_shape:
             raise ValueError(
                 f"llm_policy reads raw states of shape {tuple(spec.state_shape)} "
                 f"({spec.describer.env_name}), but its observations have shape "
@@ -217,6 +223,8 @@ class LLMPolicy(Agent):
         """
         if self.spec is None:
             self.set_spec(language_for(env, **self.config.language))
+        space = getattr(unwrap_env(env), "observation_space", None)
+        self._env_space = None if isinstance(space, spaces.Box) else space
         self._history = _find_history(env)
         if self.config.history_length and self._history is None:
             raise ValueError(
@@ -243,8 +251,18 @@ class LLMPolicy(Agent):
             ) from error
 
     # ------------------------------------------------------------------ acting
+    def state_of(self, obs: Any) -> Any:
+        """The state the spec's describer takes of an observation: the checked numbers, or
+        for a describer of Dict/Tuple observations (``state_shape`` None) the environment's
+        own observation (gymnasium's ``unflatten`` of the raw adapter's flat vector)."""
+        if self.spec is None or self.spec.state_shape is not None:
+            return self.check_obs(obs)
+        if self._env_space is None or not isinstance(obs, (np.ndarray, list)):
+            return obs
+        return spaces.unflatten(self._env_space, self.check_obs(obs))
+
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
-        state = self.check_obs(obs)
+        state = self.state_of(obs)
         history = ()
         if self._history is not None and self.config.history_length:
             history = list(self._history)[-self.config.history_length :]
@@ -274,6 +292,7 @@ class LLMPolicy(Agent):
             )
         moves = check_legal(self.spec, legal_moves)
         self._last_moves = list(moves)
+        self.last_replies, self.last_failures, self.last_decision = [], [], None
         self.counters["decisions"] += 1
         if len(moves) == 1:
             return moves[0], 1.0
@@ -292,9 +311,11 @@ class LLMPolicy(Agent):
     def _chat(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> str:
         default = 16 if schema is not None else 48
         with self.counters.llm_call(self.backend):
-            return self.backend.chat(
+            reply = self.backend.chat(
                 messages, schema=schema, max_tokens=self.config.max_tokens or default
             )
+        self.last_replies.append(reply)
+        return reply
 
     def _structured(self, messages: list[dict[str, str]], moves: tuple[int, ...],
                     explore: bool = False) -> tuple[int, float | None]:
@@ -305,9 +326,12 @@ class LLMPolicy(Agent):
                 decision = decide(self.backend, messages, schema,
                                   max_tokens=self.config.max_tokens or 16,
                                   rng=self.rng if explore else None)
+            self.last_decision = decision
+            self.last_replies.append(decision.reply)
             action = self.parser.parse_json(json.dumps(decision.value), moves)
-        except (ActionParseError, LLMReplyError):
+        except (ActionParseError, LLMReplyError) as error:
             # a reply outside the schema (the backend promised it): counted, the run goes on
+            self.last_failures.append(str(error))
             self.counters["parse_failures"] += 1
             return self._fallback(moves), None
         return action, decision.probability({"action": action})
@@ -326,6 +350,7 @@ class LLMPolicy(Agent):
         except ActionParseError as error:
             self.counters["parse_failures"] += 1
             problem = str(error)
+            self.last_failures.append(problem)
         self.counters["corrections"] += 1
         retry = [
             *messages,
@@ -336,7 +361,8 @@ class LLMPolicy(Agent):
         reply = self._chat(retry, None)
         try:
             return self.parser.parse(reply, moves)
-        except ActionParseError:
+        except ActionParseError as error:
+            self.last_failures.append(str(error))
             self.counters["parse_failures"] += 1
             return self._fallback(moves)
 
@@ -346,7 +372,8 @@ class LLMPolicy(Agent):
         if not k or not self.best_episode:
             return []
         picks = np.unique(np.linspace(0, len(self.best_episode) - 1, k).round().astype(int))
-        return [self.best_episode[i] for i in picks]
+        return [(self.state_of(np.asarray(state, dtype=np.float32)), moves, action)
+                for state, moves, action in (self.best_episode[i] for i in picks)]
 
     def learn(
         self,
@@ -417,12 +444,32 @@ def show_prompt(
         moves = check_legal(policy.spec, legal)
         messages = policy.messages(state, moves)
         action = policy.decide(state, moves)
-        name = policy.spec.action_names[action]
-        reply = f"-> action {action} ({name}); counters {policy.stats()}"
+        reply = _shown_decision(policy, action, policy.stats().get("llm_fallbacks", 0) > 0)
     else:
         raise ValueError(f"role is {role!r}, expected policy, advisor or shaper")
     shown = [f"[{m['role']}]\n{m['content']}" for m in messages]
     return "\n\n".join([*shown, f"[reply]\n{reply}"])
+
+
+def _shown_decision(policy: LLMPolicy, action: int, fell_back: bool) -> str:
+    """The raw replies of a decision, why each unusable one failed, every candidate's
+    probability when the backend scored them, then the action taken."""
+    failures = policy.last_failures
+    lines = []
+    for i, reply in enumerate(policy.last_replies):  # failure i is reply i's, if any
+        lines.append(f"reply {i + 1}: {reply!r}")
+        lines += [f"  not usable: {failures[i]}"] if i < len(failures) else []
+    lines += [f"not usable: {failure}" for failure in failures[len(policy.last_replies):]]
+    decision = policy.last_decision
+    if decision is not None and decision.probabilities is not None:
+        lines.append("scores (the model's probability of each legal action):")
+        for key, probability in sorted(decision.probabilities.items(), key=lambda kv: -kv[1]):
+            move = int(json.loads(key)["action"])
+            lines.append(f"  {policy.spec.action_label(move)}: {probability:.3f}")
+    taken = policy.spec.action_label(action)
+    fallback = " (a random legal action: no usable reply)" if fell_back else ""
+    lines.append(f"-> action {taken}{fallback}; counters {policy.stats()}")
+    return "\n".join(lines)
 
 
 def _find_history(env: Any) -> Any:

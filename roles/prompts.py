@@ -66,11 +66,17 @@ def format_state(
     ``style="verbose"``: the describer's sentences, ``Legal actions: 1 (right), 3 (down).``;
     ``style="compact"``: the spec's compact state and ``moves: 1 right, 3 down`` (a few
     tokens: a CPU evaluates each new prompt token)."""
-    array = np.asarray(state, dtype=np.float64)
-    if array.shape != spec.state_shape or not np.isfinite(array).all():
-        raise ValueError(
-            f"state is {state!r}, expected finite numbers of shape {spec.state_shape}"
-        )
+    if spec.state_shape is None:  # a Dict or Tuple observation: the describer checks it
+        array = state
+    else:
+        try:
+            array = np.asarray(state, dtype=np.float64)
+        except (TypeError, ValueError):
+            array = np.empty(0)  # the check below names the state
+        if array.shape != spec.state_shape or not np.isfinite(array).all():
+            raise ValueError(
+                f"state is {state!r}, expected finite numbers of shape {spec.state_shape}"
+            )
     moves = check_legal(spec, legal_moves)
     taken = [spec.action_names[int(action)] for _, action in history]
     if style == "compact":

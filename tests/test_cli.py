@@ -145,7 +145,8 @@ def test_prompt_against_an_ollama_protocol_server(capsys):
                                "--backend", "ollama", "--host", fake.host, "--model", "llama3.2")
         assert code == 0, err
         assert fake.chat_requests >= 1
-    assert "[system]" in out and "[reply]\n-> action " in out
+    assert "[system]" in out and "[reply]\nreply 1: '{\"action\": " in out
+    assert "\n-> action " in out
 
 
 def _tiny_llama(folder: Path) -> Path:
