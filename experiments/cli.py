@@ -4,19 +4,22 @@ report, fine-tune, bench, doctor. Each group of commands is one module with its
 prerender, report), :mod:`.cli_inspect` (describe, prompt), :mod:`.cli_tools` (bench,
 doctor, finetune-export).
 
-A bad command-line value is one line naming the option (exit code 2); an unexpected
-exception (a bug) keeps its traceback.
+A bad command-line value is one line naming the option (exit code 2; an unknown option
+with the nearest known one: "did you mean --out?"); an exception raised in the user's own
+code (their environment, describer) is one line naming their file:line and the run (exit
+code 1; ``--traceback`` shows the whole); any other exception (a bug) keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Sequence
 
 from . import cli_experiments, cli_inspect, cli_tools
-from .cli_common import UsageError
+from .cli_common import UsageError, user_code_error
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -46,7 +49,26 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (cli_experiments, cli_inspect, cli_tools):
         module.add_parsers(commands)
+    for command in {id(c): c for c in commands.choices.values()}.values():  # aliases: once
+        command.add_argument("--traceback", action="store_true",
+                             help="show the whole traceback of an error raised in your own "
+                             "code (default: one line naming your file and line)")
+    parser.set_defaults(commands=commands.choices)
     return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown option is one line naming it and the nearest known ones."""
+    args, unknown = _parser().parse_known_args(argv)
+    if unknown:
+        command = args.commands[args.command]
+        known = [o for o in command._option_string_actions if o.startswith("--")]
+        near = list(dict.fromkeys(  # best first
+            m for word in unknown if word.startswith("--")
+            for m in difflib.get_close_matches(word.split("=")[0], known, 3, 0.6)))
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
 
 
 COMMANDS = {**cli_experiments.COMMANDS, **cli_inspect.COMMANDS, **cli_tools.COMMANDS}
@@ -88,7 +110,7 @@ def _check_encoder_backend() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     try:
         _check_encoder_backend()
         return COMMANDS[args.command](args)
@@ -98,6 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; finished work is kept (use --resume to continue)", file=sys.stderr)
         return 130
+    except Exception as error:
+        line = None if args.traceback else user_code_error(error)
+        if line is None:
+            raise
+        print(f"langadapt {args.command}: error: {line}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

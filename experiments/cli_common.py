@@ -1,10 +1,14 @@
-"""What the ``langadapt`` command's modules share: the usage error, ``--import`` and quiet
-model loading."""
+"""What the ``langadapt`` command's modules share: the usage error, ``--import``, quiet
+model loading and the one-line error of an exception raised in the user's own code."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import sysconfig
+import traceback
+from pathlib import Path
 
 
 class UsageError(ValueError):
@@ -36,3 +40,38 @@ def quiet_model_loading() -> None:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         return
     transformers_logging.disable_progress_bar()
+
+
+_REMOTE_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _frames(error: BaseException) -> list[tuple[str, int, str]]:
+    """(file, line, function) of the frames ``error`` passed, innermost last; a worker
+    process's error gives them as its remote traceback's text."""
+    remote = getattr(error.__cause__, "tb", None)  # concurrent.futures' _RemoteTraceback
+    if isinstance(remote, str):
+        return [(f, int(n), name) for f, n, name in _REMOTE_FRAME.findall(remote)]
+    return [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(error.__traceback__)]
+
+
+def _library_file(filename: str) -> bool:
+    """Whether a file is langadapt's own, an installed package's, Python's or a script."""
+    roots = {Path(__file__).resolve().parents[1]}  # the langadapt package
+    roots |= {Path(sysconfig.get_paths()[k]).resolve()
+              for k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")}
+    path = Path(filename).resolve()
+    return filename.startswith("<") or any(path.is_relative_to(root) for root in roots)
+
+
+def user_code_error(error: BaseException) -> str | None:
+    """One line for an exception raised in the user's own code (their environment,
+    describer, callback): the error, the innermost frame of theirs (file:line) and the run
+    it happened in; None when no frame of the traceback is the user's (a langadapt bug)."""
+    frames = [frame for frame in _frames(error) if not _library_file(frame[0])]
+    if not frames:
+        return None
+    filename, line, function = frames[-1]
+    run = getattr(error, "langadapt_run_key", None)
+    where = f" in run {run}" if run else ""
+    return (f"{type(error).__name__}: {error} at {filename}:{line} (in {function}){where}; "
+            "--traceback shows the whole traceback")

@@ -415,6 +415,10 @@ def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict
     folder = Path(out_dir)
     run_dir = fresh_run_dir(folder, run.key)
     with run_rows(run_dir) as writer:
-        summary = train_run(config, run, writer.writerow, run_dir=run_dir)
+        try:
+            summary = train_run(config, run, writer.writerow, run_dir=run_dir)
+        except Exception as error:  # the CLI's one-line error names the run (a worker's too)
+            error.langadapt_run_key = run.key  # type: ignore[attr-defined]
+            raise
     write_json(folder, Path("runs") / run.key / "done.json", summary)
     return summary
