@@ -214,5 +214,7 @@ def test_the_shipped_suite_files_share_tasks_and_held_out_episodes():
     assert dqn.evaluation.heldout_seeds == llm.evaluation.heldout_seeds
     assert dqn.evaluation.heldout_seeds.count >= 100 and len(dqn.seed_list) == 5
     assert [a.name for a in dqn.adapters] == ["raw", "language", "language_whitened"]
+    assert [a.name for a in dqn.agents] == ["maskable_ppo", "dqn"]
+    assert dqn.training_for(dqn.agents[0]).n_envs == 8
     assert dqn.evaluation.keep_best
     assert [a.type for a in llm.agents] == ["llm_policy", "random"]
