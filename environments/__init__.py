@@ -10,7 +10,8 @@ truncation, so no TimeLimit wrapper is added.
 Each environment's language spec (:class:`LanguageSpec`: describer, action names, task
 text) is registered in :mod:`environments.language`; :func:`register_language` brings your
 own environment. Taxi and CliffWalking (gymnasium's own) have specs in
-:mod:`environments.toy_text`.
+:mod:`environments.toy_text`; Pendulum and MountainCarContinuous (Box actions) in
+:mod:`environments.continuous`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import gymnasium
 
 from ._checks import check_action, check_legal_moves
 from .cartpole import CartPoleEnv
+from .continuous import MountainCarContinuousDescriber, PendulumDescriber
 from .describers import (
     CartPoleBins,
     CartPoleDescriber,
@@ -82,6 +84,8 @@ __all__ = [
     "MazeEnv",
     "MiniGridBridge",
     "MiniGridNotInstalled",
+    "MountainCarContinuousDescriber",
+    "PendulumDescriber",
     "SailingBins",
     "SailingDescriber",
     "SailingEnv",

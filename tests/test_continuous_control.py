@@ -256,3 +256,55 @@ def test_a_missing_mujoco_or_box2d_extra_is_one_line_naming_the_install(monkeypa
         assert f"pip install 'langadapt[{extra}]'" in str(error.value)
         assert f"environment {env_id} needs" in str(error.value)
     assert load_config(CONFIGS / "policy_search_pendulum.yaml")  # classic control: no extra
+
+
+# ------------------------------------------------------------------ language states
+def test_pendulum_and_mountain_car_describers_say_what_is_true_of_the_state():
+    from langadapt.environments import language_for
+
+    pendulum = language_for("Pendulum-v1")
+    upright_left = np.array([math.cos(0.6), math.sin(0.6), -1.5], dtype=np.float32)
+    assert pendulum.describe(upright_left) == (
+        "The pendulum is 34 degrees counterclockwise from upright, above the pivot. It turns "
+        "clockwise at 1.50 rad/s, toward upright.")
+    hanging = np.array([-1.0, 0.0, 0.0], dtype=np.float32)
+    assert pendulum.describe(hanging) == (
+        "The pendulum is 180 degrees counterclockwise from upright, below the pivot. It is "
+        "almost at rest.")
+    assert "away from upright" in pendulum.describe(np.array([0.0, -1.0, -2.0]))
+    assert pendulum.describe(np.array([1.0, 0.0, 0.0])) == (
+        "The pendulum points straight up. It is almost at rest.")
+    assert pendulum.action_names == ("torque",) and "from -2 to 2" in pendulum.task
+    with pytest.raises(ValueError, match="angular velocity 9.0 is outside"):
+        pendulum.describe(np.array([1.0, 0.0, 9.0]))
+    car = language_for("MountainCarContinuous-v0")
+    assert car.describe(np.array([-0.9, -0.01])) == (
+        "The car is at position -0.90, on the left slope, 1.35 left of the flag. It moves left "
+        "at 0.010 per step.")
+    assert "at the bottom of the valley" in car.describe(np.array([-0.52, 0.0]))
+    assert "on the right slope" in car.describe(np.array([0.2, 0.03]))
+    assert car.action_names == ("force",) and "from -1 (push left) to 1" in car.task
+
+
+def test_a_box_action_language_wrapper_passes_gymnasiums_env_checker():
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    from langadapt import adapters
+    from langadapt.adapters import LanguageObservation
+
+    minilm = adapters.get_encoder()
+
+    env = LanguageObservation(gym.make("Pendulum-v1").unwrapped,
+                              adapters.make("language", gym.make("Pendulum-v1"), encoder=minilm))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=True)
+    # besides every wrapper's "unwrapped" warning, only Pendulum's own torque range [-2, 2]
+    assert [str(w.message) for w in caught if "unwrapped" not in str(w.message)
+            and "symmetric and normalized space" not in str(w.message)] == []
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (384,) and info["description"].startswith("The pendulum is")
+    env.step(np.array([1.5], dtype=np.float32))
+    assert env.history[-1][1] == (1.5,)  # a Box action recorded as a tuple of floats
