@@ -398,7 +398,7 @@ def results_notes(out_dir: Path | str, failed: dict[str, str]) -> str:
     rule-language fallbacks (empty when there are none)."""
     lines = []
     fallbacks: dict[str, int] = {}
-    with open(Path(out_dir) / "episodes.csv", newline="") as handle:
+    with open(bounded(Path(out_dir) / "episodes.csv", MAX_EPISODES_BYTES), newline="") as handle:
         for row in csv.DictReader(handle):
             count = int(row.get("llm_fallbacks") or 0)
             if count:

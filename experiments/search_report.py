@@ -36,6 +36,7 @@ import numpy as np
 
 from .config import load_config
 from .plots import plot_best_so_far
+from .report import text_cell
 from .results import read_episodes, read_run_record, runs_of
 from .results_folder import refuse_links
 from .results_io import ResultsFolderError, folder_lock, replacing, write_csv, write_text, writing
@@ -183,8 +184,10 @@ def write_search_report(out_dir: Path | str, log: Callable[[str], None] | None =
         with write_csv(out_dir, "rounds.csv") as handle:
             writer = csv.DictWriter(handle, fieldnames=ROUND_COLUMNS)
             writer.writeheader()
-            for entry in rounds:
-                writer.writerow(entry | {"proposal": json.dumps(entry["proposal"])})
+            for entry in rounds:  # an LLM's text as text, never a spreadsheet formula
+                row = entry | {"proposal": json.dumps(entry["proposal"])}
+                writer.writerow({k: text_cell(v) if isinstance(v, str) else v
+                                 for k, v in row.items()})
         by_calls: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
         by_steps: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
         for c in curves:

@@ -344,3 +344,20 @@ def test_sb3_keywords_of_the_right_types_still_pass(tmp_path):
     data = raw_config(tmp_path, agents=[{"type": "sb3", "params": params}],
                       training={"steps": 64}, seeds=1)
     assert experiment_from_dict(data).agents[0].params["train_freq"] == [4, "step"]
+
+
+def test_an_llms_text_in_rounds_csv_is_text_not_a_formula(tmp_path, monkeypatch):
+    import csv
+
+    from langadapt.experiments import search_report
+
+    out = _finished(tmp_path, "search")
+    entry = dict.fromkeys(search_report.ROUND_COLUMNS, 0) | {
+        "adapter": "raw", "agent": "llm", "error": "=HYPERLINK(\"http://x\")",
+        "proposer": "@SUM(A1)", "proposal": "+1"}
+    monkeypatch.setattr(search_report, "run_curves", lambda folder: ([], [entry]))
+    search_report.write_search_report(out, log=None)
+    with open(out / "rounds.csv", newline="") as handle:
+        row = next(csv.DictReader(handle))
+    assert row["error"] == "'=HYPERLINK(\"http://x\")" and row["proposer"] == "'@SUM(A1)"
+    assert row["proposal"] == '"+1"'  # JSON text: quoted, so never a formula
