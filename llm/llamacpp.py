@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .backend import LLMBackend
 from .cache import file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
-from .gguf_check import DEFAULT_GGUF_NAME, check_gguf, default_gguf_path
+from .gguf_check import DEFAULT_GGUF_NAME, check_gguf, default_gguf_path, embedded_missing
 from .native_check import check_llama_cpp_runs
 from .schema import quote_reply
 
@@ -75,9 +75,7 @@ def load_llama(path: Path, n_ctx: int, n_threads: int) -> tuple[Any, threading.L
                 # Imported on first load: llama_cpp loads its native library on import.
                 from llama_cpp import Llama
             except ImportError as error:
-                raise LLMUnavailableError(
-                    "the llamacpp backend needs llama-cpp-python (pip install llama-cpp-python)"
-                ) from error
+                raise LLMUnavailableError(embedded_missing(True) or str(error)) from error
             try:
                 check_gguf(key[0])
             except ValueError as error:
@@ -343,6 +341,15 @@ class LlamaCppBackend(LLMBackend):
             raise ValueError(f"model {str(path)!r} is not a file; expected the path of a .gguf "
                              "model file (Ollama model names need backend='ollama')")
         return check_gguf(path)
+
+    @model_validator(mode="after")
+    def _installed(self) -> LlamaCppBackend:
+        """The embedded LLM's packages are installed (it is an extra), else one line naming
+        the command that installs them: a config fails when read, not mid-run."""
+        missing = embedded_missing(self.model is not None)
+        if missing:
+            raise ValueError(missing)
+        return self
 
     @property
     def model_path(self) -> Path:
