@@ -67,9 +67,10 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
     embedding_cache_capacity: int = Field(20_000, ge=1, le=10**8,
                                           description="vectors kept in memory")
     memo_capacity: int = Field(100_000, ge=0, le=10**8, description="inputs remembered")
-    embedding: Literal["paragraph", "sentences"] = Field(
-        "paragraph", description="one vector of the whole description, or one per sentence in "
-        "fixed slots (adapters.representation)")
+    embedding: Literal["paragraph", "sentences", "sentence_mean"] = Field(
+        "paragraph", description="one vector of the whole description, one per sentence in "
+        "fixed slots (adapters.representation), or the mean of the sentences' vectors "
+        "(adapters.sentence_mean)")
     sentence_slots: int = Field(4, ge=1, le=64, description="slots of embedding: sentences")
     normalise: Literal["none", "centre", "whiten"] = Field(
         "none", description="subtract the fit set's mean (centre), then also whiten (whiten)")

@@ -27,8 +27,8 @@ from .representation import (
     fit_standardiser,
     random_walk_inputs,
     sentence_slots_vector,
-    split_sentences,
 )
+from .sentence_mean import sentence_mean_vectors, sentences_of
 
 __all__ = ["EmbeddingCache", "Representation", "language_box", "text_key"]
 
@@ -192,11 +192,14 @@ class Representation:
         return np.stack(vectors)
 
     def _embedded(self, texts: list[str]) -> list[np.ndarray]:
-        """The vectors of ``texts`` before centring: one per text (``paragraph``) or the
-        sentences' vectors in fixed slots (``sentences``)."""
+        """The vectors of ``texts`` before centring: one per text (``paragraph``), the
+        sentences' vectors in fixed slots (``sentences``) or their mean (``sentence_mean``)."""
         if self.embedding == "paragraph":
             return self.lookup(texts)
-        sentences = [split_sentences(text) for text in texts]
+        source = self.text_source()
+        if self.embedding == "sentence_mean":
+            return sentence_mean_vectors(texts, self.lookup, source)
+        sentences = [sentences_of(text, "sentences", source) for text in texts]
         distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
         found = dict(zip(distinct, self.lookup(distinct), strict=True))
         dimension = self.embedding_cache.encoder.dimension
@@ -205,6 +208,13 @@ class Representation:
         for vector in vectors:
             vector.flags.writeable = False
         return vectors
+
+    def text_source(self) -> str:
+        """What writes the descriptions, for error messages: the describer's name."""
+        describer = getattr(self, "_describer", None)
+        if describer is None or self.kind != "language":  # the llm adapter: its model's text
+            return f"of the {self.kind} adapter"
+        return getattr(describer, "__name__", type(describer).__name__)
 
     def lookup(self, texts: list[str]) -> list[np.ndarray]:
         """Vectors of ``texts`` (shared, read-only): the store, else the encoder."""

@@ -1,0 +1,48 @@
+"""``embedding: sentence_mean``: a description's vector is the mean of its sentences' vectors.
+
+Each distinct sentence is encoded once (through the embedding cache, like any text), so the
+encoder's work grows with the distinct sentences met, not with the distinct descriptions:
+a view whose sentences were all seen before, in any other view, costs no encoder call.
+The vector has the encoder's dimension (MiniLM: 384 floats, each in [-1, 1] as a mean of
+unit vectors). Sentences are split by the one general rule of
+`adapters.representation.split_sentences` (after ``.``, ``!`` or ``?`` and a space).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .representation import split_sentences
+
+__all__ = ["SENTENCE_ENDS", "sentence_mean_vectors", "sentences_of"]
+
+#: What ends a sentence; a description that does not end in one has no sentences to split.
+SENTENCE_ENDS = (".", "!", "?")
+
+
+def sentences_of(text: str, setting: str, source: str) -> list[str]:
+    """The sentences of ``text``; ValueError naming ``setting`` and ``source`` (the
+    describer) when the text is not made of sentences (empty, or not ending in one of
+    :data:`SENTENCE_ENDS`)."""
+    stripped = text.strip()
+    if not stripped.endswith(SENTENCE_ENDS):
+        raise ValueError(f"embedding: {setting} needs descriptions made of sentences (ending "
+                         f"in '.', '!' or '?'); the describer {source} gave {text[:80]!r}")
+    return split_sentences(stripped)
+
+
+def sentence_mean_vectors(texts: Sequence[str], lookup: Callable[[list[str]], list[np.ndarray]],
+                          source: str) -> list[np.ndarray]:
+    """The read-only mean sentence vector of each of ``texts``; ``lookup`` gives the vectors
+    of a list of distinct sentences (one call for all of them)."""
+    sentences = [sentences_of(text, "sentence_mean", source) for text in texts]
+    distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
+    found = dict(zip(distinct, lookup(distinct), strict=True))
+    vectors = []
+    for parts in sentences:
+        vector = np.mean([found[s] for s in parts], axis=0, dtype=np.float64).astype(np.float32)
+        vector.flags.writeable = False
+        vectors.append(vector)
+    return vectors
