@@ -54,8 +54,13 @@ def check_render_mode(render_mode: str | None) -> str | None:
     return render_mode
 
 
+MAX_STEP_LIMIT = 1_000_000
+"""Longest episode a step limit allows (the shipped environments use 500 at most)."""
+
+
 def check_step_limit(name: str, value: Any) -> int:
-    """Return `value` as a positive int (a step limit) or raise `ValueError`."""
+    """Return `value` as an int from 1 to :data:`MAX_STEP_LIMIT` (a step limit) or raise
+    `ValueError`."""
     if isinstance(value, bool):
         raise ValueError(f"{name}={value!r} is a bool; expected a positive integer")
     try:
@@ -64,8 +69,9 @@ def check_step_limit(name: str, value: Any) -> int:
         raise ValueError(
             f"{name}={value!r} is not an integer; expected a positive integer"
         ) from None
-    if number < 1:
-        raise ValueError(f"{name}={value!r} is not allowed; expected a positive integer (>= 1)")
+    if not 1 <= number <= MAX_STEP_LIMIT:
+        raise ValueError(f"{name}={value!r} is not allowed; expected a positive integer "
+                         f"(1 to {MAX_STEP_LIMIT:,})")
     return number
 
 

@@ -41,6 +41,8 @@ ACTION_NAMES: tuple[str, ...] = (
 
 #: Smallest width and height of a random maze.
 MIN_RANDOM_SIZE = 5
+MAX_RANDOM_SIZE = 201
+"""Largest side of a random maze (made in about a second; 401 takes four)."""
 #: Width and height of a random maze when none is given.
 DEFAULT_RANDOM_SIZE = 9
 
@@ -294,6 +296,9 @@ class MazeEnv(gym.Env[np.ndarray, int]):
                 f"{name}={value!r} is too small for a random maze; expected an int >= "
                 f"{MIN_RANDOM_SIZE}"
             )
+        if size > MAX_RANDOM_SIZE:
+            raise ValueError(f"{name}={value!r} is too large for a random maze; expected an "
+                             f"int from {MIN_RANDOM_SIZE} to {MAX_RANDOM_SIZE}")
         return size
 
     # ------------------------------------------------------------------ queries

@@ -36,7 +36,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from ._checks import check_action, episode_over_error
+from ._checks import MAX_STEP_LIMIT, check_action, episode_over_error
 from .babyai_goals import SUITE_LEVEL_ID, register_suite_level
 from .language import LanguageSpec, register_language
 from .minigrid_describer import (
@@ -201,9 +201,10 @@ def _make_level(level: Any, render_mode: str | None, kwargs: dict[str, Any]) -> 
         _LIVE_IDS_REGISTERED = True
 
     steps = kwargs.get("max_steps")
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-        raise ValueError(f"max_steps={steps!r}: expected a whole number of steps, at least 1 "
-                         "(the level's step limit)")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                              or not 1 <= steps <= MAX_STEP_LIMIT):
+        raise ValueError(f"max_steps={steps!r}: expected a whole number of steps, from 1 to "
+                         f"{MAX_STEP_LIMIT:,} (the level's step limit)")
     if isinstance(level, str):
         name = level.removeprefix("langadapt/")
         if name not in gymnasium.registry:

@@ -361,3 +361,17 @@ def test_an_llms_text_in_rounds_csv_is_text_not_a_formula(tmp_path, monkeypatch)
         row = next(csv.DictReader(handle))
     assert row["error"] == "'=HYPERLINK(\"http://x\")" and row["proposer"] == "'@SUM(A1)"
     assert row["proposal"] == '"+1"'  # JSON text: quoted, so never a formula
+
+
+@pytest.mark.parametrize(("environment", "expected"), [
+    ({"id": "langadapt/Maze-v0", "params": {"maze": "random", "width": 100_001, "height": 9}},
+     "width=100001 is too large for a random maze; expected an int from 5 to 201"),
+    ({"id": "langadapt/Maze-v0", "params": {"maze": "umaze", "max_steps": 10**12}},
+     "max_steps=1000000000000 is not allowed; expected a positive integer (1 to 1,000,000)"),
+    ({"id": "langadapt/Sailing-v0", "params": {"max_steps": 10**9}},
+     "max_steps=1000000000 is not allowed; expected a positive integer (1 to 1,000,000)"),
+])
+def test_environment_sizes_and_step_limits_are_bounded(tmp_path, capsys, environment, expected):
+    path = _write(tmp_path / "exp.yaml", raw_config(tmp_path, environment=environment))
+    code, err = _main(capsys, "run", str(path), "--check")
+    assert code == 2 and expected in err
