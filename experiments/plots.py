@@ -1,13 +1,15 @@
 """Learning curves and final-return bars: raw vs language vs llm, mean and 95% percentile
 bootstrap interval over seeds (never outside the seeds' range), each seed's own curve
 beneath. Two rows of curves: the greedy evaluations during training (when the experiment
-has them) and the training episodes' returns. Curves run over environment steps when the
-training budget is steps (Q-learning and DQN then line up however long their episodes
-are), over training episodes otherwise."""
+has them), ending in a star at the end of the budget, the final greedy evaluation (held-out
+episodes when the experiment names them), and the training episodes' returns. Curves run
+over environment steps when the training budget is steps (Q-learning and DQN then line up
+however long their episodes are), over training episodes otherwise."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -23,7 +25,11 @@ from .summary import SummaryRow, mean_and_interval  # noqa: E402
 
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D")
-"""Lines that lie on top of each other (two adapters that both solved the task) stay visible."""
+"""Lines that lie on top of each other (two adapters that both solved the task) stay visible:
+each has its style and marker, the markers staggered, earlier lines drawn wider beneath."""
+
+TITLE_CHARACTERS_PER_INCH = 12
+"""How many characters of a 10-point title fit an inch of figure (titles are wrapped)."""
 
 GRID_POINTS = 100
 """Most points of a mean curve: more distinct x values than this are read on an even grid."""
@@ -99,17 +105,54 @@ def _in_steps(series: Series, episodes: list[Episode]) -> Series:
     return converted
 
 
+def seeds_label(count: int) -> str:
+    """``1 seed``, ``3 seeds``."""
+    return f"{count} seed{'' if count == 1 else 's'}"
+
+
+def wrapped(text: str, width_inches: float) -> str:
+    """``text`` wrapped line by line to fit a figure ``width_inches`` wide (10-point)."""
+    width = max(20, int(width_inches * TITLE_CHARACTERS_PER_INCH))
+    return "\n".join(textwrap.fill(line, width) for line in text.split("\n"))
+
+
+def line_style(index: int, points: int) -> dict:
+    """Matplotlib keywords of the ``index``-th line of a panel of ``points`` points, so that
+    lines on top of each other stay distinguishable (:data:`MARKERS`)."""
+    every = max(1, points // 20)
+    return {"linestyle": LINE_STYLES[index % len(LINE_STYLES)],
+            "marker": MARKERS[index % len(MARKERS)], "markersize": 4,
+            "markevery": (index * max(1, every // 3) % every, every),
+            "linewidth": max(0.9, 2.4 - 0.5 * index), "alpha": 0.85}
+
+
+def _final_points(episodes: list[Episode], x_axis: str, budget: int | None = None) -> Series:
+    """Per seed, one point: (the training budget: ``budget`` if given, else the training
+    episodes or steps the rows record, the mean return of the final greedy evaluation)."""
+    points: Series = {}
+    for seed in sorted({e.seed for e in episodes if e.phase == "final"}):
+        final = [e for e in episodes if e.seed == seed and e.phase == "final"]
+        train = [e for e in episodes if e.seed == seed and e.phase == "train"]
+        x = sum(e.length for e in train) if x_axis == "steps" else final[0].episode
+        x = budget if budget else x
+        points[seed] = [(x, float(np.mean([e.return_ for e in final])))]
+    return points
+
+
 def _curve_rows(episodes: list[Episode]) -> list[str]:
     """The rows of panels: evaluations (when there are any) above training returns."""
     return (["eval"] if any(e.phase == "eval" for e in episodes) else []) + ["train"]
 
 
 def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
-                         x_axis: str = "episodes") -> None:
+                         x_axis: str = "episodes", budgets: dict[str, int] | None = None
+                         ) -> None:
     """One column per agent, a row for the greedy evaluations (when there are any) and one
     for the training returns; one line per adapter with its 95% band over seeds and each
-    seed's own line beneath. ``x_axis``: ``episodes`` (training episodes done) or ``steps``
-    (environment steps done, for a budget in steps)."""
+    seed's own line beneath, the final greedy evaluation a star at the end of the agent's
+    budget (``budgets``: per agent, in ``x_axis`` units; default: what the rows record).
+    ``x_axis``: ``episodes`` (training episodes done) or ``steps`` (environment steps done,
+    for a budget in steps)."""
     if x_axis not in ("episodes", "steps"):
         raise ValueError(f"x_axis={x_axis!r}: expected 'episodes' or 'steps'")
     agents = list(dict.fromkeys(e.agent for e in episodes))
@@ -126,6 +169,8 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
                 subset = [e for e in episodes if e.agent == agent and e.adapter == adapter]
                 if phase == "eval":
                     series = _evaluation_points(subset)
+                    final = _final_points(subset, x_axis, (budgets or {}).get(agent))
+                    _plot_final(axis, series, final, index, subset, x_axis)
                 else:
                     window, series = _training_points(subset)
                     ylabel = f"training return (moving mean of {window})"
@@ -138,11 +183,30 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
             axis.grid(alpha=0.3)
             if axis.has_data():
                 axis.legend(fontsize=8)
-    figure.suptitle(f"{title}\nmean and 95% bootstrap interval over seeds (thin: each seed)",
-                    fontsize=10)
+    figure.suptitle(wrapped(f"{title}\nmean and 95% bootstrap interval over seeds (thin: "
+                            "each seed); star: the final greedy evaluation",
+                            figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
+
+
+def _plot_final(axis, series: Series, final: Series, index: int, subset: list[Episode],
+                x_axis: str) -> None:
+    """The final greedy evaluation's mean over seeds as a star at the end of the budget,
+    joined by a dotted line to the last evaluation during training."""
+    if not final:
+        return
+    if x_axis == "steps":
+        series = _in_steps(series, subset)
+    x = float(np.mean([points[0][0] for points in final.values()]))
+    y = float(np.mean([points[0][1] for points in final.values()]))
+    colour = f"C{index}"
+    xs, means, _, _ = _mean_band(series)
+    if len(xs):
+        axis.plot([xs[-1], x], [means[-1], y], color=colour, linestyle=":", linewidth=1)
+    axis.plot([x], [y], color=colour, marker="*", markersize=12 - 2 * (index % 3),
+              markeredgecolor="black", markeredgewidth=0.5, linestyle="none", zorder=5)
 
 
 def _plot_band(axis, series: Series, index: int, adapter: str) -> None:
@@ -154,9 +218,8 @@ def _plot_band(axis, series: Series, index: int, adapter: str) -> None:
     for points in series.values():
         axis.plot([x for x, _ in points], [y for _, y in points], color=colour,
                   linewidth=0.6, alpha=0.35)
-    axis.plot(xs, means, color=colour, linestyle=LINE_STYLES[index % len(LINE_STYLES)],
-              marker=MARKERS[index % len(MARKERS)], markersize=3, markevery=max(1, len(xs) // 20),
-              label=f"{adapter} ({len(series)} seeds)")
+    axis.plot(xs, means, color=colour, label=f"{adapter} ({seeds_label(len(series))})",
+              **line_style(index, len(xs)))
     axis.fill_between(xs, lows, highs, color=colour, alpha=0.2)
 
 
@@ -166,7 +229,8 @@ def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> N
     agents = list(dict.fromkeys(r.agent for r in rows))
     adapters = list(dict.fromkeys(r.adapter for r in rows))
     width = 0.8 / max(1, len(adapters))
-    figure, axis = plt.subplots(figsize=(1.8 + 1.6 * len(agents) * max(1, len(adapters)) / 2, 3.8))
+    figure, axis = plt.subplots(figsize=(max(4.8, 1.8 + 0.8 * len(agents) * max(1, len(adapters))),
+                                         3.8))
     for index, adapter in enumerate(adapters):
         xs, heights, errors = [], [], []
         for position, agent in enumerate(agents):
@@ -184,7 +248,8 @@ def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> N
     axis.axhline(0, color="black", linewidth=0.6)
     axis.grid(axis="y", alpha=0.3)
     axis.legend(fontsize=8)
-    axis.set_title(f"{title}\nmean and 95% bootstrap interval over seeds", fontsize=10)
+    axis.set_title(wrapped(f"{title}\nmean and 95% bootstrap interval over seeds",
+                           figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
@@ -228,8 +293,8 @@ def plot_best_so_far(
                 low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
             position = agents.index(agent)
             colour = f"C{position}"
-            axis.plot(grid, mean, color=colour, linestyle=LINE_STYLES[position % 4],
-                      label=f"{agent} ({len(runs)} seeds)")
+            axis.plot(grid, mean, color=colour, label=f"{agent} ({seeds_label(len(runs))})",
+                      **line_style(position, len(grid)))
             axis.fill_between(grid, low, high, color=colour, alpha=0.15)
         if log:
             axis.set_xscale("log")
@@ -237,7 +302,8 @@ def plot_best_so_far(
         axis.set_ylabel("best-so-far return")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
-    figure.suptitle(f"{title}\nmean over seeds, band: min to max", fontsize=10)
+    figure.suptitle(wrapped(f"{title}\nmean over seeds, band: min to max",
+                            figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)

@@ -228,8 +228,11 @@ def write_report(
         write_text(out_dir, "summary.md", markdown)
         with replacing(out_dir, "learning_curves.png") as temporary:
             in_steps = all(config.training_for(agent).steps for agent in config.agents)
+            budgets = {agent.name: (config.training_for(agent).steps if in_steps
+                                    else config.training_for(agent).episodes)
+                       for agent in config.agents}
             plot_learning_curves(episodes, temporary, title=title,
-                                 x_axis="steps" if in_steps else "episodes")
+                                 x_axis="steps" if in_steps else "episodes", budgets=budgets)
         with replacing(out_dir, "final_returns.png") as temporary:
             plot_final_returns(rows, temporary, title=title)
     if log is not None:

@@ -109,13 +109,18 @@ def plot_performance_profile(score_dict: Mapping[str, np.ndarray], path: Path | 
         points, intervals = library.get_interval_estimates(
             {k: np.asarray(v, dtype=float) for k, v in score_dict.items()},
             lambda m: library.score_distributions(m, taus), reps=reps)
+    from .plots import line_style, wrapped  # noqa: PLC0415  (plots sets the Agg backend)
+
     figure, axis = plt.subplots(figsize=(7, 4.5))
     plot_utils.plot_performance_profiles(
-        points, taus, performance_profile_cis=intervals, ax=axis,
-        xlabel=r"success rate $\tau$", ylabel=r"fraction of runs x tasks with success $> \tau$")
+        points, taus, performance_profile_cis=intervals, ax=axis, labelsize="large",
+        ticklabelsize="medium",
+        xlabel=r"success rate $\tau$", ylabel="fraction of runs x tasks\n" r"with success $> \tau$")
+    for index, line in enumerate(axis.get_lines()):  # overlapping profiles stay visible
+        line.set(**line_style(index, len(taus)))
     axis.legend(loc="lower left", fontsize=8)
-    axis.set_title(f"{title}\nperformance profile, stratified bootstrap 95% bands".strip(),
-                   fontsize=10)
+    axis.set_title(wrapped(f"{title}\nperformance profile, stratified bootstrap 95% bands"
+                           .strip(), figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -66,7 +66,7 @@ def test_run_a_packaged_suite_with_set_and_tasks(capsys):
                              "--set", "training.steps=3000", "--set", "seeds=1",
                              "--tasks", "open,goto")
     assert (code, err) == (0, "")
-    assert "6 runs (3 adapters x 1 agents x 1 seeds x 2 tasks)" in out
+    assert " x 1 seeds x 2 tasks), " in out
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -203,3 +203,34 @@ def test_a_suite_report_gives_costs_and_marks_a_protocol_unlike_balrogs(tmp_path
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[-4] == "0" and cells[-3] == "0.0" and float(cells[-2]) >= 0  # calls, LLM s, CPU
     assert cells[-1] == "tasks goto (BALROG: its 5); 2 episodes per task (BALROG: 10)"
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def test_plots_name_one_seed_singular_wrap_titles_and_end_greedy_curves_at_the_budget(
+        tmp_path, monkeypatch):
+    from matplotlib import pyplot
+
+    from langadapt.experiments import plots
+    from langadapt.experiments.results import read_episodes
+
+    config = experiment_from_dict(raw_config(tmp_path, seeds=1, training={"steps": 400},
+                                             agents=[{"type": "qlearning"}]))
+    out = run_experiment(config, progress=False, log=lambda _: None)
+    episodes = read_episodes(out / "episodes.csv")
+    kept = []
+    monkeypatch.setattr(pyplot, "close", kept.append)  # keep the figure to look at it
+    title = "a title long enough to be clipped at both sides of a figure one panel wide " * 2
+    plots.plot_learning_curves(episodes, tmp_path / "curves.png", title, x_axis="steps",
+                               budgets={"qlearning": 400})
+    (figure,) = kept
+    evaluations = figure.axes[0]
+    assert [t.get_text() for t in evaluations.get_legend().get_texts()] == ["raw (1 seed)"]
+    width = int(figure.get_figwidth() * plots.TITLE_CHARACTERS_PER_INCH)
+    assert all(len(line) <= width for line in figure._suptitle.get_text().split("\n"))
+    trained = sum(e.length for e in episodes if e.phase == "train")  # the cut one not in
+    final = sum(e.return_ for e in episodes if e.phase == "final") / 2
+    (star,) = [line for line in evaluations.get_lines() if line.get_marker() == "*"]
+    assert list(star.get_xdata()) == [400] and trained < 400  # the budget, past the rows
+    assert list(star.get_ydata()) == pytest.approx([final])
