@@ -19,3 +19,23 @@ def test_the_root_init_imports_under_the_name_pytest_gives_it():
     spec.loader.exec_module(module)
     assert module.make_agent is langadapt.make_agent
     assert module.__version__ == langadapt.__version__
+
+
+def test_make_run_pins_the_kernels_to_avx2_unless_the_variables_are_set():
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    root = Path(__file__).resolve().parents[1]
+    recipe = subprocess.run(["make", "-n", "-W", ".venv/.langadapt-run-installed", "run"],
+                            cwd=root, capture_output=True, text=True, check=True).stdout
+    line = next(line for line in recipe.splitlines() if "configs/quickstart.yaml" in line)
+    pinned = subprocess.run(["bash", "-c", line.replace(".venv/bin/langadapt run", "env #")],
+                            capture_output=True, text=True, check=True,
+                            env={"PATH": "/usr/bin:/bin", "MKL_CBWR": "COMPATIBLE"}).stdout
+    assert "ATEN_CPU_CAPABILITY=avx2" in pinned and "ONEDNN_MAX_CPU_ISA=AVX2" in pinned
+    assert "MKL_CBWR=COMPATIBLE" in pinned  # a variable already set is kept
