@@ -14,6 +14,7 @@ import dataclasses
 from pathlib import Path
 
 from .config import load_config
+from .costs import Cost, folder_costs
 from .plots import plot_final_returns, plot_learning_curves
 from .report import summary_markdown, write_summary_csv
 from .results import Episode, check_results, read_episodes
@@ -23,8 +24,10 @@ from .summary import summarise
 __all__ = ["compare_folders"]
 
 
-def _folder_episodes(folder: Path) -> tuple[list[Episode], bool, float | None]:
-    """(episodes with adapters renamed ``<folder>/<adapter>``, budget in steps, threshold)."""
+def _folder_episodes(folder: Path) -> tuple[list[Episode], bool, float | None,
+                                            dict[tuple[str, str], Cost], str]:
+    """(episodes with adapters renamed ``<folder>/<adapter>``, budget in steps, threshold,
+    the runs' costs under the same names, the environment with its params)."""
     if not (folder / "config.yaml").is_file() or not (folder / "episodes.csv").is_file():
         raise ResultsFolderError(f"{folder} is not a langadapt results folder: expected "
                                  "config.yaml and episodes.csv")
@@ -36,7 +39,10 @@ def _folder_episodes(folder: Path) -> tuple[list[Episode], bool, float | None]:
         raise ResultsFolderError(str(error)) from None
     renamed = [dataclasses.replace(e, adapter=f"{folder.name}/{e.adapter}") for e in episodes]
     in_steps = all(config.training_for(agent).steps for agent in config.agents)
-    return renamed, in_steps, config.evaluation.threshold
+    costs = {(f"{folder.name}/{adapter}", agent): cost
+             for (adapter, agent), cost in folder_costs(config, folder).items()}
+    environment = f"{config.environment.id} {config.environment.params}"
+    return renamed, in_steps, config.evaluation.threshold, costs, environment
 
 
 def compare_folders(folders: list[Path], out_dir: Path) -> str:
@@ -48,19 +54,24 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
         raise ResultsFolderError(f"folders named {', '.join(repeated)} twice: their adapters "
                                  "would share names; copy or rename one")
     episodes: list[Episode] = []
-    in_steps, thresholds = [], set()
+    in_steps, thresholds, costs, environments = [], set(), {}, {}
     for folder in folders:
-        rows, steps, threshold = _folder_episodes(folder)
+        rows, steps, threshold, cost, environments[folder] = _folder_episodes(folder)
         episodes += rows
         in_steps.append(steps)
         thresholds.add(threshold)
+        costs.update(cost)
     threshold = thresholds.pop() if len(thresholds) == 1 else None
     if (out_dir / "config.yaml").exists() or (out_dir / "suite.yaml").exists():
         raise ResultsFolderError(f"--out {out_dir} is a results folder; a comparison never "
                                  "replaces a folder's own summary: choose another --out")
-    rows = summarise(episodes, threshold)
+    rows = summarise(episodes, threshold, costs)
     title = "compared: " + ", ".join(names)
     markdown = summary_markdown(rows, title, threshold)
+    if len(set(environments.values())) > 1:
+        markdown += ("\nThe folders' environments differ: "
+                     + "; ".join(f"{folder}: {env}" for folder, env in environments.items())
+                     + ".\n")
     with writing(out_dir, f"free some space and compare again into --out {out_dir}"):
         inside(out_dir.parent, out_dir.name).mkdir(parents=True, exist_ok=True)
         with folder_lock(out_dir):

@@ -234,3 +234,19 @@ def test_plots_name_one_seed_singular_wrap_titles_and_end_greedy_curves_at_the_b
     (star,) = [line for line in evaluations.get_lines() if line.get_marker() == "*"]
     assert list(star.get_xdata()) == [400] and trained < 400  # the budget, past the rows
     assert list(star.get_ydata()) == pytest.approx([final])
+
+
+def test_comparing_folders_of_different_environments_says_which_differ(tmp_path, capsys):
+    small = {"seeds": 1, "agents": [{"type": "random"}], "training": {"episodes": 2}}
+    umaze = run_experiment(experiment_from_dict(raw_config(
+        tmp_path, output=str(tmp_path / "umaze"), **small)), progress=False, log=lambda _: None)
+    medium = raw_config(tmp_path, output=str(tmp_path / "medium"), **small)
+    medium["environment"] = {"id": "langadapt/Maze-v0", "params": {"maze": "medium"}}
+    medium = run_experiment(experiment_from_dict(medium), progress=False, log=lambda _: None)
+    code, out, err = run_cli(capsys, "report", str(umaze), str(medium), "--out",
+                             str(tmp_path / "both"))
+    assert (code, err) == (0, "")
+    assert (f"The folders' environments differ: {umaze}: langadapt/Maze-v0 {{'maze': 'umaze'}}; "
+            f"{medium}: langadapt/Maze-v0 {{'maze': 'medium'}}.") in out
+    with open(tmp_path / "both" / "summary.csv", newline="") as handle:
+        assert all(float(row["cpu_seconds"]) >= 0 for row in csv.DictReader(handle))
