@@ -127,6 +127,11 @@ def apply_overrides(data: dict[str, Any], args: Any, source: str) -> list[str]:
     written = [f"--set {a}" for a in args.assignments]
     for assignment in args.assignments:
         apply_set(data, assignment)
+    own = [_name(a) for a in data.get("agents") or [] if isinstance(a, dict) and a.get("training")]
+    if own and any(a.startswith("training.") or a.startswith("training=")
+                   for a in args.assignments):
+        print(f"note: {', '.join(own)} keep their own training block; change it with --set "
+              f"agents.{own[0]}.training.steps=...")
     if args.tasks is not None:
         select_tasks(data, args.tasks, source)
         written.append(f"--tasks {args.tasks}")

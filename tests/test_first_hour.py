@@ -250,3 +250,14 @@ def test_comparing_folders_of_different_environments_says_which_differ(tmp_path,
             f"{medium}: langadapt/Maze-v0 {{'maze': 'medium'}}.") in out
     with open(tmp_path / "both" / "summary.csv", newline="") as handle:
         assert all(float(row["cpu_seconds"]) >= 0 for row in csv.DictReader(handle))
+
+
+def test_set_training_names_the_agents_that_keep_their_own_budget(tmp_path, capsys):
+    data = raw_config(tmp_path, agents=[{"type": "qlearning", "training": {"episodes": 9}},
+                                        {"type": "random"}])
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(data))
+    code, out, err = run_cli(capsys, "run", str(tmp_path / "own.yaml"), "--check",
+                             "--set", "training.episodes=3")
+    assert (code, err) == (0, "")
+    assert "note: qlearning keep their own training block; change it with --set " \
+           "agents.qlearning.training.steps=..." in out
