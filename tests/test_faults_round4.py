@@ -375,3 +375,25 @@ def test_environment_sizes_and_step_limits_are_bounded(tmp_path, capsys, environ
     path = _write(tmp_path / "exp.yaml", raw_config(tmp_path, environment=environment))
     code, err = _main(capsys, "run", str(path), "--check")
     assert code == 2 and expected in err
+
+
+# ----------------------------------------------------------------------------- writers: TB
+
+
+def test_tensorboard_never_writes_through_a_planted_link(tmp_path):
+    pytest.importorskip("tensorboard")
+    data = raw_config(tmp_path, agents=[{"type": "qlearning"}], seeds=1,
+                      logging={"tensorboard": True})
+    config = experiment_from_dict(data)
+    out = run_experiment(config, **QUIET)
+    run = out / "runs" / "raw__qlearning__seed0"
+    (run / "done.json").unlink()  # unfinished: --resume trains it again
+    shutil.rmtree(run / "tb")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "notes").write_text("years of work")
+    (run / "tb").symlink_to(victim)
+    run_experiment(config, resume=True, **QUIET)
+    assert [p.name for p in victim.iterdir()] == ["notes"]
+    assert (run / "tb").is_dir() and not (run / "tb").is_symlink()
+    assert any((run / "tb").iterdir())
