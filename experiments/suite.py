@@ -287,7 +287,8 @@ def write_suite_report(out_dir: Path | str, log: Callable[[str], None] | None = 
             if (out_dir / task / "episodes.csv").is_file():
                 write_report(out_dir / task, log=None)
     markdown, rows, profiles = suite_markdown(config, out_dir)
-    with writing(out_dir, f"free some space and rebuild: langadapt report {out_dir}"):
+    with writing(out_dir, f"free some space and rebuild: langadapt report {out_dir}"), \
+            folder_lock(out_dir):  # one writer, as in a results folder
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows(  # names as text, never formulas
             [[text_cell(c) for c in row[:3]] + row[3:] for row in rows])

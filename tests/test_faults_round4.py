@@ -397,3 +397,38 @@ def test_tensorboard_never_writes_through_a_planted_link(tmp_path):
     assert [p.name for p in victim.iterdir()] == ["notes"]
     assert (run / "tb").is_dir() and not (run / "tb").is_symlink()
     assert any((run / "tb").iterdir())
+
+
+def test_a_suite_report_is_refused_while_another_process_writes_the_folder(tmp_path):
+    import subprocess
+    import time
+
+    pytest.importorskip("rliable")
+    from test_suite_protocol import _config, _episodes
+
+    from langadapt.experiments.results_io import ResultsFolderError
+    from langadapt.experiments.suite import SUITE_FILE, write_suite_report
+
+    config = _config(tasks={"goto": {"goal": "goto"}}, output=str(tmp_path))
+    (tmp_path / SUITE_FILE).write_text(yaml.safe_dump(config.resolved(), sort_keys=False))
+    _episodes(tmp_path / "goto" / "episodes.csv", {("raw", "random", 0): [1, 0]})
+    lock = tmp_path / ".langadapt.lock"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.write(fd, f'{os.getpid()} {os.uname().nodename}'.encode())\n"
+        "time.sleep(60)\n")])
+    try:
+        deadline = time.monotonic() + 30
+        while not (lock.exists() and lock.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with pytest.raises(ResultsFolderError, match=f"is being written by langadapt process "
+                                                     f"{holder.pid}"):
+            write_suite_report(tmp_path, log=None, task_reports=False)
+        assert not (tmp_path / "suite.md").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    write_suite_report(tmp_path, log=None, task_reports=False)
+    assert (tmp_path / "suite.md").is_file()
