@@ -4,10 +4,10 @@ as in the driver): per run in flight, the training done of its budget (steps or 
 or the final evaluation's episodes, the current success, LLM calls, wall seconds per LLM
 call (the episodes' wall time over their calls) and an estimate of the phase's time left.
 
-On a terminal the status is the postfix of the runs' progress bar, refreshed every
-:data:`POLL_SECONDS`; otherwise (a log file, a pipe) it is one line every
-:data:`LINE_SECONDS`. A run's progress shows once its first episode ends (Ray runs write
-their rows at the end: they show only as finished runs).
+With standard error on a terminal the status is the postfix of the runs' progress bar,
+refreshed every :data:`POLL_SECONDS`; with standard output elsewhere (a log file, a pipe)
+it is also a line every :data:`LINE_SECONDS`. A run's progress shows once its first
+episode ends (Ray runs write their rows at the end: they show only as finished runs).
 """
 
 from __future__ import annotations
@@ -143,16 +143,19 @@ def watch_for(config: ExperimentConfig, run: Run, out_dir: Path) -> RunWatch:
     return RunWatch(run, out_dir / "runs" / run.key / "episodes.csv", budget, final)
 
 
+Show = Callable[[str], None] | None
+
+
 class Progress:
-    """Watches the runs of ``todo`` in ``out_dir`` from a thread; ``show(text)`` gets the
-    status every :data:`POLL_SECONDS` (a bar's postfix) or, with ``lines``, every
-    :data:`LINE_SECONDS`."""
+    """Watches the runs of ``todo`` in ``out_dir`` from a thread: ``bar(text)`` gets the
+    status every :data:`POLL_SECONDS` (a bar's postfix), ``line(text)`` a line every
+    :data:`LINE_SECONDS` (either may be None)."""
 
     def __init__(self, config: ExperimentConfig, todo: list[Run], out_dir: Path,
-                 show: Callable[[str], None], lines: bool) -> None:
+                 bar: Show, line: Show) -> None:
         self.watches = {run.key: watch_for(config, run, out_dir) for run in todo}
         self.total, self.finished = len(todo), 0
-        self.show, self.lines = show, lines
+        self.bar, self.line = bar, line
         self.begun = time.time() - 1.0  # files older than this are an earlier attempt's
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -164,39 +167,39 @@ class Progress:
 
     def status(self) -> str:
         """The runs in flight, one clause each ("" when none has begun)."""
-        with self.lock:
-            watches = list(self.watches.values())
         clauses = []
-        for watch in watches:
-            try:
-                fresh = watch.path.stat().st_mtime >= self.begun
-            except OSError:
-                continue
-            if fresh:
-                watch.read()
-                clauses.append(watch.status())
+        with self.lock:  # one reader of the files at a time (the thread, the driver)
+            for watch in self.watches.values():
+                try:
+                    fresh = watch.path.stat().st_mtime >= self.begun
+                except OSError:
+                    continue
+                if fresh:
+                    watch.read()
+                    clauses.append(watch.status())
         return "; ".join(clauses)
 
     def _loop(self) -> None:
         started = last = time.monotonic()
         while not self.stop.wait(POLL_SECONDS):
             now = time.monotonic()
-            if self.lines and now - last < LINE_SECONDS:
+            due = self.line is not None and now - last >= LINE_SECONDS
+            if self.bar is None and not due:
                 continue
-            last = now
             text = self.status()
-            if self.lines:
-                text = (f"[{duration(now - started)}] runs {self.finished}/{self.total} done"
-                        + (f"; {text}" if text else ""))
-            if text or not self.lines:
-                self.show(text)
+            if self.bar is not None:
+                self.bar(text)
+            if due and self.line is not None:
+                last = now
+                self.line(f"[{duration(now - started)}] runs {self.finished}/{self.total} "
+                          "done" + (f"; {text}" if text else ""))
 
 
 @contextmanager
-def watching(config: ExperimentConfig, todo: list[Run], out_dir: Path,
-             show: Callable[[str], None], lines: bool) -> Iterator[Progress]:
+def watching(config: ExperimentConfig, todo: list[Run], out_dir: Path, bar: Show,
+             line: Show) -> Iterator[Progress]:
     """A :class:`Progress` whose thread runs for the block."""
-    progress = Progress(config, todo, out_dir, show, lines)
+    progress = Progress(config, todo, out_dir, bar, line)
     thread = threading.Thread(target=progress._loop, name="langadapt-progress", daemon=True)
     thread.start()
     try:

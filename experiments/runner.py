@@ -223,12 +223,13 @@ def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, fo
             out_dir,
             {n: {k: float(v) for k, v in a.stats().items()} for n, (a, _) in adapters.items()},
         )
-    terminal = sys.stderr.isatty()  # a bar there; else a status line a minute (.progress)
+    terminal = sys.stderr.isatty()  # the bar's; stdout elsewhere: a line a minute (.progress)
     bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not (progress and terminal))
-    show = bar.set_postfix_str if terminal else log
+    lines = None if sys.stdout.isatty() else log
     try:
         with ExitStack() as stack:
-            inside = stack.enter_context(watching(config, todo, out_dir, show, not terminal)) \
+            inside = stack.enter_context(watching(
+                config, todo, out_dir, bar.set_postfix_str if terminal else None, lines)) \
                 if progress else None
             for outcome in executor.run(config, [run.key for run in todo], out_dir):
                 if outcome.error is not None:
@@ -236,6 +237,8 @@ def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, fo
                     write_failed_run(out_dir, outcome.key, outcome.error)
                 if inside is not None:
                     inside.done(outcome.key)
+                    if terminal:
+                        bar.set_postfix_str(inside.status(), refresh=False)
                 bar.update()
     finally:
         bar.close()
