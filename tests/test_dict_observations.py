@@ -199,3 +199,33 @@ def test_reward_shaping_asks_about_the_dict_state(user_folder):
     env.reset(seed=0)
     asked = next(iter(env.potentials))
     assert "You stand in cell 2 of five" in asked and env.potentials[asked] == pytest.approx(1.0)
+
+
+def test_a_tuple_observation_through_the_adapters_and_llm_policy():
+    import langadapt
+    from langadapt.environments import LanguageSpec, register_language
+
+    class TupleLamps(gym.Env):
+        observation_space = spaces.Tuple((spaces.Discrete(5), spaces.Discrete(2)))
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return (2, 1), {}
+
+    class PairDescriber(Describer):
+        state_shape, n_actions = None, 2
+
+        def describe(self, state, legal_moves, last_action):
+            return f"cell {state[0]}, lamp at the {('left', 'right')[state[1]]} end"
+
+    register_language(TupleLamps, lambda env: LanguageSpec(
+        PairDescriber(), ("left", "right"), "Reach the lamp.", lambda e: (2, 1)))
+    env = TupleLamps()
+    assert langadapt.make_adapter("language", env)((3, 0), [0, 1], encode=False) == (
+        "cell 3, lamp at the left end")
+    vector = langadapt.make_adapter("raw", env)((3, 0), [0, 1])
+    assert vector.shape == (7,)
+    policy = LLMPolicy(spaces.flatten_space(env.observation_space), env.action_space,
+                       backend=ScoringBackend())
+    policy.bind(env)
+    assert policy.state_of(vector) == (3, 0) and policy.act(vector, [0, 1], False) == 1
