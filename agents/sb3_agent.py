@@ -1,5 +1,5 @@
-"""Stable-Baselines3's PPO, A2C and DQN and sb3-contrib's MaskablePPO as langadapt agents
-(the ``sb3`` extra).
+"""Stable-Baselines3's PPO, A2C, DQN, SAC and TD3 and sb3-contrib's MaskablePPO as langadapt
+agents (the ``sb3`` extra); SAC and TD3 on Box actions, PPO and A2C on either.
 
 ``make_agent("sb3", observation_space, action_space, algorithm="PPO", n_steps=128)`` (in an
 experiment file: ``type: sb3`` with ``params: {algorithm: PPO, n_steps: 128}``) builds the SB3
@@ -57,6 +57,9 @@ CONTRIB = ("MaskablePPO",)
 MASKED = ("MaskablePPO",)
 """Algorithms that take legal moves as action masks (when training and acting)."""
 
+BOX_ONLY, DISCRETE_ONLY = ("SAC", "TD3"), ("DQN", "MaskablePPO")
+"""Algorithms for Box actions only, and for Discrete actions only (PPO and A2C take both)."""
+
 
 def sb3_algorithm(name: str) -> type:
     """The SB3 (or sb3-contrib) class ``name``; one line naming the extra without it."""
@@ -78,7 +81,7 @@ class SB3Config(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    algorithm: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(  # discrete actions
+    algorithm: Literal["PPO", "A2C", "DQN", "MaskablePPO", "SAC", "TD3"] = Field(
         "PPO", validate_default=True)
     policy: str = "MlpPolicy"
 
@@ -128,17 +131,25 @@ class SB3Agent(Agent):
 
     kind = "sb3"
     config_model = SB3Config
+    box_actions = True  # PPO, A2C, SAC, TD3
 
     def __init__(self, observation_space: gym.spaces.Space, action_space: gym.spaces.Space,
                  config: BaseModel | dict[str, Any] | None = None, seed: int = 0) -> None:
         super().__init__(observation_space, action_space, config, seed)
         cfg: SB3Config = self.config
         self.algorithm = cfg.algorithm
+        box = isinstance(action_space, gym.spaces.Box)
+        if (box and cfg.algorithm in DISCRETE_ONLY) or (not box and cfg.algorithm in BOX_ONLY):
+            raise ValueError(f"SB3's {cfg.algorithm} does not take action space {action_space} "
+                             f"(it takes {'Box' if cfg.algorithm in BOX_ONLY else 'Discrete'} "
+                             "actions; PPO and A2C take both)")
         with own_random_state():
             model = sb3_algorithm(cfg.algorithm)(cfg.policy, env=None, seed=self.seed, verbose=0,
                                                  _init_setup_model=False, **cfg.keywords)
             model.observation_space, model.action_space, model.n_envs = (
                 observation_space, action_space, 1)
+            if getattr(model, "target_entropy", None) == "auto":  # SAC's "auto" reads env
+                model.target_entropy = -float(np.prod(action_space.shape))  # SB3's formula
             model._setup_model()
         self.model = model
 
@@ -154,8 +165,11 @@ class SB3Agent(Agent):
         return scores[0].cpu().numpy()
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
-        """``explore``: SB3's stochastic action if it is legal; else the best legal action."""
+        """``explore``: SB3's stochastic action if it is legal; else the best legal action
+        (on a Box action space: SB3's action, deterministic unless ``explore``)."""
         arr = self.check_obs(obs)
+        if not self.n_actions:  # a Box: no legal moves
+            return self.model.predict(arr, deterministic=not explore)[0]
         mask = self.legal_mask(legal_moves, "legal_moves")
         if explore:  # SB3 samples with torch's global generator, as in its own loop
             masks = {"action_masks": mask} if self.algorithm in MASKED else {}

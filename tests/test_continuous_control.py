@@ -20,6 +20,7 @@ import langadapt  # noqa: F401  (registers the roles)
 from langadapt.agents import LinearBoxPolicy, ars_update, clip_range, make_agent, train
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ------------------------------------------------------------------ the linear policy
@@ -308,3 +309,21 @@ def test_a_box_action_language_wrapper_passes_gymnasiums_env_checker():
     assert obs.shape == (384,) and info["description"].startswith("The pendulum is")
     env.step(np.array([1.5], dtype=np.float32))
     assert env.history[-1][1] == (1.5,)  # a Box action recorded as a tuple of floats
+
+
+@pytest.mark.parametrize("algorithm", ["SAC", "TD3"])
+def test_sb3_sac_and_td3_train_on_box_actions_and_refuse_discrete(algorithm):
+    pytest.importorskip("stable_baselines3")
+    env = gym.make("Pendulum-v1")
+    agent = make_agent("sb3", env.observation_space, env.action_space, seed=0,
+                       algorithm=algorithm, buffer_size=500, learning_starts=150)
+    records = train(agent, env, steps=200, seed=0, progress=False)
+    assert len(records) == 1 and records[0].length == 200
+    obs, _ = env.reset(seed=3)
+    for explore in (True, False):
+        assert env.action_space.contains(np.asarray(agent.act(obs, None, explore)))
+    with pytest.raises(ValueError, match=f"SB3's {algorithm} does not take action space "
+                                         "Discrete"):
+        make_agent("sb3", env.observation_space, spaces.Discrete(3), algorithm=algorithm)
+    with pytest.raises(ValueError, match="SB3's DQN does not take action space Box"):
+        make_agent("sb3", env.observation_space, env.action_space, algorithm="DQN")
