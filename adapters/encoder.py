@@ -265,7 +265,10 @@ class MiniLMEncoder:
         from .encoder_openvino import load_openvino
 
         try:
-            return load_openvino(model, self._dimension)
+            pipeline = load_openvino(model, self._dimension)
+            if pipeline.note:
+                _warn_once(f"encoder backend {self.backend}: {pipeline.note}")
+            return pipeline
         except Exception as error:  # noqa: BLE001 - any failure to export: torch instead
             reason = f"{type(error).__name__}: {error}".splitlines()[0][:300]
             _warn_once(f"encoder backend {self.backend}: could not export or compile "

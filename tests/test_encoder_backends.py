@@ -140,3 +140,27 @@ def test_a_bad_backend_variable_is_one_line_of_the_cli_before_any_work(monkeypat
     assert capsys.readouterr().err.strip() == (
         "langadapt run: error: LANGADAPT_ENCODER_BACKEND='bogus': expected one of auto, "
         "torch, openvino")
+
+
+@openvino_only
+def test_openvino_gives_a_text_the_same_vector_alone_and_in_a_batch_of_32(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    encoder = get_encoder(backend="openvino")
+    batch = TEXTS[:32]
+    together = encoder.encode_many(batch)
+    alone = np.concatenate([encoder.encode_many([text]) for text in batch])
+    assert encoder.backend_used == "openvino"
+    assert np.abs(together - alone).max() <= encoder_openvino.REPRODUCE_ATOL
+
+
+def test_an_openvino_model_that_cannot_reproduce_falls_back_to_torch_with_one_warning(
+        monkeypatch, quiet_once):
+    if not encoder_module.openvino_installed():
+        pytest.skip("needs the openvino extra")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(encoder_openvino, "batch_difference", lambda pipeline: 3e-4)
+    with pytest.warns(RuntimeWarning, match=r"a text's vector changes with its batch \(by up "
+                                            r"to 3\.0e-04, more than 1e-06\)") as seen:
+        encoders = [MiniLMEncoder(backend="openvino") for _ in range(2)]
+        assert [encoder.backend_used for encoder in encoders] == ["torch", "torch"]
+    assert len([w for w in seen if "changes with its batch" in str(w.message)]) == 1
