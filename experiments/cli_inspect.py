@@ -33,7 +33,8 @@ def add_parsers(commands: Any) -> None:
                           help="maze layout (umaze, double_t_maze, medium, large, random)")
     describe.add_argument("--state", action="append", default=[], metavar="VALUES",
                           help="a raw observation, numbers separated by commas or spaces "
-                          "(maze: 'row,col'; sailing: 'x,theta'); repeatable")
+                          "(maze: 'row,col'; sailing: 'x,theta'; a Dict or Tuple observation "
+                          "in JSON: '{\"cell\": 1}'); repeatable")
     describe.add_argument("--steps", type=int, default=5,
                           help="rollout length when no --state is given (default 5)")
     describe.add_argument("--seed", type=int, default=0)
@@ -55,7 +56,8 @@ def add_parsers(commands: Any) -> None:
     prompt.add_argument("env", help="sailing, maze, cartpole or a gymnasium id")
     prompt.add_argument("--role", choices=("policy", "advisor", "shaper"), default="policy")
     prompt.add_argument("--maze", default=None, help="maze layout (maze only)")
-    prompt.add_argument("--state", default=None, help="raw observation (default: the reset)")
+    prompt.add_argument("--state", default=None, help="raw observation (default: the "
+                        "reset; a Dict or Tuple one in JSON)")
     prompt.add_argument("--decoding", choices=("structured", "text"), default="structured")
     prompt.add_argument("--backend", default="llamacpp", choices=("llamacpp", "ollama", "openai"))
     prompt.add_argument("--model", default=None, help="Ollama model name, GGUF path, or the "
@@ -98,6 +100,8 @@ def _state_of(env: gymnasium.Env, text: str) -> tuple[Any, list[int]]:
             raise UsageError(f"--state {text!r} is not an observation of {env.spec.id}'s "
                              f"observation space {space}")
         return observation, list(range(env.action_space.n))
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        return _structured_state(env, text), list(range(env.action_space.n))
     if not isinstance(space, spaces.Box):
         raise UsageError(f"--state gives numbers; {env.spec.id}'s observation space is "
                          f"{space} (describe a rollout instead: leave out --state)")
@@ -120,6 +124,29 @@ def _state_of(env: gymnasium.Env, text: str) -> tuple[Any, list[int]]:
     else:
         legal = list(range(env.action_space.n))
     return state, legal
+
+
+def _structured_state(env: gymnasium.Env, text: str) -> Any:
+    """``--state`` in JSON (``{"cell": 1, "goal": 0}``, ``[3, 1]``) as an observation of a
+    Dict or Tuple space, in the space's own types (gymnasium's flatten, then unflatten)."""
+    import json
+
+    from gymnasium import spaces
+
+    space = env.observation_space
+    kind = "an object of its keys" if isinstance(space, spaces.Dict) else "a list of its parts"
+    try:
+        value = json.loads(text)
+        if isinstance(space, spaces.Tuple) and isinstance(value, list):
+            value = tuple(value)
+        state = spaces.unflatten(space, spaces.flatten(space, value))
+    except (ValueError, TypeError, KeyError, IndexError, AssertionError):
+        state = None
+    if state is None or not space.contains(state) or (
+            isinstance(space, spaces.Dict) and set(value) != set(space.spaces)):
+        raise UsageError(f"--state {text!r} is not an observation of {env.spec.id}'s "
+                         f"observation space {space}; expected JSON, {kind}")
+    return state
 
 
 def _check_host(host: str) -> str:
@@ -235,7 +262,8 @@ def command_describe(args: argparse.Namespace) -> int:
         print(f"# LLM backend: {backend.name}, model {backend.model_label()}{reason}")
     if states:
         for state, legal in states:
-            shown = state.tolist() if hasattr(state, "tolist") else state
+            shown = _shown(state) if isinstance(state, (dict, tuple)) else (
+                state.tolist() if hasattr(state, "tolist") else state)
             print(f"state {shown}: {adapter(state, legal, (), encode=False)}")
         return 0
     observation, info = env.reset(seed=args.seed)

@@ -425,7 +425,9 @@ def show_prompt(
     """The messages an LLM role (``policy``, ``advisor`` or ``shaper``) sends for ``state``
     (default: the environment's reset state) and the reply, as text (``langadapt prompt``)."""
     obs, info = env.reset(seed=0)
-    state = obs if state is None else np.asarray(state, dtype=np.float32)
+    if state is not None and not isinstance(state, (dict, tuple)):  # a Dict/Tuple one: as is
+        state = np.asarray(state, dtype=np.float32)
+    state = obs if state is None else state
     legal = info.get("legal_moves")
     base = env.unwrapped
     if state is not obs and hasattr(base, "legal_moves_at"):

@@ -69,8 +69,16 @@ def test_the_describer_receives_the_dict_and_describe_prints_it(user_folder, cap
     assert code == 0, err
     first = out.splitlines()[0]
     assert first.startswith("step 0 state {'cell': 2, 'goal': ") and "lamp is lit" in first
-    code, _, err = run_cli(capsys, "describe", "my_lamps:Lamps-v0", "--state", "1,0")
-    assert code == 2 and "Dict('cell'" in err and "leave out --state" in err
+    code, out, err = run_cli(capsys, "describe", "my_lamps:Lamps-v0",
+                             "--state", '{"cell": 1, "goal": 0}')
+    assert code == 0 and out == ("state {'cell': 1, 'goal': 0}: You stand in cell 1 of five; "
+                                 "the lamp is lit at the left end.\n"), err
+    for bad in ("1,0", '{"cell": 9, "goal": 0}', '{"cell": 1}', '{"cell": 1, "goal": 0, "x": 2}'):
+        code, _, err = run_cli(capsys, "describe", "my_lamps:Lamps-v0", "--state", bad)
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"--state {bad!r} is not an observation of Lamps-v0's observation space " \
+               "Dict('cell': Discrete(5), 'goal': Discrete(2)); expected JSON, an object of " \
+               "its keys" in err
 
 
 def test_a_numeric_describer_given_a_dict_names_the_fix() -> None:
@@ -108,6 +116,10 @@ def test_prompt_shows_the_dict_state_and_the_raw_replies(user_folder, capsys):
                                  "--host", fake.host, "--model", "llama3.2")
         assert code == 0, err
         assert "You stand in cell 2 of five" in out and "reply 1: '{\"action\": 0}'" in out
+        code, out, err = run_cli(capsys, "prompt", "my_lamps:Lamps-v0", "--backend", "ollama",
+                                 "--host", fake.host, "--model", "llama3.2",
+                                 "--state", '{"cell": 4, "goal": 0}')
+        assert code == 0 and "You stand in cell 4 of five; the lamp is lit at the left" in out
         code, out, err = run_cli(capsys, "describe", "my_lamps:Lamps-v0", "--adapter", "llm",
                                  "--steps", "1", "--backend", "ollama", "--host", fake.host,
                                  "--model", "llama3.2")
