@@ -14,7 +14,6 @@ A new block is a pydantic model (subclass ``_Strict``) and one field of
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -22,10 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    Strict,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -36,6 +32,15 @@ from ..llm.store import check_store_file
 from .config_errors import shown
 from .env_ids import import_user_modules, resolve_env_id
 from .heldout import check_heldout
+from .schema_run import (  # noqa: F401  (the executor and logging blocks, public here too)
+    MAX_CPUS_PER_RUN,
+    MAX_GPUS_PER_RUN,
+    MAX_JOBS,
+    MAX_RETRIES,
+    ExecutorSpec,
+    LoggingSpec,
+)
+from .schema_types import Bool, Float, Int, Label, _Strict
 
 MAX_SEED_COUNT = 1_000
 MAX_SEED = 1_000_000_000
@@ -44,10 +49,6 @@ MAX_TRAINING_EPISODES = 10_000_000
 MAX_TRAINING_STEPS = 1_000_000_000
 MAX_EVALUATION_EPISODES = 100_000
 MAX_TORCH_THREADS = 256
-MAX_JOBS = 1_024
-MAX_CPUS_PER_RUN = 1_024
-MAX_GPUS_PER_RUN = 64
-MAX_RETRIES = 100
 MAX_HELDOUT_SEED = 2**31 - 1
 MAX_N_ENVS = 1_024
 MAX_PATH, MAX_PATH_NAME = 4_096, 255
@@ -72,27 +73,6 @@ carry the model's identity, so another host serving the same model gives the sam
 answers)."""
 
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
-
-
-Int = Annotated[int, Strict()]
-"""An integer that must be written as one: ``true``, ``2.5`` or ``"3"`` are errors, not 1, 2
-or 3 (pydantic's lax mode would coerce them silently)."""
-Float = Annotated[float, Strict()]
-"""A number (an integer is fine); ``true`` or ``"0.5"`` are errors."""
-Bool = Annotated[bool, Strict()]
-"""``true`` or ``false``; ``1``, ``"yes"`` are errors."""
-
-Label = Annotated[
-    str,
-    Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9.+-]*(_[A-Za-z0-9.+-]+)*$",
-        description="letters, digits and _ . + - (no '__'): it names the run folders",
-    ),
-]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def data_only(info: ValidationInfo) -> bool:
@@ -283,55 +263,6 @@ class EvaluationSpec(_Strict):
         if held is not None:
             self.final_episodes = held.count
         return self
-
-
-class ExecutorSpec(_Strict):
-    """Where the runs execute: a local process pool (default) or a Ray cluster."""
-
-    type: Literal["process", "ray"] = "process"
-    address: str | None = Field(
-        default=None,
-        min_length=1,
-        description="ray only: 'auto' (the cluster running on this machine), 'HOST:PORT' of "
-        "a head node, or 'ray://HOST:PORT'; default: start a local cluster",
-    )
-    jobs: Annotated[Int, Field(gt=0, le=MAX_JOBS)] | None = Field(
-        default=None,
-        description="runs at a time: processes of the pool (default 1); with ray, most runs "
-        "in flight (default: as many as the cluster has room for)",
-    )
-    cpus_per_run: Annotated[Float, Field(gt=0, le=MAX_CPUS_PER_RUN)] = Field(
-        default=1, description="ray only: CPUs each run requests"
-    )
-    gpus_per_run: Annotated[Float, Field(ge=0, le=MAX_GPUS_PER_RUN)] = Field(
-        default=0, description="ray only: GPUs each run requests"
-    )
-    max_retries: Annotated[Int, Field(ge=0, le=MAX_RETRIES)] = Field(
-        default=2, description="ray only: retries of a run whose worker process died"
-    )
-
-    @model_validator(mode="after")
-    def _ray_only(self) -> ExecutorSpec:
-        if self.type == "process" and self.address is not None:
-            raise ValueError(
-                f"address {self.address!r} is for the ray executor; set type: ray or drop it"
-            )
-        return self
-
-
-class LoggingSpec(_Strict):
-    """What each run logs besides its rows of episodes.csv."""
-
-    tensorboard: Bool = Field(
-        default=False, description="TensorBoard scalars of each run in runs/<run>/tb/ (the "
-        "tensorboard extra; the process executor)")
-
-    @field_validator("tensorboard")
-    @classmethod
-    def _installed(cls, value: bool) -> bool:
-        if value and importlib.util.find_spec("tensorboard") is None:
-            raise ValueError("tensorboard is not installed: pip install 'langadapt[tensorboard]'")
-        return value
 
 
 class ExperimentConfig(_Strict):
