@@ -12,7 +12,7 @@ from typing import Any
 from .cli_common import UsageError
 
 BENCHMARKS = ("adapters", "encoder", "llm", "agents", "executors", "llm_roles", "minigrid",
-              "vector", "llm_concurrency")
+              "vector", "llm_concurrency", "language_cost")
 # Run only when named (`langadapt bench finetune-trl`), never by a plain `langadapt bench`:
 # name -> module experiments/benchmarks/<module>_bench.py.
 OPT_IN_BENCHMARKS = {"finetune-trl": "finetune_trl"}
