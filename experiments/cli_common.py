@@ -55,11 +55,15 @@ def _frames(error: BaseException) -> list[tuple[str, int, str]]:
 
 
 def _library_file(filename: str) -> bool:
-    """Whether a file is langadapt's own, an installed package's, Python's or a script."""
-    roots = {Path(__file__).resolve().parents[1]}  # the langadapt package
-    roots |= {Path(sysconfig.get_paths()[k]).resolve()
-              for k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")}
+    """Whether a file is langadapt's own (its packages: a checkout's other files, such as
+    a user's module beside them, are not), an installed package's, Python's or a script."""
+    top = Path(__file__).resolve().parents[1]  # the langadapt package: a checkout's root
     path = Path(filename).resolve()
+    if path.is_relative_to(top) and (path == top / "__init__.py" or (
+            top / path.relative_to(top).parts[0] / "__init__.py").is_file()):
+        return True
+    roots = {Path(sysconfig.get_paths()[k]).resolve()
+             for k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")}
     return filename.startswith("<") or any(path.is_relative_to(root) for root in roots)
 
 

@@ -72,12 +72,19 @@ def test_an_error_in_a_worker_process_is_one_line_too(broken):
 def test_a_langadapt_bug_keeps_its_traceback(broken, capsys, monkeypatch):
     from langadapt.experiments import one_run
 
-    def bug(*args, **kwargs):
-        raise RuntimeError("a bug of langadapt's")
-
-    monkeypatch.setattr(one_run, "train_run", bug)
-    with pytest.raises(RuntimeError, match="a bug of langadapt's"):
+    monkeypatch.setattr(one_run, "train_run", one_run.find_run)  # called with wrong arguments
+    with pytest.raises(TypeError, match="run_dir"):
         run_cli(capsys, "run", str(broken[0]), "--no-progress", "--out", "results")
+
+
+def test_a_users_module_beside_the_checkouts_packages_is_theirs(monkeypatch):
+    from langadapt.experiments import cli_common
+
+    top = Path(cli_common.__file__).resolve().parents[1]
+    assert cli_common._library_file(str(top / "environments" / "language.py"))
+    assert cli_common._library_file(str(top / "__init__.py"))
+    assert not cli_common._library_file(str(top / "my_corridor.py"))
+    assert not cli_common._library_file(str(top / "tests" / "my_corridor.py"))
 
 
 def test_an_unknown_option_names_the_nearest(capsys):
