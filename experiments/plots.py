@@ -19,9 +19,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import EngFormatter  # noqa: E402
 
 from .results import Episode  # noqa: E402
 from .summary import SummaryRow, mean_and_interval  # noqa: E402
+
+_COUNT = EngFormatter(sep="")
+"""Tick labels of counts: 50k, 1.5M."""
 
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D")
@@ -179,6 +183,7 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
                 _plot_band(axis, series, index, adapter)
             axis.set_title(f"{agent}: {'greedy evaluations' if phase == 'eval' else 'training'}")
             axis.set_xlabel("environment steps" if x_axis == "steps" else "training episodes")
+            axis.xaxis.set_major_formatter(_COUNT)  # 400k, not 400000 beside 350000
             axis.set_ylabel(ylabel)
             axis.grid(alpha=0.3)
             if axis.has_data():
