@@ -1,9 +1,11 @@
 """`LLMPolicySearch`: an LLM writes whole policies from experience; the best one is kept.
 
 One *round*: a candidate policy (a table over a discretisation, or a linear map, see
-:mod:`agents.policy_families`) runs for ``evaluation_episodes`` episodes; its mean return
-is its score; it becomes the kept policy only if it scores higher than the kept one (round 0,
-the initial policy, is kept by definition). Then the proposer writes the next candidate:
+:mod:`roles.policy_families`; on a Box action space ``clip(W @ [normalised obs, 1])``,
+:class:`~langadapt.agents.LinearBoxPolicy`) runs for ``evaluation_episodes`` episodes; its
+mean return is its score; it becomes the kept policy only if it scores higher than the kept
+one (round 0, the initial policy, is kept by definition). Then the proposer writes the next
+candidate:
 
 - ``proposer: llm``: the LLM (through :mod:`langadapt.llm`, structured output by default) is
   shown the best policy and its score, its own last proposal and how it scored (kept or not),
