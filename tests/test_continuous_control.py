@@ -331,3 +331,27 @@ def test_sb3_sac_and_td3_train_on_box_actions_and_refuse_discrete(algorithm):
         make_agent("sb3", env.observation_space, spaces.Discrete(3), algorithm=algorithm)
     with pytest.raises(ValueError, match="SB3's DQN does not take action space Box"):
         make_agent("sb3", env.observation_space, env.action_space, algorithm="DQN")
+
+
+def test_the_continuous_language_file_runs_shrunk(tmp_path):
+    """SAC on raw and language Pendulum states: 250 steps, one seed; the language rows are
+    the describer's sentences (the wrapper on a Box action space)."""
+    pytest.importorskip("stable_baselines3")
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.runner import run_experiment
+
+    data = yaml.safe_load((CONFIGS / "continuous_language.yaml").read_text())
+    assert [a["type"] for a in data["adapters"]] == ["raw", "language"]
+    assert data["agents"][0]["params"]["algorithm"] == "SAC"
+    data["agents"][0]["params"] |= {"learning_starts": 200}
+    data |= {"seeds": [0], "training": {"steps": 250}, "cache_dir": str(tmp_path / "cache"),
+             "evaluation": {"final_episodes": 1}}
+    path = tmp_path / "shrunk.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = run_experiment(load_config(path), tmp_path / "out", progress=False,
+                         log=lambda _: None)
+    with open(out / "episodes.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["adapter"], r["phase"]) for r in rows} == {
+        ("raw", "train"), ("raw", "final"), ("language", "train"), ("language", "final")}
+    assert all(math.isfinite(float(r["return"])) for r in rows)
