@@ -18,8 +18,9 @@ shows no progress bar (transformers' bars are off while the model loads, then re
 **Backends.** ``backend`` (else the environment variable ``LANGADAPT_ENCODER_BACKEND``, else
 ``torch``) chooses what runs the model: ``torch`` (sentence-transformers as it is),
 ``openvino`` (the same pipeline exported once to OpenVINO from the local weights and cached
-under ``$LANGADAPT_CACHE_DIR/encoders``, see :mod:`.encoder_openvino`; about 3x the
-throughput of torch on one thread, cosine >= 0.9999 to torch's vectors; needs the
+under ``$LANGADAPT_CACHE_DIR/encoders``, see :mod:`.encoder_openvino`; in bfloat16 about
+3x the throughput of torch, but compiled in float32, at torch's speed, where bfloat16's
+vectors change with the batch; cosine >= 0.9999 to torch's vectors; needs the
 ``openvino`` extra) or ``auto`` (openvino when the extra is installed and the device is the
 CPU, else torch). An export or compilation that fails falls back to torch with one warning
 that says why (``auto`` without the extra warns once too). The encoder's ``name``, which
@@ -72,9 +73,9 @@ BACKEND_VARIABLE = "LANGADAPT_ENCODER_BACKEND"
 """The environment variable that chooses the backend of encoders built without one."""
 
 DEFAULT_BACKEND = "torch"
-"""torch unless asked: OpenVINO's bfloat16 vectors change with the batch a text is encoded
-in (by up to 7e-4), so a fresh cache could hold other vectors from run to run; torch's are
-the same whatever the batch (1e-7), and existing caches and published figures stay valid."""
+"""torch unless asked, by measurement (issue 41): OpenVINO's bfloat16 vectors change with
+the batch a text is encoded in (by up to 7e-4); in float32 they do not (2e-7, torch's 1.4e-7)
+but run at torch's speed (0.94 - 1.1x), short of the 1.5x that would pay for a new default."""
 
 INSTALL_HINT = "pip install 'langadapt[openvino]'"
 

@@ -6,11 +6,11 @@ one run:
 - ``calls_per_100k_<representation>``: texts MiniLM encodes per 100,000 steps after the
   first 10,000, for ``embedding: paragraph`` and ``embedding: sentence_mean``, along the same
   uniformly random legal moves from a cold cache (an encoder that counts texts and returns
-  zeros stands in for MiniLM, so every distinct text is counted once; 110,000 steps, 22,000
+  zeros stands in for MiniLM, so every distinct text is counted once; 60,000 steps, 22,000
   with ``--quick``, scaled to 100,000).
 - ``time_ratio_<representation>``: seconds per training step of langadapt's DQN (the same
   settings and seed) on the language observation ÷ on the raw one, cold cache (memory only,
-  MiniLM loaded before timing) — 20,000 steps each (3,000 with ``--quick``), one torch thread.
+  MiniLM loaded before timing) — 10,000 steps each (3,000 with ``--quick``), one torch thread.
 - ``encoder_<backend>_texts_per_s`` and ``encoder_<backend>_batch_difference``: each backend
   as the library builds it (OpenVINO's precision after its reproducibility check) on the same
   distinct BabyAI descriptions in batches of 32, and the largest difference between a text's
@@ -108,7 +108,7 @@ def run(quick: bool = False) -> dict[str, float | str]:
         message = "skipped: MiniGrid is not installed (pip install 'langadapt[minigrid]')"
         print(message)
         return {"language_cost": message}
-    walk, steps, n_texts = (22_000, 3_000, 200) if quick else (110_000, 20_000, 1_000)
+    walk, steps, n_texts = (22_000, 3_000, 200) if quick else (60_000, 10_000, 500)
     torch.set_num_threads(1)
     figures: dict[str, float | str] = {}
     print(f"{LEVEL} {PARAMS}: MiniLM calls per 100k random moves after the first "
