@@ -232,17 +232,17 @@ def test_expected_problems_are_one_line_and_bugs_keep_their_traceback(tmp_path, 
     missing = tmp_path / "nope"
     assert cli.main(["report", str(missing)]) == 2  # an expected problem: a message
 
-    def bug(args):
-        raise KeyError("a bug")
-
-    monkeypatch.setitem(cli.COMMANDS, "report", bug)
+    # a bug raised with no frame of the user's code (a builtin here): its traceback is kept
+    monkeypatch.setitem(cli.COMMANDS, "report", {}.pop)
     with pytest.raises(KeyError):
         cli.main(["report", str(missing)])
 
-    def internal_value_error(args):
-        raise ValueError("an internal check that failed")
-
-    monkeypatch.setitem(cli.COMMANDS, "report", internal_value_error)
+    # a ValueError of langadapt's own code (a function whose file lies in the package)
+    namespace: dict = {}
+    exec(compile('def internal_value_error(args):\n'
+                 '    raise ValueError("an internal check that failed")\n',
+                 str(Path(cli.__file__).with_name("_bug.py")), "exec"), namespace)
+    monkeypatch.setitem(cli.COMMANDS, "report", namespace["internal_value_error"])
     with pytest.raises(ValueError, match="internal check"):
         cli.main(["report", str(missing)])
 

@@ -160,8 +160,9 @@ def test_sb3_settings_are_checked_in_the_file(tmp_path):
 
 def test_a_missing_extra_is_one_line_naming_pip_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "stable_baselines3", None)
-    with pytest.raises(ConfigError, match=r"agents\.0\.params\.algorithm: sb3 agents need "
-                                          r"Stable-Baselines3: pip install 'langadapt\[sb3\]'"):
+    with pytest.raises(ConfigError, match=r"agents\.0\.params\.algorithm: sb3 agents \(PPO\) "
+                                          r"need Stable-Baselines3 and sb3-contrib: "
+                                          r"pip install 'langadapt\[sb3\]'"):
         experiment_from_dict(_config(tmp_path, {"type": "sb3"}))
     plain = experiment_from_dict(_config(tmp_path, {"type": "dqn"}))
     logged = experiment_from_dict(_config(tmp_path, {"type": "dqn"}, logging={"tensorboard": True}))
