@@ -53,21 +53,21 @@ class CountingEncoder:
         return np.zeros((len(texts), self.dimension), dtype=np.float32)
 
 
-def calls_per_100k(embedding: str, steps: int) -> float:
-    """Texts encoded per 100,000 random legal moves after the first :data:`WARM_STEPS`."""
+def calls_per_100k(embedding: str, steps: int, warm_steps: int = WARM_STEPS) -> float:
+    """Texts encoded per 100,000 random legal moves after the first ``warm_steps``."""
     env = gym.make(LEVEL, **PARAMS)
     adapter = make_adapter("language", env, encoder=CountingEncoder(), embedding=embedding)
     rng = np.random.default_rng(0)
     obs, info = env.reset(seed=0)
     warm = 0
     for step in range(steps):
-        if step == WARM_STEPS:
+        if step == warm_steps:
             warm = adapter.stats()["encoder_calls"]
         adapter.adapt(obs, info["legal_moves"])
         obs, _, terminated, truncated, info = env.step(int(rng.choice(info["legal_moves"])))
         if terminated or truncated:
             obs, info = env.reset()
-    return (adapter.stats()["encoder_calls"] - warm) * 100_000 / (steps - WARM_STEPS)
+    return (adapter.stats()["encoder_calls"] - warm) * 100_000 / (steps - warm_steps)
 
 
 def dqn_seconds_per_step(adapter: str, steps: int, settings: dict[str, Any]) -> float:
