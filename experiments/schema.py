@@ -407,16 +407,12 @@ class ExperimentConfig(_Strict):
                     f"agent {agent.name!r}: per_adapter names {', '.join(unknown)}, expected "
                     f"adapter names of this experiment: {', '.join(names)}"
                 )
-        held = self.evaluation.heldout_seeds
-        if held is not None:
-            during = self.evaluation.every is not None or self.evaluation.every_steps is not None
-            copies = max(self.training_for(agent).n_envs for agent in self.agents)
-            check_heldout(held.seeds, self.seed_list, during, copies)
         transfer = self.evaluation.transfer
-        if transfer is not None:
-            during = self.evaluation.every is not None or self.evaluation.every_steps is not None
-            copies = max(self.training_for(agent).n_envs for agent in self.agents)
-            check_heldout(transfer.heldout_seeds.seeds, self.seed_list, during, copies)
+        during = self.evaluation.every is not None or self.evaluation.every_steps is not None
+        copies = max(self.training_for(agent).n_envs for agent in self.agents)
+        for held in (self.evaluation.heldout_seeds, transfer and transfer.heldout_seeds):
+            if held is not None:
+                check_heldout(held.seeds, self.seed_list, during, copies)
         runs = len(self.adapters) * len(self.agents) * len(self.seed_list) \
             * len(self.tasks or [None])
         if runs > MAX_RUNS:
