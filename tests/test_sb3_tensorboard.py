@@ -143,8 +143,11 @@ def test_sb3_settings_are_checked_in_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"agents\.0\.params: n_step: not a parameter of "
                                           r"SB3's PPO \(did you mean n_steps\?\)"):
         experiment_from_dict(_config(tmp_path, bad))
-    with pytest.raises(ConfigError, match=r"agents\.0\.params\.algorithm: got 'SAC'"):
-        experiment_from_dict(_config(tmp_path, {"type": "sb3", "params": {"algorithm": "SAC"}}))
+    with pytest.raises(ConfigError, match=r"agents\.0\.params\.algorithm: got 'TRPO'"):
+        experiment_from_dict(_config(tmp_path, {"type": "sb3", "params": {"algorithm": "TRPO"}}))
+    taxi = _taxi()  # SAC takes Box actions only: one line naming both
+    with pytest.raises(ValueError, match=r"SAC does not take action space Discrete"):
+        agents.make_agent("sb3", taxi.observation_space, taxi.action_space, algorithm="SAC")
     advised = {"type": "sb3", "advisor": {"backend": "llamacpp"}}
     with pytest.raises(ConfigError, match="sb3 does not learn from steps in langadapt's loop"):
         experiment_from_dict(_config(tmp_path, advised))
