@@ -22,7 +22,8 @@ def test_runs_report_progress_lines_with_episodes_success_and_eta(tmp_path, monk
     config = experiment_from_dict(raw_config(tmp_path, training={"episodes": 60}, seeds=1,
                                              agents=[{"type": "qlearning"}]))
     run_experiment(config, progress=True, log=lines.append)
-    status = [line for line in lines if "train " in line]
+    status = [line for line in lines if line.startswith("[") and "done; " in line
+              and " train " in line]
     assert status, lines
     assert "runs 0/1 done; raw__qlearning__seed0: train " in status[0]
     assert "/60 episodes (ETA " in status[0] and "success " in status[0]
