@@ -115,14 +115,14 @@ class RecordedCopies(VecEnv):
         dones = np.logical_or(terminated, truncated)
         out = []
         for i in range(self.num_envs):
-            info = info_at(infos, i)
+            info = info_at(infos, i)  # a finished copy's: its next episode's first step
+            self._legal[i] = info.get("legal_moves")
             self.episodes.step(i, float(rewards[i]))
             if dones[i]:
                 end = info_at(infos["final_info"], i)
                 self.episodes.finish(i, bool(end.get("is_success", False)))
                 info = {**end, "terminal_observation": infos["final_obs"][i],
                         "TimeLimit.truncated": bool(truncated[i] and not terminated[i])}
-            self._legal[i] = info_at(infos, i).get("legal_moves")
             out.append(info)
         return obs, rewards.astype(np.float32), dones, out
 
