@@ -79,8 +79,12 @@ def goals_markdown(config: ExperimentConfig, episodes: list[Episode],
     phases = [("final", ""), ("best", " (best)")]
     if config.evaluation.transfer is not None:
         phases.append(("transfer", " — test missions"))
-    for phase, label in phases:
-        for (adapter, agent), goals in sorted(_by_goal(config, episodes, phase).items()):
+    try:  # the folder's level parameters make the level again: a bad one is a line, no more
+        tables = [(label, _by_goal(config, episodes, phase)) for phase, label in phases]
+    except (TypeError, ValueError) as error:
+        return f"\nNo table by goal type: the level's parameters were refused ({error}).\n"
+    for label, table in tables:
+        for (adapter, agent), goals in sorted(table.items()):
             rates = [100 * np.mean(goals[g]) if goals[g] else np.nan for g in GOAL_TYPES]
             count = sum(len(goals[g]) for g in GOAL_TYPES)
             cells = " | ".join("–" if np.isnan(r) else f"{r:.1f}" for r in rates)
