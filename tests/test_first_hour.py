@@ -16,12 +16,43 @@ from langadapt.experiments.runner import run_experiment
 
 
 def test_runs_report_progress_lines_with_episodes_success_and_eta(tmp_path, monkeypatch):
+    import threading
+    from contextlib import contextmanager
+
+    from langadapt.experiments import one_run
+
     monkeypatch.setattr(progress_module, "POLL_SECONDS", 0.01)
     monkeypatch.setattr(progress_module, "LINE_SECONDS", 0.0)
     lines: list[str] = []
+    train_line_logged = threading.Event()
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if line.startswith("[") and " train " in line:
+            train_line_logged.set()
+
+    real_run_rows = one_run.run_rows
+
+    @contextmanager
+    def run_rows_waiting_for_a_status(run_dir):
+        # the first training row waits until the watcher has reported it: the line is
+        # checked whatever the machine's load (60 Q-learning episodes can end within a poll)
+        with real_run_rows(run_dir) as writer:
+            real_writerow = writer.writerow
+
+            def writerow(row):
+                written = real_writerow(row)
+                if row["phase"] == "train":
+                    train_line_logged.wait(timeout=60)
+                return written
+
+            writer.writerow = writerow
+            yield writer
+
+    monkeypatch.setattr(one_run, "run_rows", run_rows_waiting_for_a_status)
     config = experiment_from_dict(raw_config(tmp_path, training={"episodes": 60}, seeds=1,
                                              agents=[{"type": "qlearning"}]))
-    run_experiment(config, progress=True, log=lines.append)
+    run_experiment(config, progress=True, log=log)
     status = [line for line in lines if line.startswith("[") and "done; " in line
               and " train " in line]
     assert status, lines
