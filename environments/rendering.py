@@ -1,14 +1,8 @@
-"""Tiny numpy drawing helpers for the environments' ``rgb_array`` pictures, and a PNG writer.
-
-Images are ``uint8`` arrays of shape (height, width, 3); coordinates are (row, col) in
-pixels with row 0 at the top. Everything is clipped to the image, so callers may draw
-partly outside it.
-"""
+"""Numpy drawing helpers for ``rgb_array`` pictures ((H, W, 3) uint8, (row, col) pixels,
+row 0 at the top, clipped to the image) and `write_png` (matplotlib)."""
 
 from __future__ import annotations
 
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -73,23 +67,14 @@ def draw_arrow(image: np.ndarray, start: tuple[float, float], end: tuple[float, 
 
 
 def write_png(path: str | Path, image: np.ndarray) -> Path:
-    """Write an (H, W, 3) uint8 image as an 8-bit RGB PNG (stdlib only) and return the path."""
-    array = np.ascontiguousarray(image)
+    """Write an (H, W, 3) uint8 image as a PNG (matplotlib) and return the path."""
+    array = np.asarray(image)
     if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] != 3:
         raise ValueError(
             f"image has dtype {array.dtype} and shape {array.shape}; expected uint8 (H, W, 3)"
         )
-    height, width = array.shape[:2]
-    rows = np.zeros((height, 1 + width * 3), dtype=np.uint8)  # filter byte 0 per row
-    rows[:, 1:] = array.reshape(height, width * 3)
+    import matplotlib.image  # here: importing matplotlib would slow every environment import
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    payload = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-               + chunk(b"IDAT", zlib.compress(rows.tobytes(), 9)) + chunk(b"IEND", b""))
     target = Path(path)
-    target.write_bytes(payload)
+    matplotlib.image.imsave(target, array, format="png")
     return target

@@ -1,9 +1,8 @@
-"""Write one rendered picture of each environment as PNG (the README's pictures).
+"""Write the docs' environment pictures: ``python scripts/pictures.py [OUT_DIR]``.
 
-Run ``python -m environments.pictures [OUT_DIR]`` (default ``docs/images``). It writes
-``sailing.png`` (a boat part-way up the river on a tacking course, its track dotted),
-``maze_<layout>.png`` for each named layout (agent at the start) and ``cartpole.png``
-(a few steps after a seeded reset). The pictures are deterministic.
+Writes ``sailing.png`` (a tacking course), ``maze_<layout>.png`` per named layout and
+``cartpole.png`` into OUT_DIR (default ``docs/images``); deterministic. A script, not
+part of the package.
 """
 
 from __future__ import annotations
@@ -11,10 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .cartpole import CartPoleEnv
-from .maze import MAZE_LAYOUTS, MazeEnv
-from .rendering import write_png
-from .sailing import SailingEnv
+from langadapt.environments import MAZE_LAYOUTS, CartPoleEnv, MazeEnv, SailingEnv
+from langadapt.environments.rendering import write_png
 
 
 def sailing_picture() -> SailingEnv:
@@ -32,7 +29,7 @@ def sailing_picture() -> SailingEnv:
 
 
 def render_all(out_dir: str | Path = "docs/images") -> list[Path]:
-    """Render every environment into `out_dir` (created if missing); return the files."""
+    """Render every environment into ``out_dir`` (created if missing); return the files."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [write_png(out / "sailing.png", sailing_picture().render())]
@@ -50,7 +47,6 @@ def render_all(out_dir: str | Path = "docs/images") -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry: ``python -m environments.pictures [OUT_DIR]``."""
     args = sys.argv[1:] if argv is None else argv
     for path in render_all(args[0] if args else "docs/images"):
         print(f"{path} ({path.stat().st_size // 1024} KB)")
