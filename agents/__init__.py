@@ -1,14 +1,5 @@
-"""RL agents that work on raw vectors, 384-dim language encodings and descriptions alike.
-
-Public names: the agents (:class:`QLearningAgent`, :class:`DQNAgent`, :class:`RandomAgent`,
-Stable-Baselines3's algorithms as :class:`SB3Agent`, Augmented Random Search as
-:class:`ARSAgent` with its :class:`LinearBoxPolicy`) with their pydantic configs,
-:func:`make_agent` / :func:`register_agent`, the learner loop (:class:`StepLearner` with its
-:class:`Budget` and :class:`Callback` s, :func:`train`, :class:`TensorBoardLog`,
-:func:`evaluate`, :class:`EpisodeRecord`, :class:`TrainingResult`),
-:class:`Discretisation` and :func:`read_agent_file` (the one save format). Agents know only
-gymnasium spaces and the environment they are bound to; the LLM roles that act as agents
-live in :mod:`langadapt.roles`.
+"""RL agents on raw vectors, language encodings and descriptions, the learner loop, its
+callbacks and the one save format. See docs/agents.md.
 """
 
 from .ars import ARSAgent, ARSConfig, ars_update

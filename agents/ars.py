@@ -1,22 +1,6 @@
-"""Augmented Random Search (Mania, Guy and Recht 2018, Algorithm 2): linear policies on Box
-actions improved by finite differences along random directions.
-
-One *iteration*: draw ``directions`` (N) Gaussian directions ``delta_k`` of the weights'
-shape; run one episode with ``theta + noise * delta_k`` and one with ``theta - noise *
-delta_k`` (returns ``r+_k``, ``r-_k``); keep the ``top_directions`` (b) directions with the
-largest ``max(r+_k, r-_k)`` and step
-
-    theta <- theta + step_size / (b * sigma_R) * sum_k (r+_k - r-_k) delta_k
-
-(:func:`ars_update`; ``sigma_R`` is the std of the 2b returns used). ``version: V2``
-normalises observations by the running mean and std of every observation seen in training
-(:class:`~langadapt.agents.linear_policy.ObservationStats`), frozen during an iteration and
-updated after it; ``V1`` acts on them as they are. With ``top_directions`` below
-``directions`` these are the paper's V1-t and V2-t. The policy is
-:class:`~langadapt.agents.linear_policy.LinearBoxPolicy` (weights start at zero, as in the
-paper). ``iterations`` are the search's own budget (``2 * directions`` episodes each);
-``train``'s ``episodes`` / ``steps`` only cap it. ``act(obs, explore=False)`` is the current
-``theta``; ``explore=True`` the perturbed policy being run.
+"""Augmented Random Search (Mania, Guy and Recht 2018, V1/V2 and -t): a linear policy on Box
+actions improved by finite differences along random directions; ``iterations`` is its own
+budget. The update and settings: docs/policy-search.md (continuous control).
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
-"""The agent protocol shared by every agent, its input checks and the one save format.
-
-An agent is built from gymnasium spaces only (it knows nothing about adapters or our
-environments)::
-
-    agent = SomeAgent(observation_space, action_space, config=None, seed=0)
-    action = agent.act(obs, legal_moves=None, explore=True)
-    agent.learn(obs, action, reward, next_obs, terminated, truncated, next_legal_moves=None)
-    agent.save(path); agent.load(path)
-    agent.learner(advisor=None).learn(env, budget, callbacks)   # training: agents.loop
-
-``legal_moves`` is a sequence of distinct action indices (``None`` means every action is
-legal). ``terminated`` means the episode ended in a terminal state (no bootstrapping);
-``truncated`` means it was cut off by a time limit (the value of ``next_obs`` still counts).
-
-Saved files: one format for every agent, a torch file holding ``{"header": JSON text,
-"tensors": {name: tensor}}`` (read with ``torch.load(weights_only=True)``). The header
-names the format and its version, the agent kind, the shapes and the agent's own settings
-that a loading agent must match, and the agent's JSON state (counters, RNG).
+"""The agent protocol, its input checks (the agent's public boundary) and the one save format
+(a torch file ``{"header": JSON, "tensors": {...}}``, read with ``weights_only=True``).
+See docs/agents.md (The protocol, Save and load).
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""A preallocated ring replay buffer for off-policy agents (the SB3 ``ReplayBuffer`` idea).
-
-Every field is one numpy array allocated up front (``np.zeros`` pages are committed by the
-operating system only when written, so a large, mostly empty buffer costs little memory).
-A transition stores ``next_obs`` explicitly, so the final observation of a truncated
-episode is kept (not the first observation of the next episode), together with the
-``terminated`` flag (1.0 only for true terminal states; truncation is 0.0 so the learner
-bootstraps) and the boolean mask of the actions legal in ``next_obs``. A transition whose
-action came from an advisor learnt as a demonstration is marked (``demonstrations``); the
-DQN learner adds a large-margin term on the marked ones (:mod:`agents.dqn`). With
-``n_step > 1`` the buffer also keeps, for each marked transition, the length ``k <= n`` of
-the run of consecutive marked steps of the same episode that starts at it (an advised
-segment), and a batch carries their n-step returns (SB3's ``NStepReplayBuffer`` idea, over
-advised segments only): ``r_t + gamma r_{t+1} + ... + gamma^(k-1) r_{t+k-1}``, the discount
-``gamma^k``, and the state, terminal flag and legal moves after step ``t+k-1``; the segment
-is read in place.
-
-Marked transitions are kept, as DQfD keeps its demonstrations for good, while they fill at
-most half the buffer: once it is full, a new transition skips over them to the oldest unmarked
-one (an advised segment never runs across such a jump). Past half, the ring overwrites
-them in turn like the others. Without this, advice given early in a run longer than the
-buffer is forgotten, and on DoorKey-8x8 the learnt policy then collapsed.
-
-:meth:`ReplayBuffer.save` and :meth:`ReplayBuffer.load` write and read the stored
-transitions, marks included, in the agents' file format (``DQNAgent.save_replay_buffer``).
+"""A preallocated ring replay buffer (SB3's ``ReplayBuffer`` idea) that keeps ``next_obs``,
+terminal flags, next legal-move masks, demonstration marks (kept while they fill at most half
+the buffer) and n-step returns over advised segments. See docs/agents.md, docs/llm-in-the-loop.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,5 @@
-"""One discretisation of observations, shared by Q-learning and policy search.
-
-:class:`Discretisation` maps an observation to one state index. With ``bins`` each
-dimension is cut into that many equal bins between its bounds (values outside go to the
-first / last bin; a value on an inner edge belongs to the bin on its right, the upper bound
-to the last bin). Without ``bins`` the observation is taken to *be* a discrete state (the
-maze's and FrozenLake's ``(row, col)``): every integer between the bounds is one value.
-The index is row-major over the dimensions (the first dimension varies slowest)::
-
-    cut = Discretisation(env.observation_space, bins=[6, 6, 12, 12],
-                         bounds=[(-2.4, 2.4), (-3, 3), (-0.21, 0.21), (-3, 3)])
-    cut.bin_indices(obs)   # (2, 3, 6, 5)
-    cut.index(obs)         # one int in [0, cut.n_states)
+"""One discretisation of observations (equal bins, or integer cells), shared by Q-learning
+and policy search; the index is row-major. See docs/agents.md (QLearningAgent).
 """
 
 from __future__ import annotations

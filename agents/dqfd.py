@@ -1,6 +1,6 @@
-"""DQfD's supervised large-margin term (Hester et al. 2018, *Deep Q-learning from
-Demonstrations*), the loss :class:`agents.dqn.DQNAgent` adds on transitions learnt as
-demonstrations (an advisor's ``learn_as: demonstrations``)."""
+"""DQfD's supervised large-margin term (Hester et al. 2018), added by DQN on transitions learnt
+as demonstrations.
+"""
 
 from __future__ import annotations
 

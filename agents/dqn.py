@@ -1,37 +1,5 @@
-"""Deep Q-Network (Mnih et al. 2015) with Double DQN, in the shape of Stable-Baselines3's DQN.
-
-The Q-network is an ordinary ``nn.Sequential`` MLP trained with autograd, ``torch.optim.Adam``
-and ``clip_grad_norm_``; the target network follows it by ``load_state_dict`` (or a Polyak
-step). The replay buffer is :mod:`agents.buffers`.
-
-Semantics follow SB3 so that its published hyperparameters (rl-baselines3-zoo) carry over:
-
-- every call to :meth:`DQNAgent.learn` is one environment step (``num_timesteps += 1``);
-- before ``learning_starts`` steps, exploring actions are uniformly random (legal) actions;
-- epsilon falls linearly from ``exploration_initial_eps`` to ``exploration_final_eps`` over
-  the first ``exploration_fraction`` of training and then stays there. Training length is
-  ``total_steps`` when set, else what :func:`agents.train` announces through
-  :meth:`DQNAgent.set_training_horizon` (a step budget, or else an episode budget in which
-  case progress is counted in episodes);
-- every ``train_freq`` steps, once more than ``learning_starts`` steps were taken,
-  ``gradient_steps`` gradient steps are made on uniform batches of ``batch_size``;
-- every ``target_update_interval`` steps the target network moves to the online network:
-  copied when ``tau == 1``, else ``target = (1 - tau) * target + tau * online``;
-- the target is ``r + gamma * (1 - terminated) * Q_target(s', a*)`` with
-  ``a* = argmax_{a' legal} Q_online(s', a')`` (Double DQN, default) or
-  ``max_{a' legal} Q_target(s', a')``: truncated transitions bootstrap, terminal ones do not;
-- Huber (smooth L1) loss, Adam, gradient norm clipped to ``max_grad_norm``;
-- transitions learnt as demonstrations (``learn(..., demonstration=True)``: an advisor with
-  ``learn_as: demonstrations``) add DQfD's supervised large-margin term (Hester et al. 2018),
-  ``margin_weight * J_E`` with ``J_E = max_a [Q(s,a) + l(a_E,a)] - Q(s,a_E)``, ``l = margin``
-  for ``a != a_E`` and 0 for the advised action ``a_E`` (:mod:`agents.dqfd`), and with
-  ``n_step > 1`` DQfD's n-step loss: a Huber loss toward the n-step return over the advised
-  segment that starts at the transition (:mod:`agents.buffers`), weight 1 as in DQfD.
-
-Acting (one observation) multiplies numpy views of the module's weights: the same function
-as ``q_net(obs)`` in a few microseconds instead of tens; the optimiser and
-``load_state_dict`` write into the weights in place, so the views always see them. On
-``device="cuda"`` acting goes through the module.
+"""Deep Q-Network (Double DQN by default) with SB3's semantics, and DQfD's large-margin and
+n-step terms on transitions learnt as demonstrations. See docs/agents.md (DQNAgent).
 """
 
 from __future__ import annotations

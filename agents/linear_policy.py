@@ -1,12 +1,5 @@
-"""Linear policies on Box actions as Augmented Random Search writes them (Mania et al. 2018):
-``a = clip(W @ ((s - mean) / std) + b, low, high)``.
-
-:class:`LinearBoxPolicy` holds ``[W | b]`` as one ``(action_dim, obs_dim + 1)`` matrix (the
-bias last) and the observation statistics it normalises with, frozen with the policy (mean 0
-and std 1 leave the observation as it is: ARS's V1); a dimension whose std is 0 contributes
-nothing (ARS divides it by infinity). :class:`ObservationStats` keeps the running mean and
-variance of the observations seen (gymnasium's ``RunningMeanStd``); :func:`clip_range` is the
-range actions are clipped to.
+"""Linear policies on Box actions as ARS writes them, ``clip(W @ ((s - mean) / std) + b)``, and
+the running observation statistics (gymnasium's ``RunningMeanStd``) they normalise with.
 """
 
 from __future__ import annotations

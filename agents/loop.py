@@ -1,24 +1,6 @@
-"""The learner loop: a policy acts, a learner improves it with ``learn(env, budget, callbacks)``.
-
-:class:`StepLearner` trains agents that update from every transition (Q-learning, DQN) in
-the shape of Stable-Baselines3's ``learn()``: one loop over episodes and steps; evaluation,
-keep-best, records and progress are :class:`Callback` s (:mod:`agents.training`); an action
-override (an advisor) may replace the policy's action before the environment steps, and
-mark the transition as a demonstration (``learn(..., demonstration=True)``) when it
-``marks_demonstrations`` and its last action was ``advised``. A
-learner seeds the first reset and the action space with ``budget.seed`` and touches no
-global random generator. Legal moves come from ``info["legal_moves"]`` (``None``: all),
-success from the last step's ``info["is_success"]``; the policy acts on
-``policy.observe(obs, info)`` (the observation, or a Q-table's description).
-
-Given a gymnasium vector environment (autoreset mode ``SAME_STEP``, e.g.
-``adapters.vector.LanguageVectorEnv``), :class:`StepLearner` trains on its N copies at
-once: copy ``i`` first resets with ``budget.seed + i``; every step the policy acts for each
-copy, the environment steps them all, and the N transitions are learnt in copy order (an
-episode's last transition with its final observation as ``next_obs``); the budget counts
-the steps of all copies, and each finished episode is recorded in copy order (its
-``wall_time`` is the time since the previous training record, evaluations left out, so that
-the records' times add up to the training time as with one environment).
+"""The learner loop: :class:`StepLearner` trains step-by-step learners over one environment or
+N ``SAME_STEP`` copies, with an optional action override (an advisor); callbacks do the rest.
+See docs/agents.md (Policy, learner, callbacks; Many environments per learner).
 """
 
 from __future__ import annotations

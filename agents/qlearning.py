@@ -1,35 +1,6 @@
-"""Tabular Q-learning with epsilon-greedy exploration and legal-move masking.
-
-The table maps what the state means to one row of action values:
-
-- ``key="auto"`` (default): ``"description"`` when the agent is bound to an environment
-  that supplies descriptions (a ``LanguageObservation`` with a language or LLM adapter:
-  :func:`agents.train`, :func:`agents.evaluate` and the experiment runner bind it), else
-  ``"observation"``. A table keyed by the float bytes of a continuous observation of 64 or
-  more dimensions (an encoder's vector) warns once: such keys depend on the last bits of
-  the encoder's output and do not survive a new process; use descriptions or bins.
-- ``key="description"``: the state's description (a 16-byte BLAKE2 hash of its text). The
-  agent then takes the description as its observation: :meth:`QLearningAgent.observe`
-  picks ``info["description"]`` (which a :class:`~langadapt.adapters.LanguageObservation`
-  environment provides) and the learner and :func:`agents.evaluate` act on what it returns.
-  The table does not depend on the encoder's numbers (MiniLM vectors of one text differ in
-  the last bits between batch sizes), so a saved table acts identically in a new process
-  without any cache.
-- ``key="observation"`` with ``bins=None``: the exact bytes of the float32
-  observation - the state itself for discrete states (maze cells).
-- ``key="observation"`` with ``bins=k`` or ``bins=[k1, k2, ...]``: continuous raw states
-  discretised by :class:`~langadapt.agents.Discretisation` (the one policy search uses):
-  ``k`` equal bins per dimension between the observation space bounds (or ``bounds`` when
-  given; required for unbounded dimensions); values outside are clipped into the first /
-  last bin.
-
-Update, for a transition ``(s, a, r, s')`` with ``s'`` not terminal::
-
-    Q[s, a] += alpha * (r + gamma * max_{a' legal in s'} Q[s', a'] - Q[s, a])
-
-and with ``r`` alone as the target when ``terminated``. A truncated transition still
-bootstraps. Epsilon decays multiplicatively at the end of every episode (terminated or
-truncated) from ``epsilon_start`` down to ``epsilon_min``.
+"""Tabular Q-learning with epsilon-greedy exploration and legal-move masking; the table is
+keyed by description, observation bytes or bins (``key``, ``bins``). See docs/agents.md
+(QLearningAgent).
 """
 
 from __future__ import annotations

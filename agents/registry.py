@@ -1,8 +1,5 @@
-"""Agents by name: ``make_agent("dqn", observation_space, action_space, **hyperparameters)``.
-
-The RL agents register here; the LLM roles that act as agents (``llm_policy``,
-``llm_policy_search``) register themselves when :mod:`langadapt.roles` is imported (the
-top-level ``import langadapt`` does).
+"""Agents by name: ``make_agent(name, observation_space, action_space, **hyperparameters)``;
+the LLM roles register themselves when :mod:`langadapt.roles` is imported.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""Stable-Baselines3's PPO, A2C, DQN, SAC and TD3 and sb3-contrib's MaskablePPO as langadapt
-agents (the ``sb3`` extra); SAC and TD3 on Box actions, PPO and A2C on either.
-
-``make_agent("sb3", observation_space, action_space, algorithm="PPO", n_steps=128)`` (in an
-experiment file: ``type: sb3`` with ``params: {algorithm: PPO, n_steps: 128}``) builds the SB3
-algorithm from the spaces; every other parameter is a keyword of the algorithm's constructor
-(``learning_rate``, ``policy_kwargs``, ``device`` ...). Its learner (:class:`SB3Learner`)
-trains with SB3's own ``learn()`` on the same environment and budget as langadapt's agents,
-and reports each finished training episode to the same callbacks (evaluation, keep-best,
-records, TensorBoard): they run when the episode ends, before SB3's vectorised environment
-resets it, so an evaluation on the training environment sees it as langadapt's step loop
-leaves it. Given a vector environment of N copies (``training: {n_envs: N}``), SB3 steps them
-as its own ``VecEnv`` (:mod:`agents.sb3_vec`): their new states adapted in one batch, rows
-recorded in copy order; the model's buffers are sized for N. The step budget is exact (SB3's
-rollouts stop at it); an episode cut short by it is not recorded. The budget is steps:
-SB3's schedules (DQN's epsilon, a learning-rate schedule) run over ``total_timesteps``.
-
-Greedy actions (evaluation) are the policy's best legal action: the most probable one for
-PPO and A2C, the highest Q-value for DQN (SB3's deterministic ``predict`` where every move
-is legal). MaskablePPO takes the legal moves as action masks, in training and acting; the
-others train without them. SB3 seeds Python's, numpy's and torch's
-global generators; here they are put back after building and after ``learn``, so training
-touches no global random state of the caller.
-
-stable_baselines3 is imported when an sb3 agent is first built or checked (it is optional).
+"""Stable-Baselines3's PPO, A2C, DQN, SAC, TD3 and sb3-contrib's MaskablePPO as agents (the
+``sb3`` extra, imported when first used), trained by SB3's ``learn()`` with langadapt's
+callbacks; global random state put back. See docs/agents.md (type: sb3).
 """
 
 from __future__ import annotations

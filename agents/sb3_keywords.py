@@ -1,10 +1,7 @@
-"""The values of an SB3 algorithm's constructor keywords, checked by type when an experiment
-file is read: each value must be what the constructor's annotation allows of what a YAML
-file can hold (numbers, strings, booleans, null, lists, mappings), and ``policy_kwargs`` what
-the policy class's constructor allows. A schedule, a class or a module (``activation_fn``,
-``replay_buffer_class``) cannot be written in a file: a string there is refused, never
-resolved. Integers are bounded (:data:`MAX_INT`, :data:`MAX_SIZE` for buffer and batch
-sizes) and numbers finite."""
+"""An SB3 algorithm's constructor keywords checked by type when an experiment file is read:
+YAML values only (a string is never resolved to a class), integers bounded, numbers finite.
+See docs/configuration.md.
+"""
 
 from __future__ import annotations
 

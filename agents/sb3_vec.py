@@ -1,14 +1,6 @@
-"""SB3's ``VecEnv`` over langadapt's environments, recording each finished training episode.
-
-:class:`RecordedCopies` gives Stable-Baselines3 the N copies of a gymnasium vector environment
-(autoreset mode ``SAME_STEP``, e.g. :class:`~langadapt.adapters.vector.LanguageVectorEnv`,
-whose new states are described and encoded in one batch) as one SB3 ``VecEnv``;
-:class:`RecordedEpisodes` wraps one environment. Both count the run's steps, record each
-finished episode in copy order (callbacks run then: evaluation, keep-best, rows), and answer
-``action_masks()`` from ``info["legal_moves"]`` (sb3-contrib's MaskablePPO reads it).
-
-This module imports stable_baselines3 (the ``sb3`` extra); :mod:`agents.sb3_agent` imports
-it when an SB3 agent first learns.
+"""SB3 ``VecEnv`` over one environment or a ``SAME_STEP`` vector env: counts steps, records each
+finished episode in copy order, answers ``action_masks()`` from ``info["legal_moves"]``.
+Imports stable_baselines3 (the ``sb3`` extra). See docs/agents.md (type: sb3).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Train any agent on any gymnasium environment: :func:`train`, and the callbacks it uses.
-
-:func:`train` checks its arguments, builds the callbacks (:class:`EpisodeHook` for the
-caller's ``on_episode``, :class:`Evaluations` for evaluation and keep-best,
-:class:`ProgressBar`) and hands them, with the caller's own (:class:`TensorBoardLog`), to
-the agent's learner (``agent.learner()``, see :mod:`agents.loop`). Neither it nor
-:func:`evaluate` touches the global random generators of Python, numpy or torch: the agent,
-the environment and its action space carry their own.
+""":func:`train` and :func:`evaluate` and the callbacks ``train`` builds (episode hook,
+evaluation and keep-best, progress); no global random generator is touched. See
+docs/agents.md (Policy, learner, callbacks).
 """
 
 from __future__ import annotations

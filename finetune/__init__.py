@@ -1,11 +1,5 @@
-"""GRPO fine-tuning of an LLM policy (a causal LM with a LoRA adapter) on environment reward.
-
-    langadapt run grpo_umaze                 # an experiment with an agent of type grpo
-    from langadapt.finetune import LoRAPolicy, GRPOTrainer, MazeTask, GRPOAgent
-
-Importing this package registers the ``grpo`` agent (`GRPOAgent`) with ``agents.make_agent``.
-
-Needs the optional dependencies: ``pip install 'langadapt[finetune]'``. See docs/finetune.md.
+"""GRPO fine-tuning of an LLM policy (a causal LM with a LoRA adapter) on environment reward;
+registers the ``grpo`` agent. Needs ``pip install 'langadapt[finetune]'``. See docs/finetune.md.
 """
 
 from ..agents import register_agent

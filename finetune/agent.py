@@ -1,20 +1,6 @@
-"""GRPO as an agent of an experiment file: ``agents: [{type: grpo, params: {...}}]``.
-
-``langadapt run`` builds it like every agent (registered as ``grpo`` when
-:mod:`langadapt.finetune` is imported), calls :meth:`GRPOAgent.fit` instead of the step
-loop, and evaluates the trained policy greedily on the same held-out episodes as every
-other agent. ``params`` are :class:`GRPOAgentConfig`: the GRPO settings
-(:class:`~langadapt.finetune.grpo_settings.GRPOSettings`, ``steps`` being its own budget) plus
-``model``, ``lora`` and, on a MiniGrid or BabyAI level or FrozenLake, ``held_out`` (required
-on a slippery lake: its held-out episodes are set by their reset seeds alone).
-
-A run's folder keeps GRPO's own files in ``runs/<run>/grpo/``: ``log.csv`` (one row per
-step, `grpo.LOG_COLUMNS`), ``checkpoint/`` (resume) and ``adapter/`` (the trained LoRA
-adapter, for ``llm_policy`` or ``langadapt finetune-export``). Its ``episodes.csv`` has one
-``train`` row per GRPO step (``return``: the mean reward of the step's rollouts,
-``length``: its environment steps, ``success``: more than half of them succeeded) and the
-``final`` rows of the common greedy evaluation; ``done.json`` holds the task's own
-evaluation of the trained policy (``llm_roles.agent``).
+"""GRPO as an agent of an experiment file (``type: grpo``): :class:`GRPOAgent` trains in
+:meth:`GRPOAgent.fit` and is evaluated like every agent; its files live in
+``runs/<run>/grpo/``. See docs/finetune.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""GRPO checkpoints: saving a trainer, resuming it, reading a checkpoint file as data.
-
-The checkpoint (``out/checkpoint/trainer.pt``) holds tensors and plain data only (ints,
-floats, strings, lists, tuples, dicts: the LoRA weights, AdamW's state, numpy's and
-Python's RNG states, torch's RNG state tensor, the task's own state, the settings), and
-`read_checkpoint` loads it with ``torch.load(weights_only=True)``: a results folder is data,
-never code, so a crafted file whose pickle would call a function is refused (one ValueError
-naming the file; nothing in it runs), as is a damaged or truncated one or one that does not
-fit the policy. Delete the file or the folder to start afresh.
+"""GRPO checkpoints (``out/checkpoint/trainer.pt``): tensors and plain data only, read with
+``weights_only=True``; a crafted, damaged or unfitting file is one ValueError naming it.
 """
 
 from __future__ import annotations

@@ -1,52 +1,7 @@
-"""`export_gguf`: a trained LoRA policy as one merged GGUF model that llama.cpp runs.
-
-    langadapt finetune-export results/grpo_umaze/runs/raw__grpo__seed0/grpo/adapter --out x.gguf
-    export_gguf("results/grpo_umaze/runs/raw__grpo__seed0/grpo/adapter", "x.gguf")
-
-llama.cpp cannot take a peft adapter, so the adapter is merged into the base weights and the
-result written as a whole model:
-
-1. the base model is loaded as `LoRAPolicy` loads it (`load_causal_lm`: ``model`` None is
-   the embedded SmolLM2 GGUF, or another ``.gguf`` file, dequantised to float32 by
-   transformers). The base must be a GGUF file: the export copies its metadata, which a
-   Hugging Face directory does not have;
-2. the peft adapter is loaded onto it and merged (``merge_and_unload``): each adapted
-   weight becomes ``W + scale * B @ A``;
-3. the base GGUF file is copied: every metadata entry (architecture, hyperparameters,
-   tokenizer, chat template, ...) as it is, except ``general.file_type``, which names the
-   new type (F16 or F32); every tensor the model has is rewritten from the merged float32
-   weights in ``dtype`` (1-D tensors, the norms, always in F32, as llama.cpp's converter
-   writes them), so llama.cpp computes with the weights the policy was trained and scored
-   with, not with the base file's quantised ones (llama.cpp multiplies by a quantised
-   matrix with quantised activations: keeping SmolLM2's Q8_0 token embedding, which is also
-   its output layer, moved reply log-probabilities by 0.2-0.3 against 0.01 for F32);
-   a tensor the model does not load is copied as stored. transformers' GGUF loader renames
-   the tensors (``blk.0.attn_q.weight`` -> ``model.layers.0.self_attn.q_proj.weight``) and,
-   for llama models, permutes the rows of the q/k projections (``LlamaTensorProcessor``);
-   both are inverted here, and each rewritten tensor is checked to give back exactly the
-   model's weight under transformers' own transform before it is written;
-4. the file is written to a new file of a random name beside ``OUT``
-   (``.OUT.<random>.partial``, created exclusively: never an existing file or a planted
-   link) and renamed to ``OUT`` once complete and checked (`check_gguf`); a failure removes
-   it and leaves any earlier ``OUT`` as it was (a process killed with SIGKILL cannot remove
-   it: delete ``.*.partial`` files beside ``OUT`` by hand). An existing ``OUT`` is replaced
-   only with ``force`` (the link itself, if ``OUT`` is a symbolic link).
-
-With an untrained adapter (B = 0) an F32 export holds exactly the dequantised base weights,
-an F16 export those rounded once to float16.
-
-Bad input is one ValueError naming the value: an adapter directory without
-``adapter_config.json`` or ``adapter_model.safetensors`` (a pickled ``adapter_model.bin`` is
-never loaded), a config that is not a JSON object of plain values, an adapter that is not
-plain LoRA on the model's existing weights (another ``peft_type``, whole modules or biases
-trained, or any option that changes the model's structure or what merging means, such as
-``layer_replication`` or ``use_dora``: :data:`PLAIN_LORA_KEYS` lists what is accepted), a
-weights file with tensors that are not LoRA weights of the model's layers, an adapter
-trained on another base model (``policy.json``'s ``model_identity``), an output path that
-does not end in ``.gguf``, is the base file or exists (without ``force``), a ``dtype``
-other than f16/f32, a base that is a Hugging Face directory or of an architecture whose
-GGUF tensor transform this module cannot invert, a merged weight that is not finite (named)
-or is outside float16's range (use f32).
+""":func:`export_gguf`: a trained LoRA policy merged into its GGUF base and written as one GGUF
+model llama.cpp runs (F16/F32; metadata copied, transformers' tensor renaming and llama q/k
+permutation inverted and checked; written atomically beside ``OUT``). Bad input is one
+ValueError naming the value. See docs/finetune.md (export).
 """
 
 from __future__ import annotations

@@ -1,50 +1,7 @@
-"""GRPO (group-relative policy optimisation, Shao et al. 2024) of a `LoRAPolicy` on the
-environment's own reward: no oracle in the loop unless an experiment asks for one.
-
-One step:
-
-1. pick the step's start states (`finetune.tasks`): on a maze every reachable non-goal
-   cell (``states: all``) or ``N`` cells rollouts have reached; on a MiniGrid level or
-   FrozenLake ``N`` states, half fresh episodes, half states earlier rollouts reached (a
-   slippery lake's slips drawn anew for every rollout);
-2. a group of ``G`` rollouts from each start. Their first actions: with ``group_actions:
-   cover`` every legal action once (in random order; the rest of the group sampled), with
-   ``sampled`` all ``G`` drawn from the policy. Every later action is drawn from the policy
-   (each state's prompt scored once per step, its candidate replies on its KV cache, the
-   prompt tokens the states share encoded once for the batch);
-3. each rollout's reward is the **discounted return** ``sum_t gamma^t r_t`` the real
-   environment pays along it (``reward: return``, the default), until it terminates, is
-   truncated by the environment, or reaches ``horizon`` steps: a rollout that loops ends
-   with the step limit's reward. ``reward: step`` is the one-step reward only. The
-   oracle-shaped variant (``shaping: oracle``, mazes only) adds the potential-based term
-   ``gamma * phi(s') - phi(s)`` with ``phi`` = -BFS distance to the goal (Ng et al. 1999);
-4. advantages ``(R - mean) / std`` within each group: the rollouts of a group share their
-   start, so the mean is that state's baseline and only the first decision is credited
-   (its return is a Monte-Carlo estimate of Q(s, a) under the current policy). A group
-   whose returns are all equal, or whose state has one legal move, carries no signal and is
-   skipped (counted per step);
-5. one gradient step (AdamW on the LoRA weights) on
-   ``-mean(A * log pi(a|s)) + kl_coef * KL(pi(.|s) || pi_ref(.|s))`` over the other
-   groups, where a term that would push an action below ``min_prob`` or above
-   ``1 - min_prob`` is dropped. The KL to the frozen model (adapter off) is exact: the
-   policy is a categorical over the legal actions. Sampling and update use the same
-   weights, so PPO's ratio is 1 and its clipping never acts; the objective is GRPO's.
-
-Why ``cover``: a state whose policy has collapsed on a wrong action gives a group of ``G``
-equal samples, an equal return and no gradient, for ever (seen on double-T: one wrong cell,
-a greedy loop, every group tied). Covering the legal actions keeps every such state's
-comparison alive; on the maze, where ``G`` is at least the number of legal moves, it makes
-each group compare every action. Without ``min_prob``, covering keeps pushing down actions
-the policy has already ruled out: the logits grow without bound, every probability reaches
-0 or 1, and a wrong cell whose better action leads into another wrong cell can no longer
-recover (seen on double-T: 6 wrong cells, stuck from step 5 to 25). Measured figures:
+"""GRPO (Shao et al. 2024) of a :class:`LoRAPolicy` on the environment's own reward: groups of
+rollouts from each start state, group-relative advantages, one AdamW step on the LoRA weights
+with an exact KL to the frozen model. The step, ``cover``, ``min_prob`` and measured figures:
 docs/finetune.md.
-
-On a maze with ``states: all``, the step's pass over every cell also gives the greedy
-action in every cell, so the greedy rollout and per-state accuracy are logged at every
-step for free; the final evaluation (``final.json``) encodes every prompt whole, exactly
-as ``llm_policy`` does. Checkpoints (resume, read as data only): :mod:`.checkpoint`; the
-settings: :mod:`.grpo_settings`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""What GRPO fine-tuning needs from ``transformers`` beyond the transformers backend.
-
-The backend (`langadapt.llm.transformers_backend`) loads a causal LM and scores replies
-(`load_causal_lm`, `continuation_log_probs`): the policy trains exactly those scores.
-Fine-tuning adds what is its own: a check that a model directory is a causal LM before a
-run starts (`check_causal_lm`), scoring a batch of prompts with the prefix they share
-encoded once (`shared_prefix_log_probs`), and loading a model without progress bars
-(`no_loading_bars`).
+"""What GRPO needs from ``transformers`` beyond the transformers backend: :func:`check_causal_lm`,
+:func:`shared_prefix_log_probs` (a batch of prompts, their shared prefix encoded once) and
+:func:`no_loading_bars`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""`LoRAPolicy`: a causal LM with a LoRA adapter that picks a legal action for a state.
-
-It is ``llm_policy`` in structured mode (the default) on the ``transformers`` backend, made
-trainable. The prompt is exactly the one `LLMPolicy` sends (`decision_messages`: the
-environment's language spec and the ``{"action": N}`` instruction). The policy is the softmax,
-over the **legal** actions only, of exactly the scores the backend's structured replies use
-(the transformers backend's `text_log_probs`): the log-probability of each candidate reply
-``{"action": N}`` plus end of turn, computed on the prompt's KV cache (GLAM / TWOSOME
-scoring). Every sampled action is legal, its log-probability is exact, and ``llm_policy``
-with the saved adapter and temperature 0 takes this policy's greedy action in every state.
-
-``progress=False`` loads the model without any progress bar (`no_loading_bars`: the bars of
-transformers and huggingface_hub and the GGUF conversion bar, restored afterwards).
+""":class:`LoRAPolicy`: ``llm_policy``'s structured prompt on the transformers backend, made
+trainable: a softmax over the legal actions of exactly the backend's reply scores. See
+docs/finetune.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
-"""The environments GRPO trains on: where a step starts, how a state is stepped, how the
-greedy policy is judged.
-
-A task holds states the trainer can start rollouts from and step from any number of times
-(`MazeTask`: a cell, the maze reset there; `SnapshotTask`: a snapshot of a MiniGrid or
-BabyAI level or of FrozenLake). The trainer only calls these methods::
-
-    starts(count, rng)        the states of one GRPO step
-    observe(state)            (observation, legal moves): what the policy sees
-    key(state)                a hashable key of what the policy sees (one distribution each)
-    step(state, action)       (reward, next state, terminated, truncated) of the real env
-    remember(path, success)   the states a rollout passed through and whether it succeeded
-                              (later starts for ``states: N``)
-    evaluate(greedy)          the greedy policy's figures (``greedy`` maps a list of
-                              observed states to actions, in one batch)
-
-The reward is the environment's own. `MazeTask` can add the oracle potential
-(``potential``, -BFS distance to the goal) for the oracle-shaped variant; `SnapshotTask`
-has no oracle.
+"""The environments GRPO trains on (:class:`MazeTask`, :class:`SnapshotTask`): ``starts``,
+``observe``, ``key``, ``step``, ``remember`` and ``evaluate`` are all the trainer calls.
+See docs/finetune.md.
 """
 
 from __future__ import annotations

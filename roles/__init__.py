@@ -1,22 +1,8 @@
-"""The roles a language model plays in the RL loop, and their non-LLM references.
-
-- the policy: :class:`LLMPolicy` (agent type ``llm_policy``), prompts from the
-  environment's language spec, replies read by :class:`DiscreteActionParser`;
-- an advisor during training: :class:`LLMAdvisor`, an action override in the step
-  learner's loop (sources ``llm``, ``oracle``, ``random``), :class:`AdvisedActions` and
-  :func:`sb3_advice_callback` for Stable-Baselines3;
-- a reward signal: :class:`RewardShaping` (potential-based, or the LLM as judge);
-- an optimiser that writes whole policies: :class:`LLMPolicySearch` (agent type
-  ``llm_policy_search``; tables or linear policies, proposer ``llm`` or ``random``);
-- the reader of instructions: :class:`InstructionFollowing` and
-  :func:`prepare_instructions` (:mod:`roles.instructions`: match instructions to the
-  descriptions of explored states, refine with feedback, reward the sub-goals in order);
-- oracles (:class:`MazeOracle`, :func:`oracle_for`), the upper bound of advice and
-  potentials.
-
-Every role has one ``stats()`` whose LLM counters use the LLM layer's names
-(``llm_calls``, ``llm_cache_hits``, ``llm_fallbacks``, ``llm_seconds``). Importing this
-package registers ``llm_policy`` and ``llm_policy_search`` with :func:`agents.make_agent`.
+"""The roles a language model plays in the RL loop — policy, advisor, reward shaping, policy
+search, instruction following — and their non-LLM references (oracles). Every role's
+``stats()`` uses the LLM layer's counter names; importing this package registers
+``llm_policy`` and ``llm_policy_search`` with :func:`agents.make_agent`. See
+docs/llm-in-the-loop.md, docs/policy-search.md, docs/instructions.md.
 """
 
 from ..agents import register_agent

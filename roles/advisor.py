@@ -1,48 +1,7 @@
-"""Advice during training: an LLM (or an oracle, or chance) picks some of the actions.
-
-:class:`LLMAdvisor` is an action override of the step learner
-(``agents.train(agent, env, ..., advisor=LLMAdvisor(config))``): while training, with
-probability ``p(t)`` the action taken is the advisor's suggestion for the state instead of
-the agent's exploratory choice (``replace: exploratory``, the default: a choice that differs
-from the agent's greedy one; ``replace: any`` replaces every choice); the agent still learns
-from every transition, the advised ones included (off-policy: Q-learning and DQN learn from
-any behaviour). ``p`` starts at ``probability`` and falls linearly to 0 at
-``decay_fraction`` of training (the budget's progress), so the advice fades away and the
-final policy is the agent's own. Evaluation never asks for advice: zero LLM calls.
-
-How the agent learns the advice (``learn_as``):
-
-- ``auto`` (the default): ``demonstrations`` for an agent that learns from them
-  (langadapt's DQN), ``actions`` for any other (Q-learning, a library's own loop) —
-  on DoorKey-5x5 oracle advice learnt as demonstrations left 99% final greedy success
-  against 0% as actions (docs/performance.md);
-- ``actions``: the advised action replaces the agent's and the transition is
-  learnt like any other;
-- ``demonstrations``: the transition is also marked in the replay buffer and learnt with
-  DQfD's supervised large-margin term (Hester et al. 2018; :mod:`agents.dqfd`) and, with
-  ``n_step > 1``, its n-step loss over advised segments (``margin``, ``margin_weight`` and
-  ``n_step`` are DQN's params), for agents that learn from demonstrations (DQN; another
-  agent is a ValueError naming it and the setting). With ``until_confident: true`` no
-  advice is given in a state where the agent is already confident (its greedy action leads
-  every other legal one by at least its margin), so the advice fades state by state as the
-  agent learns it.
-
-Sources (``source``):
-
-- ``llm``: the LLM's action for the state (an :class:`LLMPolicy` decision: structured output
-  over the legal moves; each distinct prompt costs one call per answer cache);
-- ``oracle``: a legal move on a shortest plan (:mod:`roles.oracles`; on a maze, one that
-  lowers the shortest-path (BFS) distance to the goal the most) - the upper bound of what
-  advice can do;
-- ``random``: a uniformly random legal move - the lower bound.
-
-The advisor reads the raw state from the environment it is bound to (:meth:`LLMAdvisor.bind`,
-which the learner calls), so the agent may learn from any adapter's observations.
-
-Stable-Baselines3 (or any library with its own loop): wrap the raw environment in
-:class:`AdvisedActions` (it replaces actions during training and reports the executed one
-in ``info["executed_action"]``) and pass :func:`sb3_advice_callback` to ``model.learn`` so
-the replay buffer stores the executed action, not the one the model proposed.
+"""Advice during training: :class:`LLMAdvisor`, an action override of the step learner that,
+with a probability falling to 0, replaces some actions by an LLM's, an oracle's or a random
+legal move (``learn_as`` actions or demonstrations); :class:`AdvisedActions` and
+:func:`sb3_advice_callback` for Stable-Baselines3. See docs/llm-in-the-loop.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""What an LLM role costs, counted in the LLM layer's vocabulary, and its backend.
-
-Every role (policy, advisor, reward shaping, policy search) has one ``stats()`` whose LLM
-keys are those of :data:`langadapt.llm.STATS_KEYS` — ``llm_calls``, ``llm_cache_hits``,
-``llm_fallbacks``, ``llm_seconds``, ``llm_scored`` / ``llm_generated`` (which path each
-decision took: scoring the known replies, or generating one), ``llm_prompt_tokens`` /
-``llm_prompt_tokens_reused`` (prompt tokens of its requests, and the part a backend's
-prefix cache served) — beside the role's own counters (``decisions``, ``potentials``, ...).
-A role counts the share of its backend's counters that its own requests caused, so an
-adapter and a role sharing one backend are not counted twice.
+"""What an LLM role costs, in the LLM layer's counter names (:data:`langadapt.llm.STATS_KEYS`):
+the share of its backend's counters its own requests caused. See docs/llm-in-the-loop.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
-"""``LLMPolicy``: an agent that acts by asking a language model (agent type ``llm_policy``).
-
-Each decision shows the raw state as the environment's language spec says
-(:func:`langadapt.environments.language_for`, :func:`~roles.prompts.format_state`)
-and asks the backend (``langadapt.llm``, or any object with ``chat(messages, schema=None,
-max_tokens=None) -> str``) for an action:
-
-- ``decoding: structured`` (default): a choice among the legal moves through
-  :func:`langadapt.llm.decide`. On a backend that scores known replies (llama.cpp,
-  transformers) the model's probability of every reply ``{"action": N}`` is computed in one
-  evaluation of the prompt: greedy is the most probable legal action, exploring samples
-  from the distribution. Elsewhere (Ollama, OpenAI-compatible servers) the request carries
-  a JSON schema whose ``action`` is an enum of the legal moves, which the backend enforces
-  (grammar, ``format``, ``response_format``); a reply outside it is counted as a parse
-  failure and a fallback. Which path each decision took is counted (``llm_scored``,
-  ``llm_generated``), and so are the prompt tokens (``llm_prompt_tokens``, ``_reused``).
-- ``decoding: text``: the reply is read for a line ``Action: N``. When none is found (or
-  ``N`` is not legal) the policy re-prompts once, saying what was wrong; when that fails
-  too it takes a random legal action, counted as a fallback. Never an exception mid-run.
-
-A state with a single legal move needs no call. Replies are cached by the LLM layer under
-the full prompt, so each distinct prompt costs one call per cache (a rerun makes none).
-
-``learn`` teaches the model nothing: a zero-shot policy does not improve with experience.
-It only records the best episode so far (by return), which ``few_shot: k`` puts into later
-prompts as ``k`` example (state, action) turns. ``learns`` is False without few-shot, and
-the experiment runner then skips the training episodes of this agent.
+""":class:`LLMPolicy`: an agent that acts by asking a language model (``decoding`` structured
+or text; a fallback is a random legal move, never an exception mid-run; ``few_shot`` puts
+the best episode into prompts). See docs/llm-in-the-loop.md.
 """
 
 from __future__ import annotations

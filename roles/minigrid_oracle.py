@@ -1,37 +1,7 @@
-"""Oracles for MiniGrid and BabyAI levels: planners on the full grid, never a language model.
-
-Like every oracle (:mod:`roles.oracles`), these know the answer because they read the
-level's full state (the whole grid, not the agent's view): they are the upper bound of what
-advice (``advisor: {source: oracle}``) and potentials (``reward_shaping: {potential:
-oracle}``) can do, and results name them ``oracle``. Two planners, chosen by the level:
-
-- :class:`GridPlanOracle`, a shortest-path planner for the levels whose task is to reach the
-  goal square: MiniGrid-DoorKey, -Empty, -FourRooms, -MultiRoom, -LavaCrossing and
-  -SimpleCrossing, -LavaGap, -DistShift and -LockedRoom. Breadth-first search over
-  (position, direction, carried key, keys on the floor, door states) with the actions turn,
-  move forward, pick up a key and toggle a door open; lava and every object but keys and
-  doors are obstacles. Plans never drop or close anything (neither shortens a plan to the
-  goal). ``potential`` is ``-d / d_max``: ``d`` the number of actions of a shortest plan,
-  ``d_max`` the largest ``d`` over the states reachable from the first state the oracle
-  planned from on this grid (usually the episode's start); -1 where no plan exists.
-- :class:`BabyAIBotOracle`, BabyAI's own bot (``minigrid.utils.baby_ai_bot.BabyAIBot``) for
-  the BabyAI levels, told the whole grid (its map of seen cells is filled in, so it never
-  explores) and following the episode step by step (the bridge's step hooks: it learns the
-  action taken, which the bot needs to keep its plan). ``best_move`` is the bot's action;
-  ``potential`` is ``-n / max_steps`` with ``n`` the steps the bot needs from here (a
-  roll-out on a copy of the level, memoised for the last :data:`PLAN_MEMO_SIZE` states
-  asked, least recently used dropped), -1 when it does not get there. The bot cannot solve
-  BabyAI-PutNextS*Carrying and BabyAI-KeyInBox (its own docs). When the bot raises (its
-  asserts, its DisappearedBoxError), the oracle replans with a fresh bot; where that fails
-  too it answers without the bot (``best_move`` the first legal move, ``potential`` -1).
-  Every exception of the bot is counted (``bot_failures``, the last in ``last_bot_error``)
-  and the first one is warned (a RuntimeWarning naming the level, the episode, the step and
-  the error), so an oracle that stops planning is never silent.
-
-:func:`minigrid_oracle` picks one for a :class:`~environments.minigrid.MiniGridBridge`
-(registered with :func:`~roles.oracles.register_oracle`); on any other level it raises a
-ValueError naming the level and the levels the oracles plan on. One oracle per bridge:
-asking again (the advisor and reward shaping on one environment) gives the same object.
+"""Oracles for MiniGrid and BabyAI levels, planning on the full grid: :class:`GridPlanOracle`
+(breadth-first search for reach-the-goal levels) and :class:`BabyAIBotOracle` (BabyAI's bot,
+replanned when it raises; every failure counted and the first warned). One oracle per bridge;
+another level is a ValueError naming it. See docs/environments.md (oracles).
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""Oracles: non-LLM references for the roles that an LLM plays (advice, potentials).
-
-An oracle knows the answer because it plans on the environment's full state; it is the
-upper bound of what an advisor or a potential can do, never a language model, and the
-results name it ``oracle``. An oracle answers for the environment's *current* state::
-
-    oracle = oracle_for(env)                  # ValueError naming the environment and the
-                                              # environments that have an oracle
-    oracle.best_move(env, legal_moves)        # a legal move on a shortest plan to the goal
-    oracle.potential(env)                     # minus the remaining plan length, in [-1, 0]
-
-:class:`MazeOracle` plans on a maze's grid by breadth-first search from the goal. Bring an
-oracle for your own environment with :func:`register_oracle`.
+"""Oracles: non-LLM references for advice and potentials, planning on the environment's full
+state (:func:`oracle_for`, :func:`register_oracle`, :class:`MazeOracle`).
+See docs/llm-in-the-loop.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The two policy families an LLM (or random search) writes whole: tables and linear maps.
-
-- :class:`TabularPolicy`: one action per state index of a
-  :class:`~langadapt.agents.Discretisation` (the one Q-learning uses too).
-- :class:`LinearPolicy`: ``argmax_a (W @ [obs, 1])[a]`` over the legal actions, ``W`` of shape
-  ``(n_actions, obs_dim + 1)``; ties go to the lowest action. On a Box action space the same
-  weights, one row per action dimension, become a
-  :class:`~langadapt.agents.LinearBoxPolicy`: ``clip(W @ [normalised obs, 1])``.
-
-:func:`proposal_schema` is the JSON schema a proposal must fit (used for structured output)
-and :func:`parse_proposal` turns a reply into a policy or says exactly what is wrong with it.
+"""The policy families a proposer writes whole: :class:`TabularPolicy` and :class:`LinearPolicy`
+(a :class:`~langadapt.agents.LinearBoxPolicy` on Box actions), the proposal schema and its
+parser. See docs/policy-search.md.
 """
 
 from __future__ import annotations

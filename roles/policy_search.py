@@ -1,34 +1,6 @@
-"""`LLMPolicySearch`: an LLM writes whole policies from experience; the best one is kept.
-
-One *round*: a candidate policy (a table over a discretisation, or a linear map, see
-:mod:`roles.policy_families`; on a Box action space ``clip(W @ [normalised obs, 1])``,
-:class:`~langadapt.agents.LinearBoxPolicy`) runs for ``evaluation_episodes`` episodes; its
-mean return is its score; it becomes the kept policy only if it scores higher than the kept
-one (round 0, the initial policy, is kept by definition). Then the proposer writes the next
-candidate:
-
-- ``proposer: llm``: the LLM (through :mod:`langadapt.llm`, structured output by default) is
-  shown the best policy and its score, its own last proposal and how it scored (kept or not),
-  the scores of recent rounds and the best and worst trajectories so far (state, action,
-  reward), and answers with a new table or weight matrix as JSON. A reply that does not give a
-  usable policy gets one format-correction prompt; if that fails too the round is skipped
-  (counted, logged) and the next round asks again. A malformed policy is never run.
-- ``proposer: random``: a uniformly random table or weights in ``[-random_scale,
-  random_scale]`` (random search, the baseline with the same evaluation budget).
-
-The search is an agent whose ``act(obs, legal, explore=False)`` is the kept policy (what
-:func:`agents.evaluate` and the final evaluation see; ``explore=True`` runs the candidate),
-trained by its own learner, :class:`PolicySearchLearner` (``agent.learner()``, which
-:func:`agents.train` uses): a plain loop over rounds. The rounds are the search's own
-budget: it stops once the last one is scored (``rounds`` proposals after the initial
-policy); ``train``'s ``episodes`` / ``steps`` only cap it. Evaluation, ``eval_env`` and
-``keep_best`` are the same callbacks as for every agent. Every round is appended to
-``log_path`` (JSON lines, set it before training) as it ends.
-
-Prompts are three template files (``system.txt``, ``user.txt``, ``correction.txt``,
-``string.Template`` syntax: ``$name``) from ``roles/templates/policy_search/`` or the folder
-given as ``templates`` (:mod:`roles.policy_search_prompts`, whose
-:data:`~langadapt.roles.policy_search_prompts.TEMPLATE_VARIABLES` lists what they may use).
+""":class:`LLMPolicySearch`: a proposer (``llm`` or ``random``) writes whole policies round by
+round; a candidate is kept only if it scores higher. Trained by its own
+:class:`PolicySearchLearner`, a loop over rounds. See docs/policy-search.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Prompts for an LLM that acts: the state as a prompt shows it, and action parsers.
-
-The environment's language spec (:func:`langadapt.environments.language_for`) gives the
-task (the system prompt) and what a prompt shows of a state; :func:`format_state` builds
-the user message of one decision from it::
-
-    spec = language_for(env)
-    spec.task                                         # the task: goal, what each action does
-    format_state(spec, state, legal_moves, history)   # description + legal actions (+ history)
-
-A :class:`DiscreteActionParser` reads the action back from the reply: in text mode from a
-line ``Action: N`` (:meth:`~DiscreteActionParser.parse`, with
-:meth:`~DiscreteActionParser.action_format` the instruction appended to the prompt), in
-structured mode from the JSON object that :meth:`~DiscreteActionParser.schema` describes
-(the backend constrains the reply to it, so the action is always legal).
-
-Your own environment needs nothing here: register its language spec with
-:func:`langadapt.environments.register_language`.
+"""Prompts for an LLM that acts: :func:`format_state` (the state as the language spec shows it,
+the legal actions, the history) and :class:`DiscreteActionParser` (``Action: N`` or
+``{"action": N}``). See docs/llm-in-the-loop.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
-"""Reward shaping from a potential an LLM (or an oracle) gives each state.
-
-:class:`RewardShaping` is a gymnasium wrapper usable with any agent. The default form is
-potential-based shaping (Ng, Harada & Russell, 1999)::
-
-    r' = r + gamma * Phi(s') - Phi(s),      Phi(terminal) = 0
-
-which provably leaves the optimal policy unchanged when ``gamma`` is the agent's discount.
-``potential: llm`` asks the LLM, once per distinct state (answers cached), "how close is the
-agent to completing the task?" with structured output: an integer 0-10, and uses
-``Phi = scale * score / 10`` — where the backend scores known replies (llama.cpp,
-transformers), ``score`` is the expectation over the whole scale under the model (one
-evaluation of the prompt), not one sample; elsewhere the generated value.
-``potential: oracle`` (:mod:`roles.oracles`; mazes) uses ``Phi = -scale * d(s) / d_max`` with
-``d`` the shortest-path (BFS) distance to the goal.
-
-``form: judge`` is the direct form: the LLM judges each transition (s, a, s') as worse (-1),
-neutral (0) or better (1) and ``r' = r + scale * judgement``. It is **not** policy-invariant:
-the agent optimises the judge's opinion as well as the task.
-
-``info`` gains ``unshaped_reward`` and ``shaping`` (the added term). The wrapper reads the
-raw state from the unwrapped environment, so it may sit under or over other wrappers.
+""":class:`RewardShaping`: a gymnasium wrapper adding a potential-based term (``potential`` llm
+or oracle) or an LLM judge's verdict (``form: judge``); ``info`` gains ``unshaped_reward``
+and ``shaping``. See docs/llm-in-the-loop.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The shipped instruction set with ground truth (``roles/data/maze_instructions.yaml``).
-
-:func:`load_instruction_set` returns :class:`InstructionItem` entries: an id, the maze
-layout, the style (``place``: said as a person would; ``worded``: in the describer's own
-vocabulary), the chain of :class:`SubGoalTruth` steps (text, rule, hand-written cells) and
-the optional task sentence. Your own set: the same YAML shape, passed as ``path``.
+"""The shipped instruction set with ground truth (``roles/data/maze_instructions.yaml``):
+:func:`load_instruction_set`.
 """
 
 from __future__ import annotations

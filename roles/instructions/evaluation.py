@@ -1,22 +1,6 @@
-"""Measure matching on an instruction set with ground truth: :func:`evaluate_matching`.
-
-For every distinct (maze, sub-goal text) of the set (default: the shipped one), explore the
-maze (random moves, ``episodes`` episodes, ``seed``), match the text with the given feedback
-and rule, and compare the matched cells with the ground truth. Returns per-sub-goal rows and
-averages (precision, recall, the share of matches that contain a true cell, the share flagged
-``fallback``, and the share of fallbacks among wrong matches), so the figures of
-docs/instructions.md can be re-made::
-
-    from langadapt.roles.instructions import evaluate_matching
-    evaluate_matching(feedback="none")["summary"]
-    evaluate_matching(feedback="simulated")["summary"]            # rule "probe"
-    evaluate_matching(feedback="simulated", rule="vector")["summary"]  # elsciRL's rule
-    evaluate_matching(feedback="llm", backend="llamacpp")["summary"]   # SmolLM2, slow
-
-:func:`evaluate_following` trains tabular Q-learning (description-keyed) on the chains of the
-set through the whole pipeline and reports how often the greedy policy visits the true cells
-of every sub-goal in order; :func:`evaluate_decomposition` compares the chains an LLM (or the
-rule splitter) reads in the set's task sentences with the set's own chains.
+"""Measure instruction matching (:func:`evaluate_matching`), following
+(:func:`evaluate_following`) and decomposition (:func:`evaluate_decomposition`) on an
+instruction set with ground truth: the figures of docs/instructions.md.
 """
 
 from __future__ import annotations

@@ -1,36 +1,6 @@
-"""Feedback that refines a match: who judges a state, and how the verdicts change the match.
-
-**Sources** (``judge(instruction, description, states) -> (satisfied, reason)``):
-
-- ``none``: no feedback, the match stands;
-- :class:`SimulatedFeedback` (``simulated``): ground truth — a set of states (maze cells
-  ``(row, col)``), or a callable. A callable of one argument is called with each raw state
-  tuple recorded with the description; one marked ``on_env=True`` is a check of the live
-  environment (e.g. a BabyAI mission's success) and is evaluated during exploration:
-  :func:`~langadapt.roles.instructions.search.explore` takes it in ``checks``;
-- :class:`LLMFeedback` (``llm``): the LLM reads the instruction and the state's description
-  and answers ``{"satisfied": bool, "reason": str}`` (structured output, one call per
-  (instruction, description), cached by the LLM layer).
-
-Both count ``judgements`` and ``satisfied`` verdicts in ``stats()``: a judge that says yes to
-nearly everything (SmolLM2 does) is visible in the report.
-
-**Refinement** (:func:`refine`): up to ``rounds`` (at most :data:`MAX_ROUNDS` = 3) rounds;
-each shows the judge the ``per_round`` best states not yet judged, by the rule's current
-ranking, then the rule updates it. Rules:
-
-- ``probe`` (the default, chosen by measurement, see docs/instructions.md): a
-  logistic-regression probe on the MiniLM vectors of the judged states (the instruction's
-  vector counts as one satisfying example) ranks the states not yet judged. The final match is
-  the states judged satisfying plus unjudged states the probe puts above 0.5 (at most
-  ``top_k`` of them, and only beside a confirmed one); when no state was judged satisfying,
-  the best states by cosine not judged unsatisfying, flagged ``fallback``;
-- ``sets``: inclusion/exclusion — the ranking of the states not yet judged stays the
-  instruction's cosine, and the final match is the states judged satisfying (else the same
-  flagged fallback);
-- ``vector`` (elsciRL's rule): the instruction's vector moves half-way toward each
-  confirmed state's vector and half-way away from each rejected one (``v += 0.5 (s - v)`` /
-  ``v -= 0.5 (s - v)``), and the match is re-made from the new cosines (no state is excluded).
+"""Feedback that refines a match: judges (``none``, :class:`SimulatedFeedback`,
+:class:`LLMFeedback`) and :func:`refine` with the rules ``probe`` (default), ``sets`` and
+``vector`` (elsciRL's). See docs/instructions.md.
 """
 
 from __future__ import annotations

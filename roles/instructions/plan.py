@@ -1,16 +1,6 @@
-"""The whole pipeline from an ``instructions:`` block: :class:`InstructionsConfig` and
-:func:`prepare_instructions`.
-
-    plan = prepare_instructions({"chain": ["the top left corner", "the goal"],
-                                 "feedback": "simulated",
-                                 "truth": [[[1, 1]], [[3, 3]]]}, env, seed=0)
-    train_env = plan.wrap(env)                 # InstructionFollowing (form, bonus, gamma)
-    eval_env = plan.wrap(other_env, pay=False) # same observation, the env's own reward
-    plan.report()                              # JSON-ready: chain, matches, costs, metrics
-    plan.picture("matches.png")                # mazes: matched vs true cells
-
-``env`` must supply ``info["description"]`` (a
-:class:`~langadapt.adapters.LanguageObservation` with a text adapter).
+"""The pipeline from an ``instructions:`` block: :class:`InstructionsConfig`,
+:func:`prepare_instructions` -> :class:`InstructionPlan` (``wrap``, ``report``, ``picture``).
+``env`` must supply ``info["description"]``. See docs/instructions.md.
 """
 
 from __future__ import annotations

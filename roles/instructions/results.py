@@ -1,14 +1,5 @@
-"""Results helpers: how well a trained agent follows the instruction, and a picture.
-
-- :func:`follow_rate`: greedy episodes on an :class:`InstructionFollowing` environment; the
-  share that completed the chain by its matched states, and — with ground truth — the share
-  that visited the true cells of every sub-goal in order (what the instruction meant);
-- :func:`match_picture`: the maze with each sub-goal's matched cells filled (one colour per
-  sub-goal, numbered by dots) and its true cells framed, as an RGB array or a PNG.
-
-Per-instruction match figures (matched states, scores, precision/recall, LLM calls) are in
-:meth:`InstructionPlan.report`; episodes to the first success in
-``InstructionFollowing.first_success_episode``.
+"""How well a trained agent follows the instruction (:func:`follow_rate`) and a picture of the
+matches (:func:`match_picture`). See docs/instructions.md.
 """
 
 from __future__ import annotations

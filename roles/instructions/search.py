@@ -1,22 +1,6 @@
-"""Search: explore, record the descriptions of the states visited, match instructions to them.
-
-:func:`explore` runs exploration episodes (uniformly random legal moves by default, or a
-given agent acting with exploration on, not learning) on an environment that supplies
-``info["description"]`` (a :class:`~langadapt.adapters.LanguageObservation`), and returns an
-:class:`Exploration`: the distinct descriptions in first-visit order, their MiniLM vectors
-(encoded once, through the adapter's embedding cache: a text the adapter already encoded
-while stepping costs no encoder call), the raw states seen with each (``state_of`` of the
-environment's language spec, for ground truth), the visit counts, each episode's trace and
-the cost (episodes, steps, seconds, encoder calls).
-
-:func:`match` scores an instruction against them by cosine similarity of MiniLM vectors and
-keeps the descriptions scoring ``>= threshold`` and within ``margin`` of the best one, best
-first, at most ``top_k``; when none
-reaches the threshold it keeps the best one and flags the match ``fallback`` (or raises with
-``strict``). Ties are broken by the text, so a match does not depend on the order states were
-visited. The defaults :data:`DEFAULT_THRESHOLD`, :data:`DEFAULT_TOP_K` and
-:data:`DEFAULT_MARGIN` were chosen by
-measurement on the shipped maze set (docs/instructions.md, "Choosing the defaults").
+"""Search: :func:`explore` records the descriptions of the states visited (encoded once), and
+:func:`match` keeps those scoring ``>= threshold`` within ``margin`` of the best (at most
+``top_k``; ties by text; a weak match flagged ``fallback``). See docs/instructions.md.
 """
 
 from __future__ import annotations

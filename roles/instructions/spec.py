@@ -1,19 +1,6 @@
-"""What the agent is told: one instruction, a chain done in order, or a task sentence that
-an LLM breaks into a chain.
-
-:func:`make_chain` is the one entry point: ``make_chain("the top left corner")``,
-``make_chain(["the top left corner", "the goal"])`` or ``make_chain(task="Go to the top left
-corner, then the goal.", backend="llamacpp")``. A chain is a tuple of non-empty sub-goal
-sentences (whitespace collapsed); an empty or non-text instruction is a ``ValueError``
-naming it.
-
-The LLM decomposition (:func:`decompose_task`) asks for structured output,
-``{"subgoals": ["...", ...]}`` (:data:`SUBGOALS_SCHEMA`), keeps the sub-goals that are usable
-(:func:`usable_subgoals`: leading verbs such as "go to" removed, text of two or more words
-with letters, not a copy of the task or of a placeholder, no repeats) and, when none is,
-sends one correction prompt quoting the reply; a second reply without usable sub-goals is a
-``ValueError`` naming the task sentence. :func:`split_task` is the rule-based alternative (no
-LLM): it splits on "then", "and then", "before", ";" and ", and finally"-style joins.
+"""What the agent is told: :func:`make_chain` (one instruction, a chain, or a task sentence
+broken into a chain by an LLM, :func:`decompose_task`, or by rule, :func:`split_task`).
+Bad instructions are a ValueError naming them. See docs/instructions.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
-"""Ground truth for maze instructions: the cells that satisfy a place, by rule or by hand.
-
-A rule derives the cells from the layout (so a new layout needs no new cell lists):
-
-- ``{rule: corner, which: top_left}``: the free cell(s) nearest that corner of the grid
-  (Euclidean distance to the corner point; ties give all of them);
-- ``{rule: dead_end}``: free cells with exactly one free neighbour among the four orthogonal
-  ones (the goal excluded unless ``include_goal: true``); ``near: top_right`` keeps the one(s)
-  nearest that corner;
-- ``{rule: junction}``: free cells with three or more free orthogonal neighbours (``near``
-  as above);
-- ``{rule: next_to_goal}``: free cells one king move from the goal (the agent moves in eight
-  directions, so "next to" counts diagonals);
-- ``{rule: offset_from_goal, offset: [drow, dcol]}``: the free cell at goal + offset;
-- ``{rule: goal}`` / ``{rule: start}``;
-- ``{rule: cells, cells: [[row, col], ...]}``: listed by hand.
-
-:func:`truth_cells` applies a rule; the shipped set (``roles/data/maze_instructions.yaml``)
-lists the hand-checked ``cells`` beside every rule, and the tests check both agree.
+"""Ground truth for maze instructions: the cells that satisfy a place, by rule (corner,
+dead_end, junction, next_to_goal, offset_from_goal, goal, start) or listed by hand
+(:func:`truth_cells`). See docs/instructions.md.
 """
 
 from __future__ import annotations

@@ -1,38 +1,8 @@
-"""The optimisation wrapper: reward reaching the current sub-goal, once per episode, in order.
-
-:class:`InstructionFollowing` is a plain gymnasium wrapper (Stable-Baselines3 and the
-``agents`` package train on it unchanged). It sits on a
-:class:`~langadapt.adapters.LanguageObservation` environment and keeps the index ``k`` of the
-current sub-goal of a chain: a step whose ``info["description"]`` is one of sub-goal ``k``'s
-matched descriptions (or whose environment passes its ``check``) reaches it, and ``k`` moves
-on (several at once when the state also satisfies the next ones). A state already satisfying
-the first sub-goals at reset counts as reaching them, without reward.
-
-**The agent sees ``k``** — without it "sub-goal 1 already reached" is not part of the state and
-a table of state values cannot represent the chain (elsciRL's instructed Q-learning looped
-between a sub-goal and its neighbour for that reason): the observation gets a one-hot of ``k``
-(``len(chain) + 1`` slots; the last is "chain done") appended, and ``info["description"]``
-gets ``" Current sub-goal: <text>."`` (``" All sub-goals reached."`` at the end), so
-description-keyed Q-tables see it too.
-
-Two forms:
-
-- ``form="potential"``: ``r' = r + gamma * Phi(s', k') - Phi(s, k)`` with ``Phi = bonus * k``
-  and ``Phi = 0`` at termination — potential-based shaping on the augmented state ``(s, k)``,
-  which the agent observes, so the optimal policy of the environment's own reward is unchanged
-  (Ng et al., 1999). It speeds up learning where the chain lies along good paths, but it
-  cannot make the agent follow an instruction the environment's reward does not pay for:
-  over an episode that terminates the bonuses sum to ``-Phi(s0)``, they only move reward
-  earlier. Use ``gamma`` = the agent's discount.
-- ``form="instruction"``: the instruction is the task. ``r' = bonus`` for each sub-goal
-  reached (plus ``step_reward``, default 0), the environment's reward is dropped, the episode
-  terminates when the chain is done (``info["is_success"]`` = chain done) or when the
-  environment terminates (then unsuccessfully unless the chain was done).
-
-``pay=False`` keeps the observation, description and bookkeeping but leaves the reward alone
-(an evaluation environment of the potential form). ``info`` gains ``subgoal_index``,
-``subgoals_reached_now``, ``instruction_done``, ``unshaped_reward`` and ``env_success``.
-``episode_log`` keeps one ``{"reached", "done", "steps"}`` per finished episode.
+""":class:`InstructionFollowing`: a gymnasium wrapper that pays each sub-goal once per episode,
+in order (``form`` potential or instruction), and shows the agent the current sub-goal (a
+one-hot appended to the observation, a sentence to the description). ``info`` gains
+``subgoal_index``, ``subgoals_reached_now``, ``instruction_done``, ``unshaped_reward`` and
+``env_success``. See docs/instructions.md.
 """
 
 from __future__ import annotations
