@@ -49,12 +49,8 @@ class NoConfig(BaseModel):
 
 class Agent:
     """Base class of all agents: spaces, input checks, legal-move masks, save / load.
-
-    Subclasses set ``kind`` (the name stored in saved files) and ``config_model`` (their
-    pydantic hyperparameters) and implement ``act``, ``learn``, ``get_state`` /
-    ``set_state`` (what a saved file holds) and ``snapshot`` / ``restore`` (an in-memory
-    copy of the policy, for best-policy retention).
-    """
+    Subclasses set ``kind`` and ``config_model`` and implement ``act``, ``learn``,
+    ``get_state`` / ``set_state`` and ``snapshot`` / ``restore``."""
 
     kind: ClassVar[str] = "agent"
     config_model: ClassVar[type[BaseModel]] = NoConfig
@@ -119,11 +115,8 @@ class Agent:
         raise NotImplementedError
 
     def bind(self, env: Any) -> None:
-        """The environment the agent acts in next: a learner calls it before training (and
-        again after evaluating on another environment), :func:`agents.evaluate` before
-        evaluating. Agents that read more than the observation (the episode history,
-        the raw state, whether the environment supplies descriptions) take it from ``env``
-        here; it must be cheap when called again. The base class needs nothing."""
+        """The environment the agent acts in next (learners and :func:`evaluate` call it; must be
+        cheap to repeat): agents that read more than the observation take it from ``env``."""
 
     def observe(self, obs: Any, info: dict[str, Any]) -> Any:
         """What the agent acts on and learns from after a reset or step: the observation
@@ -178,11 +171,8 @@ class Agent:
         return arr
 
     def legal_mask(self, legal_moves: Sequence[int] | None, what: str) -> np.ndarray:
-        """Read-only boolean mask over actions from distinct legal moves (``None`` = all).
-
-        ValueError for an empty list, a repeated move, a non-int move (bools included) or
-        one outside ``[0, n_actions)``. Masks of int tuples seen before are memorised.
-        """
+        """Read-only boolean mask over actions (``None`` = all); ValueError for an empty, repeated,
+        non-int or out-of-range move. Masks of int tuples are memorised."""
         if legal_moves is None:
             return self._all_legal
         key = tuple(legal_moves) if type(legal_moves) in (list, tuple) else None
@@ -278,12 +268,8 @@ def write_agent_file(path: str | Path, header: dict[str, Any], tensors: dict[str
 
 
 def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """``(header, tensors)`` of a file written by an agent's ``save``.
-
-    One ValueError naming the file for anything that is not an intact agent file of this
-    format version or an older one: missing, truncated, another zip or torch file, a
-    header that is not JSON, a missing entry, non-tensor payload, NaN / inf values.
-    """
+    """``(header, tensors)`` of a file an agent's ``save`` wrote; one ValueError naming the file
+    for anything else (missing, damaged, foreign, newer, non-tensor or non-finite payload)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path} does not exist or is not a file")

@@ -82,15 +82,9 @@ def dqn_targets(
     next_q_online: torch.Tensor | None = None,
     next_masks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """TD targets ``r + gamma * (1 - terminated) * V(s')`` for a batch (actions on the last
-    dimension, so batches of batches work too).
-
-    ``V(s') = Q_target(s', argmax_{legal a'} Q_online(s', a'))`` when ``next_q_online`` is
-    given (Double DQN), else ``max_{legal a'} Q_target(s', a')``. ``next_masks`` (bool,
-    True = legal) restricts the argmax / max; ``None`` means every action is legal.
-    ``terminated`` is 1.0 for terminal states only: truncated transitions bootstrap.
-    ``gamma`` may be a tensor of per-transition discounts (``gamma ** k`` of n-step returns).
-    """
+    """TD targets ``r + gamma * (1 - terminated) * V(s')`` with V Double DQN's (when
+    ``next_q_online`` is given) or the max of ``Q_target`` over the legal actions
+    (``next_masks``, None = all); ``gamma`` may be per transition (n-step)."""
     if next_q_online is not None:
         chooser = next_q_online
         if next_masks is not None:
@@ -296,14 +290,8 @@ class DQNAgent(Agent):
                 target.lerp_(online, tau)
 
     def train_steps(self, gradient_steps: int) -> None:
-        """``gradient_steps`` gradient steps on uniformly sampled batches.
-
-        The batches of a round come from one index draw, and the target network (which does
-        not change within a round) evaluates all of them in one pass; each step is then the
-        textbook one: targets, Huber loss (plus the large-margin term when the batches hold
-        demonstrations), backward, clip, Adam. ``last_loss`` is the loss
-        of the round's last batch, before its step.
-        """
+        """``gradient_steps`` gradient steps on uniform batches drawn in one index draw (the target
+        network evaluated once for the round); ``last_loss`` is the last batch's loss."""
         cfg = self.config
         batch = self.buffer.sample(self.rng, gradient_steps, cfg.batch_size, self.device)
         masks = batch.next_masks

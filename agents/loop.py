@@ -44,16 +44,9 @@ def check_count(name: str, value: Any, minimum: int = 1, optional: bool = True) 
 
 @dataclass
 class EpisodeRecord:
-    """One finished episode.
-
-    ``episode``: training episodes completed when the record was made (for a training
-    episode, its 1-based index; evaluation episodes run after training episode ``episode``).
-    ``return_``: undiscounted sum of rewards. ``length``: steps. ``success``: the last step's
-    ``info["is_success"]``. ``wall_time``: seconds this episode took (acting, environment and,
-    in training, learning; on N copies, the seconds since the previous training record).
-    ``phase``: ``"train"`` or ``"eval"``. ``total_steps``: training environment steps taken
-    so far.
-    """
+    """One finished episode: ``episode`` (training episodes completed), undiscounted ``return_``,
+    ``length``, ``success`` (the last ``info["is_success"]``), ``wall_time``, ``phase``
+    ("train" / "eval") and ``total_steps`` (training steps so far)."""
 
     episode: int
     return_: float

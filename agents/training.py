@@ -46,17 +46,9 @@ class EpisodeHook(Callback):
 
 
 class Evaluations(Callback):
-    """Greedy evaluation during training, and keep-best.
-
-    After every ``every`` training episodes and / or at the end of the first episode that
-    reaches each multiple of ``every_steps`` steps, ``episodes`` greedy episodes run on
-    ``env`` from ``seed`` (the same starts every round); their records join the run's.
-    Evaluating on the training environment leaves its random stream as it was.
-
-    ``keep_best``: keep a copy of the policy of the evaluation with the highest mean return
-    (the later one on ties), evaluate the final policy too when training went on after the
-    last evaluation, and restore the best at the end.
-    """
+    """Greedy evaluation every ``every`` episodes and / or ``every_steps`` steps on ``env`` from
+    ``seed`` (its random stream put back), and keep-best (the highest mean return, later on
+    ties; restored at the end)."""
 
     def __init__(self, env: gym.Env, episodes: int, seed: int, every: int | None = None,
                  every_steps: int | None = None, keep_best: bool = False) -> None:
@@ -141,21 +133,8 @@ class ProgressBar(Callback):
 
 
 class TensorBoardLog(Callback):
-    """TensorBoard scalars of one training run in ``folder``, by environment steps, with
-    Stable-Baselines3's names where it has one (the ``tensorboard`` extra):
-
-    - ``rollout/ep_rew_mean``, ``rollout/ep_len_mean``, ``rollout/success_rate``: the mean
-      over the last ``window`` training episodes (SB3's stats window), after each episode;
-    - ``eval/mean_reward``, ``eval/mean_ep_length``, ``eval/success_rate``: each greedy
-      evaluation during training;
-    - ``train/loss`` (the policy's ``last_loss``), ``rollout/exploration_rate`` (its
-      ``epsilon``), when the policy has them; ``train/q_mean`` for a policy with
-      ``q_values``: the mean best legal Q-value of ``probes`` fixed start states of the
-      training environment (drawn before training from the evaluations' seed, its random
-      stream put back: Mnih et al.'s held-out states);
-    - ``llm/calls``, ``llm/seconds``: ``counters()["llm_calls"]`` and ``["llm_seconds"]``
-      so far (the LLM cost of the run, when the caller knows it).
-    """
+    """TensorBoard scalars of one run in ``folder`` by environment steps, with SB3's names
+    (rollout/, eval/, train/, llm/; the ``tensorboard`` extra). See docs/agents.md (TensorBoard)."""
 
     def __init__(self, folder: str | Path, counters: Callable[[], dict[str, float]] | None = None,
                  window: int = 100, probes: int = 10) -> None:
@@ -265,24 +244,9 @@ def train(
     advisor: ActionOverride | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> TrainingResult:
-    """Train ``agent`` on ``env`` for ``episodes`` episodes and/or ``steps`` steps, with its
-    learner (``agent.learner(advisor)``).
-
-    Stops at whichever budget is reached first (a policy search also when its rounds are
-    done: it needs neither budget). Evaluation (:class:`Evaluations`): after every
-    ``eval_every`` training episodes and/or each multiple of ``eval_every_steps`` steps,
-    ``eval_episodes`` greedy episodes on ``eval_env`` (default: ``env``) seeded with
-    ``seed + EVAL_SEED_OFFSET``. ``keep_best`` needs an evaluation schedule. ``advisor``:
-    an action override (:class:`~langadapt.roles.LLMAdvisor`) in the step loop.
-    ``on_episode`` is called with every record as it is made; ``callbacks`` (e.g.
-    :class:`TensorBoardLog`) run after those, in the order given.
-
-    ``env`` may be a gymnasium vector environment of N copies (autoreset mode
-    ``SAME_STEP``; ``adapters.vector.LanguageVectorEnv`` observes them in one adapter batch)
-    for an agent that learns from steps (qlearning, dqn, random; sb3) without an advisor: the
-    learner trains on all copies at once (:mod:`agents.loop`), ``steps`` counts the
-    steps of all copies, and evaluation needs ``eval_env`` (one environment).
-    """
+    """Train ``agent`` on ``env`` (or a ``SAME_STEP`` vector env) with ``agent.learner(advisor)``
+    until ``episodes`` or ``steps`` is reached, with evaluation, keep-best, ``on_episode`` and
+    ``callbacks`` in that order. See docs/agents.md (Policy, learner, callbacks)."""
     budget = Budget(episodes, steps, seed)
     check_count("eval_every", eval_every)
     check_count("eval_every_steps", eval_every_steps)

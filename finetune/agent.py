@@ -140,12 +140,8 @@ def grpo_task(make_env: Callable[[], Any], config: GRPOAgentConfig, seed: int = 
 
 def step_records(history: Sequence[dict[str, float]], final: dict[str, float],
                  judged: bool) -> list[EpisodeRecord]:
-    """One ``train`` record per GRPO step of ``history`` (its log rows): the mean rollout
-    return, the step's environment steps and, as success, whether the greedy policy after
-    the step reached the goal. ``judged``: a maze, whose greedy rollout is judged for free
-    before the next update (the last step's by ``final``, the final evaluation); elsewhere
-    (MiniGrid, FrozenLake: GRPO's held-out episodes judge the final policy only) no step
-    claims a success, so a summary's "to threshold" never counts mere rollout successes."""
+    """One ``train`` record per GRPO step: the mean rollout return, the step's environment steps,
+    and (``judged``: a maze) whether the greedy policy after it reached the goal."""
     after = [row["greedy_success"] for row in history[1:]] + [final.get("greedy_success")]
     records, total = [], 0
     for row, success in zip(history, after, strict=True):

@@ -92,13 +92,8 @@ _CHECKPOINT_KEYS = {
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The state dict of a GRPO checkpoint file, read as data only.
-
-    ``torch.load(weights_only=True)``: only tensors and plain Python data are rebuilt, never
-    an arbitrary object, so a crafted file cannot run code. One ValueError naming the file
-    (and saying to delete it or the folder) when the file is refused, damaged or truncated,
-    or is not a GRPO checkpoint.
-    """
+    """The state dict of a GRPO checkpoint, read with ``weights_only=True`` (no code runs); one
+    ValueError naming the file for a refused, damaged or foreign one."""
     import torch
 
     path = Path(path)

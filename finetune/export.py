@@ -52,14 +52,8 @@ _LORA_TENSOR = re.compile(r"base_model\.model\.[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*"
 def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
                 model: str | os.PathLike[str] | None = None,
                 dtype: Literal["f16", "f32"] = "f16", force: bool = False) -> Path:
-    """Write the base GGUF model with the LoRA ``adapter`` merged in to ``out`` (a ``.gguf``
-    path; parent folders are made) and return its path. See the module docstring.
-
-    ``model``: the base the adapter was trained on, as for `LoRAPolicy` (None: the
-    embedded SmolLM2), which must be a ``.gguf`` file. ``dtype``: the type of the weight
-    matrices, ``"f16"`` (half the size) or ``"f32"`` (the merged weights exactly).
-    ``force``: replace an existing ``out`` (otherwise a ValueError).
-    """
+    """Write the GGUF ``model`` (None: embedded SmolLM2) with ``adapter`` merged to ``out`` (a
+    ``.gguf`` path, replaced only with ``force``) in ``dtype`` f16 or f32; return its path."""
     require_finetune()
     adapter_dir = _adapter_dir(adapter)
     out_path = _out_path(out)

@@ -185,13 +185,9 @@ class GRPOTrainer:
 
     def returns(self, starts: Sequence[Any], actions: Sequence[int],
                 cache: dict[Hashable, np.ndarray] | None = None) -> tuple[np.ndarray, dict]:
-        """The reward of each rollout that takes ``actions[i]`` in ``starts[i]`` and then
-        follows the policy (``reward``, ``horizon``, ``gamma``, ``shaping``), all rollouts
-        advanced in lockstep so each time step's new states are scored in one batch.
-
-        Returns ``(rewards, counts)``: counts of policy ``decisions`` after the first actions,
-        environment steps (``env_steps``) and rollouts ending in ``success`` (terminated with a
-        positive environment reward)."""
+        """``(rewards, counts)`` of rollouts taking ``actions[i]`` in ``starts[i]`` then following
+        the policy, advanced in lockstep (each time step scored in one batch); counts are
+        ``decisions``, ``env_steps`` and ``success``."""
         s = self.settings
         cache = {} if cache is None else cache
         shaping = s.gamma if s.shaping == "oracle" else None

@@ -45,15 +45,8 @@ def check_causal_lm(model: str | os.PathLike[str]) -> Path:
 
 def shared_prefix_log_probs(lm: Any, prompts: Sequence[Sequence[int]],
                             continuations: Sequence[Sequence[Sequence[int]]]) -> list[Any]:
-    """`continuation_log_probs` for each prompt and its continuations, with the token prefix
-    that all ``prompts`` share (the system prompt, say) encoded once for the batch.
-
-    The same quantities up to float rounding (differences of order 1e-6 in log-probability:
-    attention over a cached prefix sums in another order); at least one token of each prompt
-    runs after the prefix. With grad on, the gradient flows through the shared prefix too.
-    GRPO samples and trains with it; the backend (what ``llm_policy`` acts with) encodes
-    each prompt whole.
-    """
+    """`continuation_log_probs` for each prompt, the token prefix all ``prompts`` share encoded
+    once (equal up to float rounding, ~1e-6); gradients flow through the prefix."""
     import torch
 
     if len(prompts) != len(continuations) or not prompts:

@@ -47,16 +47,9 @@ class LoRASettings(BaseModel):
 
 
 class LoRAPolicy:
-    """A trainable LLM policy over legal actions (see the module docstring).
-
-    ``model``: a Hugging Face model directory, a GGUF file, None for the embedded SmolLM2, or
-    an already built ``(model, tokenizer)`` pair (tests). ``adapter``: a saved LoRA adapter
-    directory to continue from instead of a fresh one (``lora`` is then ignored).
-    ``temperature``: the policy is ``softmax(score / temperature)`` over the legal actions.
-    ``prompt_style``: ``verbose`` or ``compact``, the prompts of ``llm_policy``'s
-    ``prompt_style``. ``progress``: False loads the model without progress bars
-    (`no_loading_bars`).
-    """
+    """A trainable LLM policy, ``softmax(score / temperature)`` over the legal actions.
+    ``model``: HF directory, GGUF file, None (embedded SmolLM2) or a ``(model, tokenizer)``
+    pair; ``adapter``: a saved LoRA adapter to continue from (``lora`` then ignored)."""
 
     def __init__(
         self,
@@ -126,14 +119,9 @@ class LoRAPolicy:
 
     def log_probs(self, states: Sequence[State], reference: bool = False,
                   shared_prefix: bool = False) -> list[Any]:
-        """For each ``(state, legal_moves)``, the log-probabilities of its legal actions (a
-        torch vector in the order of ``legal_moves``), with grad when grad is enabled.
-
-        ``reference``: the frozen model without the adapter. ``shared_prefix``: encode the
-        prompt tokens all ``states`` share once (`shared_prefix_log_probs`; equal up to float
-        rounding, about twice as fast on MiniGrid's prompts); else each prompt whole, exactly
-        as the ``transformers`` backend scores it for ``llm_policy``.
-        """
+        """Log-probabilities of each state's legal actions (in ``legal_moves`` order, with grad
+        when enabled), by the ``reference`` model if asked, the shared prefix encoded once if
+        ``shared_prefix``."""
         prompts, replies = [], []
         for state, legal in states:
             moves = check_legal(self.spec, legal)

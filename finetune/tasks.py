@@ -138,35 +138,12 @@ def draw_from(env: Any, rng: np.random.Generator) -> Any:
 
 
 class SnapshotTask:
-    """A langadapt environment whose state is snapshotted by deep copy and whose episodes are
-    set by a reset seed, as a GRPO task: a MiniGrid or BabyAI level
-    (`environments.minigrid.MiniGridBridge`) or FrozenLake (`environments.frozenlake.
-    FrozenLakeEnv`, slippery or not).
-
-    A state is a snapshot of the environment (a deep copy) with its observation. Training
-    episodes are the environment's episodes for reset seeds ``train_seed, train_seed + 1,
-    ...`` (a new one for every fresh start); ``evaluate`` plays the greedy policy on the
-    ``eval_episodes`` episodes of reset seeds ``eval_seed, eval_seed + 1, ...`` and refuses to
-    run if one of them was a training start (`episode_identity`: a MiniGrid level's mission
-    and layout; FrozenLake's reset seed, since its start cell never changes and the seed is
-    what sets an episode's slips). Each GRPO step starts half of its ``states`` from fresh
-    episodes and half from states on the paths of earlier rollouts that succeeded (the last
-    ``memory`` of them, drawn uniformly; a reverse curriculum, Florensa et al. 2017): states
-    near the goal, where a group's actions lead to different returns, are trained from the
-    start, and the policy's competence grows outward from them. The success is the
-    environment's own (a positive reward at termination); no oracle.
-
-    Random transitions (FrozenLake's slips): every `step` copies the snapshot and points the
-    copy's generator (`draw_from`) at the task's own ``slips`` generator (seeded by ``seed``,
-    kept in checkpoints), so each rollout stepped from one snapshot draws its own slips and a
-    GRPO group sees the environment's real variance; the copy's inherited generator state,
-    which would give every rollout the same slip, is never used. Held-out episodes draw
-    their slips from their own reset seeds, as a direct simulation does.
-
-    ``eval_max_steps``: a greedy episode that has not succeeded after this many steps counts
-    as a failure (the environment's own limit when None: 256 steps on BabyAI-GoToObj, 100 on
-    the 4x4 lake).
-    """
+    """A MiniGrid/BabyAI level or FrozenLake as a GRPO task: states are deep-copied snapshots;
+    training episodes use reset seeds from ``train_seed``, held-out ones from ``eval_seed``
+    (refused if one was a training start); half of a step's starts are fresh, half from
+    successful rollouts' paths (the last ``memory``); each rollout draws its own slips from the
+    task's ``slips`` generator. ``eval_max_steps``: a greedy episode not done by then fails.
+    See docs/finetune.md."""
 
     has_oracle = False
 

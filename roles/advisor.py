@@ -184,14 +184,9 @@ class LLMAdvisor:
 
 
 class AdvisedActions(gym.Wrapper):
-    """A gymnasium wrapper that takes the advice with probability ``p(t)`` (for libraries
-    with their own training loop, e.g. Stable-Baselines3).
-
-    ``total_steps`` is the training length the schedule spans. The executed action is put in
-    ``info["executed_action"]``; set ``training = False`` (or evaluate on an unwrapped env)
-    for evaluation. Put it under :class:`~langadapt.adapters.LanguageObservation` or around
-    any other wrapper: it reads the raw state from the unwrapped environment.
-    """
+    """A gymnasium wrapper taking the advice with probability ``p(t)`` over ``total_steps`` (for
+    libraries with their own loop); the executed action goes in ``info["executed_action"]``;
+    ``training = False`` for evaluation."""
 
     def __init__(
         self, env: gym.Env, config: AdvisorConfig | dict[str, Any] | None = None, *,
@@ -229,12 +224,8 @@ class AdvisedActions(gym.Wrapper):
 
 
 def sb3_advice_callback() -> Any:
-    """A Stable-Baselines3 callback that stores the executed (advised) actions of
-    :class:`AdvisedActions` in the replay buffer instead of the model's proposals.
-
-    SB3's off-policy loop calls ``on_step`` after ``env.step`` and before storing the
-    transition, with the action arrays in ``locals``; the callback overwrites them in place.
-    """
+    """An SB3 callback that puts :class:`AdvisedActions`' executed actions in the replay buffer
+    (it overwrites the action arrays in SB3's ``locals`` before the transition is stored)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class AdviceCallback(BaseCallback):

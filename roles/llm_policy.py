@@ -121,12 +121,8 @@ def decision_messages(
 
 
 class LLMPolicy(Agent):
-    """Acts by asking an LLM (see the module docstring).
-
-    ``backend``: an object with ``chat`` used instead of ``config.backend``. ``spec``: a
-    :class:`LanguageSpec`; without one, :meth:`bind` takes the environment's. Observations
-    must be the raw states the spec describes (the ``raw`` adapter).
-    """
+    """Acts by asking an LLM (``backend``: an object with ``chat`` instead of ``config.backend``;
+    ``spec``: a language spec, else the bound environment's); observations are raw states."""
 
     kind: ClassVar[str] = "llm_policy"
     config_model = LLMPolicyConfig
@@ -191,12 +187,8 @@ class LLMPolicy(Agent):
         self.spec = spec
 
     def bind(self, env: Any) -> None:
-        """Take the language spec (unless one was given) and the episode history from ``env``.
-
-        ValueError when no language spec exists for the environment, or when the observations
-        are not its raw states. :func:`agents.train` and :func:`agents.evaluate` call it;
-        the backend is checked on the first call only.
-        """
+        """Take the language spec (unless given) and the episode history from ``env``; ValueError
+        when the environment has no spec or its observations are not raw states."""
         if self.spec is None:
             self.set_spec(language_for(env, **self.config.language))
         space = getattr(unwrap_env(env), "observation_space", None)

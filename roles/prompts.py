@@ -88,14 +88,8 @@ _ACTION_LINE = re.compile(
 
 
 class DiscreteActionParser(BaseModel):
-    """``Action: N`` (text) or ``{"action": N}`` (structured) for a ``Discrete(n)`` space.
-
-    ``action_format`` is the instruction a text-mode prompt ends with; ``parse`` reads a text
-    reply, ``schema`` is the JSON schema of a structured reply holding only legal actions and
-    ``parse_json`` reads one (:class:`ActionParseError` saying why when a reply holds no
-    legal action). Text replies: the last line that starts with ``Action:`` (any case, spaces
-    and markdown emphasis around it allowed) gives ``N``; it must be one of the legal moves.
-    """
+    """``Action: N`` (text: the last such line, any case or emphasis) or ``{"action": N}``
+    (structured) for a ``Discrete(n)`` space; :class:`ActionParseError` when no legal action."""
 
     model_config = ConfigDict(extra="forbid")
 

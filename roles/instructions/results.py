@@ -88,11 +88,8 @@ def follow_rate(agent: Any, env: Any, episodes: Count = 10, seed: int = 0,
 def match_picture(maze: Any, matched: Sequence[set[tuple[int, int]]],
                   truth: Sequence[set[tuple[int, int]]] | None = None,
                   path: str | Path | None = None, cell_pixels: int = 32) -> np.ndarray:
-    """The maze (walls dark, goal green border) with sub-goal ``n``'s matched cells filled in
-    its colour with ``n`` white dots (a cell several sub-goals matched is split in stripes), and
-    its true cells framed in the same colour (a cell both matched and true is filled and
-    framed); the goal has a green frame. Returns the RGB array; writes a PNG
-    when ``path`` is given."""
+    """The maze with each sub-goal's matched cells filled in its colour (numbered by dots) and its
+    true cells framed; the RGB array, also written as a PNG when ``path`` is given."""
     size = int(cell_pixels)
     grid = np.asarray(maze.grid)
     height, width = grid.shape

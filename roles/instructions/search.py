@@ -144,20 +144,10 @@ def _language_observation(env: gym.Env) -> Any:
 def explore(env: gym.Env, episodes: Count = 100, agent: Any = None, seed: int = 0,
             encoder: Any = None, max_steps: Count | None = None,
             checks: Sequence[Callable[[Any], bool]] = ()) -> Exploration:
-    """Run ``episodes`` exploration episodes on ``env`` and record what was seen (see the
-    module docstring). ``agent``: acts with ``explore=True`` (never learns); default uniformly
-    random legal moves from ``seed``. ``encoder``: an object with ``encode_many`` (default:
-    the environment's adapter, found through its wrappers). ``max_steps``: cut each episode
-    after so many steps (default: the environment's own limit). ``checks``: callables of the
-    unwrapped environment evaluated in every state visited (ground truth such as a mission's
-    success check); ``exploration.checks[id(check)]`` holds the indices of the descriptions
-    where one returned true.
-
-    With random moves on a :class:`~langadapt.adapters.LanguageObservation` environment the
-    episodes step the environment under the wrapper and the adapter describes and encodes the
-    distinct inputs afterwards in one batch (``adapter.prerender``, which also fills its memo
-    for training); otherwise the wrapped environment is stepped as it is.
-    """
+    """Run ``episodes`` exploration episodes on ``env`` (``agent`` exploring, never learning, or
+    random legal moves from ``seed``; each cut at ``max_steps``) and record the descriptions
+    seen, encoded by ``encoder`` (default: the environment's adapter, in one batch);
+    ``checks`` are evaluated on the unwrapped environment in every state visited."""
     encoder = encoder if encoder is not None else _find_adapter(env)
     if encoder is None or not callable(getattr(encoder, "encode_many", None)):
         raise ValueError("explore() needs an encoder: wrap the environment in "
