@@ -5,7 +5,6 @@ budget. The update and settings: docs/policy-search.md (continuous control).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .base import Agent, take
 from .linear_policy import LinearBoxPolicy, ObservationStats, clip_range
-from .loop import Budget, Callback, EpisodeRecord, TrainingResult, TrainingRun, end_run, start_run
+from .loop import Budget, Callback, TrainingResult, end_run, run_episode, start_run
 
 __all__ = ["ARSAgent", "ARSConfig", "ars_update"]
 
@@ -126,6 +125,9 @@ class ARSAgent(Agent):
         self.finished = self.iteration >= cfg.iterations
         self.policy = self.candidate = self._policy(self.theta)
 
+    def count_step(self, *_: Any) -> None:
+        self.counters["env_steps"] += 1
+
     def stats(self) -> dict[str, float]:
         """Iterations, episodes and environment steps so far."""
         return dict(self.counters)
@@ -172,47 +174,30 @@ class ARSLearner:
         run = start_run(agent, env, budget, callbacks)
         agent.reset_search()
         seed: int | None = budget.seed
+        seen: list[np.ndarray] = []  # the iteration's observations
+
+        def act(obs: Any, _: Any) -> np.ndarray:
+            seen.append(agent.check_obs(obs))
+            return agent.candidate.action(seen[-1])
+
         while not agent.finished:
             deltas = agent.rng.standard_normal((cfg.directions, *agent.shape))
             returns: list[list[float]] = [[], []]
-            seen: list[np.ndarray] = []
+            seen.clear()
             for k in range(cfg.directions):
                 for side, sign in enumerate((1.0, -1.0)):
                     if budget.spent(run.episodes, run.steps):
                         return end_run(run)
                     agent.candidate = agent.policy.with_weights(
                         agent.theta + sign * cfg.noise * deltas[k])
-                    record = self._episode(run, seed, seen)
+                    record = run_episode(run, seed, act, agent.count_step)
                     seed = None
                     if record is None:  # cut short by the step budget
                         return end_run(run)
+                    agent.counters["episodes"] += 1
                     returns[side].append(record.return_)
                     if len(returns[1]) == cfg.directions:  # before the record: an
                         agent.update(deltas, *returns, np.asarray(seen))  # evaluation sees it
                     run.record(record)
         return end_run(run)
 
-    def _episode(self, run: TrainingRun, seed: int | None,
-                 seen: list[np.ndarray]) -> EpisodeRecord | None:
-        """One episode of the candidate (None when the step budget ends it first)."""
-        agent, env, steps = self.agent, run.env, run.budget.steps
-        started = time.perf_counter()
-        obs, info = env.reset(seed=seed)
-        ret, length, done = 0.0, 0, False
-        while not done:
-            x = agent.check_obs(obs)
-            seen.append(x)
-            obs, reward, terminated, truncated, info = env.step(agent.candidate.action(x))
-            reward, terminated, truncated = agent.check_transition(reward, terminated,
-                                                                   truncated)
-            ret += reward
-            length += 1
-            run.steps += 1
-            agent.counters["env_steps"] += 1
-            done = terminated or truncated
-            if not done and steps is not None and run.steps >= steps:
-                return None
-        run.episodes += 1
-        agent.counters["episodes"] += 1
-        return EpisodeRecord(run.episodes, ret, length, bool(info.get("is_success", False)),
-                             time.perf_counter() - started, "train", run.steps)

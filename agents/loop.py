@@ -6,7 +6,7 @@ See docs/agents.md (Policy, learner, callbacks; Many environments per learner).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -215,6 +215,32 @@ def end_run(run: TrainingRun) -> TrainingResult:
     for callback in run.callbacks:
         callback.on_end(run)
     return run.result
+
+
+def run_episode(run: TrainingRun, seed: int | None, act: Callable[[Any, dict[str, Any]], Any],
+                on_step: Callable[[Any, Any, float], None]) -> EpisodeRecord | None:
+    """One training episode of ``act(obs, info) -> action`` for a learner of whole episodes,
+    ``on_step(obs, action, reward)`` after each checked step; None when the step budget cuts it
+    short."""
+    env, steps, check = run.env, run.budget.steps, run.policy.check_transition
+    started = time.perf_counter()
+    obs, info = env.reset(seed=seed)
+    ret, length, done = 0.0, 0, False
+    while not done:
+        action = act(obs, info)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        reward, terminated, truncated = check(reward, terminated, truncated)
+        on_step(obs, action, reward)
+        obs = next_obs
+        ret += reward
+        length += 1
+        run.steps += 1
+        done = terminated or truncated
+        if not done and steps is not None and run.steps >= steps:
+            return None
+    run.episodes += 1
+    return EpisodeRecord(run.episodes, ret, length, bool(info.get("is_success", False)),
+                         time.perf_counter() - started, "train", run.steps)
 
 
 class StepLearner:

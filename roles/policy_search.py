@@ -23,14 +23,12 @@ from ..agents import (
     Budget,
     Callback,
     Discretisation,
-    EpisodeRecord,
     LinearBoxPolicy,
     ObservationStats,
     TrainingResult,
-    TrainingRun,
     clip_range,
 )
-from ..agents.loop import end_run, start_run
+from ..agents.loop import end_run, run_episode, start_run
 from ..llm import LLMReplyError, make_backend
 from .policy_families import (
     LinearPolicy,
@@ -434,36 +432,14 @@ class PolicySearchLearner:
             while len(returns) < search.config.evaluation_episodes:
                 if budget.spent(run.episodes, run.steps):
                     return end_run(run)
-                record = self._episode(run, seed)
+                record = run_episode(run, seed, lambda obs, info: search.act(
+                    obs, info.get("legal_moves"), True), search.record_step)
                 seed = None
                 if record is None:  # cut short by the step budget
                     return end_run(run)
+                search.end_episode(record.return_, record.length)
                 returns.append(record.return_)
                 if len(returns) == search.config.evaluation_episodes:
                     search.end_round(returns)  # before the record: evaluations see the best
                 run.record(record)
         return end_run(run)
-
-    def _episode(self, run: TrainingRun, seed: int | None) -> EpisodeRecord | None:
-        """One episode of the candidate (None when the step budget ends it first)."""
-        search, env, steps = self.search, run.env, run.budget.steps
-        started = time.perf_counter()
-        obs, info = env.reset(seed=seed)
-        ret, length, done = 0.0, 0, False
-        while not done:
-            action = search.act(obs, info.get("legal_moves"), True)
-            next_obs, reward, terminated, truncated, info = env.step(action)
-            reward, terminated, truncated = search.check_transition(reward, terminated,
-                                                                    truncated)
-            search.record_step(obs, action, reward)
-            obs = next_obs
-            ret += reward
-            length += 1
-            run.steps += 1
-            done = terminated or truncated
-            if not done and steps is not None and run.steps >= steps:
-                return None
-        search.end_episode(ret, length)
-        run.episodes += 1
-        return EpisodeRecord(run.episodes, ret, length, bool(info.get("is_success", False)),
-                             time.perf_counter() - started, "train", run.steps)
