@@ -14,7 +14,6 @@ from .instructions import (
     InstructionPlan,
     InstructionsConfig,
     SubGoal,
-    evaluate_matching,
     prepare_instructions,
 )
 from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt
@@ -52,7 +51,6 @@ __all__ = [
     "TabularPolicy",
     "check_legal",
     "decision_messages",
-    "evaluate_matching",
     "format_state",
     "load_templates",
     "make_llm_backend",

@@ -4,7 +4,6 @@ pipeline from an ``instructions:`` block. See docs/instructions.md.
 """
 
 from .data import InstructionItem, SubGoalTruth, load_instruction_set, shipped_set_path
-from .evaluation import evaluate_following, evaluate_matching, maze_exploration
 from .feedback import (
     DEFAULT_PER_ROUND,
     DEFAULT_RULE,
@@ -56,8 +55,6 @@ __all__ = [
     "cell_check",
     "dead_ends",
     "decompose_task",
-    "evaluate_following",
-    "evaluate_matching",
     "explore",
     "follow_rate",
     "junctions",
@@ -66,7 +63,6 @@ __all__ = [
     "match",
     "match_picture",
     "match_scores",
-    "maze_exploration",
     "prepare_instructions",
     "refine",
     "shipped_set_path",

@@ -1,36 +1,45 @@
-"""Measure instruction matching (:func:`evaluate_matching`), following
-(:func:`evaluate_following`) and decomposition (:func:`evaluate_decomposition`) on an
-instruction set with ground truth: the figures of docs/instructions.md.
+"""Re-make the measured figures of docs/instructions.md: instruction matching
+(:func:`evaluate_matching`), following (:func:`evaluate_following`) and decomposition
+(:func:`evaluate_decomposition`) on an instruction set with ground truth.
+
+``python scripts/instruction_figures.py matching|following|decomposition [key=json ...]``
+prints the summary as JSON (e.g. ``matching feedback='"simulated"'``). A script, not part
+of the package.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ... import adapters, agents
-from ...adapters import LanguageObservation
-from ...environments import MazeEnv
-from ..counting import RoleCounters
-from .data import InstructionItem, load_instruction_set
-from .feedback import (
+from langadapt import adapters, agents
+from langadapt.adapters import LanguageObservation
+from langadapt.environments import MazeEnv
+from langadapt.roles.counting import RoleCounters
+from langadapt.roles.instructions import (
+    DEFAULT_MARGIN,
     DEFAULT_PER_ROUND,
     DEFAULT_RULE,
+    DEFAULT_THRESHOLD,
+    DEFAULT_TOP_K,
     MAX_ROUNDS,
+    Exploration,
+    InstructionItem,
     LLMFeedback,
     SimulatedFeedback,
+    explore,
+    follow_rate,
+    load_instruction_set,
+    make_chain,
+    match_scores,
+    prepare_instructions,
     refine,
 )
-from .plan import prepare_instructions
-from .results import follow_rate, match_scores
-from .search import DEFAULT_MARGIN, DEFAULT_THRESHOLD, DEFAULT_TOP_K, Exploration, explore
-from .spec import make_chain
-
-__all__ = ["evaluate_decomposition", "evaluate_following", "evaluate_matching",
-           "maze_exploration"]
 
 
 def maze_exploration(maze: str, episodes: int = 100, seed: int = 0,
@@ -48,7 +57,7 @@ def evaluate_matching(items: Sequence[InstructionItem] | None = None, feedback: 
                       backend: Any = "llamacpp", styles: Sequence[str] | None = None,
                       explorations: dict[str, Exploration] | None = None,
                       margin: float | None = DEFAULT_MARGIN) -> dict[str, Any]:
-    """Matching figures on an instruction set (see the module docstring). ``feedback``:
+    """Matching figures on an instruction set (docs/instructions.md). ``feedback``:
     ``none``, ``simulated`` (the set's cells) or ``llm`` (``backend`` judges). ``styles``:
     only these styles (``place``, ``worded``). ``explorations``: maze name -> a ready
     :class:`Exploration` (filled in and reused across calls when given a dict)."""
@@ -120,7 +129,7 @@ def evaluate_following(items: Sequence[InstructionItem] | None = None,
                        seeds: Sequence[int] = (0,), observe: bool = True,
                        eval_episodes: int = 3, chains_only: bool = True,
                        max_steps: int = 100, **instructions: Any) -> dict[str, Any]:
-    """Instructed Q-learning on the set's chains (see the module docstring). ``observe``:
+    """Instructed Q-learning on the set's chains (docs/instructions.md). ``observe``:
     the wrapper shows the agent the current sub-goal (False: elsciRL's setting, the chain
     index hidden). ``instructions``: more fields of the ``instructions:`` block."""
     items = [i for i in (items if items is not None else load_instruction_set())
@@ -182,3 +191,10 @@ def evaluate_decomposition(items: Sequence[InstructionItem] | None = None,
     return {"rows": rows, "summary": {"tasks": len(rows),
                                       "exact": sum(r["exact"] for r in rows),
                                       **counters.as_stats()}}
+
+
+if __name__ == "__main__":
+    what, settings = sys.argv[1], dict(arg.split("=", 1) for arg in sys.argv[2:])
+    function = {"matching": evaluate_matching, "following": evaluate_following,
+                "decomposition": evaluate_decomposition}[what]
+    print(json.dumps(function(**{k: json.loads(v) for k, v in settings.items()})["summary"]))
