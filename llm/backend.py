@@ -1,30 +1,12 @@
 """`LLMBackend`: the base of every LLM source — cache, retries, deadline, circuit breaker,
-counters (docs/llm.md says what each does and what it costs); the checks of requests and
-replies are in `langadapt.llm.replies`.
+reply checks, counters (docs/llm.md, "Faults", "Your own backend").
 
-A backend is a frozen pydantic model of settings; what changes while it runs lives in one
-`BackendRuntime` (``backend.runtime``), and a copy of a backend starts with a fresh one.
-``chat(messages, schema=None, max_tokens=None, *, seed=None)`` generates (``complete`` is
-its two-message form); ``score(messages, replies, *, seed=None)`` gives the natural-log
-probability of each whole candidate reply (backends with ``supports_scoring``); the roles
-call `langadapt.llm.scoring.decide`, which picks one of the two.
-
-A subclass supplies ``generate(messages, schema, max_tokens, *, seed, deadline) -> str``
-(one attempt; ``deadline`` is the ``time.monotonic()`` instant the call must end by; raise
-`Transient` for a fault worth retrying, an `LLMError` for the others; a ``generate``
-without ``seed`` / ``deadline`` is called without them), ``resolve_identity() -> str``
-(the model's identity in cache keys), ``where() -> str`` (for messages) and, to score,
-``compute_scores(messages, replies, *, seed, deadline) -> list[float]``.
-
-Around it the base class answers from the cache (a failed call is never cached; a cache
-that cannot be written costs one warning), retries `Transient` faults after the server's
-``Retry-After`` or with exponential backoff, bounds the whole call by ``deadline``, sends
-fewer requests at once after the server refused one for want of room (HTTP 429 / 503:
-`BackendRuntime.sending`; such a refusal while its other requests are answered is waited
-out, not counted as a failed attempt), checks
-every reply (size, non-empty, JSON that fits the schema), opens a circuit breaker after
-``breaker_failures`` outages in a row, throttles failure warnings, and counts
-(`STATS_KEYS`).
+A backend is a frozen pydantic model of settings; its mutable state is one `BackendRuntime`
+(``backend.runtime``; a copy starts with a fresh one). A subclass supplies one attempt,
+``generate(messages, schema, max_tokens, *, seed, deadline) -> str`` (raise `Transient` for
+a fault worth retrying, an `LLMError` otherwise; a ``generate`` without ``seed`` /
+``deadline`` is called without them), ``resolve_identity()``, ``where()`` and, to score,
+``compute_scores(messages, replies, *, seed, deadline)``.
 """
 
 from __future__ import annotations
@@ -64,11 +46,9 @@ _ACCEPTED: dict[type, tuple[str, ...]] = {}
 
 
 class Transient(Exception):
-    """A fault worth retrying; ``final`` is the error to raise when the retries run out
-    (the base class adds the number of attempts), ``retry_after`` the seconds the server
-    asked to wait before the next attempt (its ``Retry-After``), if it said;
-    ``server_full``: the server refused for want of room (HTTP 429 or 503), so fewer
-    requests go out at once from now on (`BackendRuntime.sending`)."""
+    """A fault worth retrying: ``final`` is raised when the retries run out, after
+    ``retry_after`` s (the server's Retry-After) if given; ``server_full`` (HTTP 429 / 503):
+    fewer requests go out at once from now on."""
 
     def __init__(self, final: LLMError, retry_after: float | None = None,
                  server_full: bool = False) -> None:
@@ -79,7 +59,6 @@ class Transient(Exception):
 
 
 def _accepted_keywords(cls: type) -> tuple[str, ...]:
-    """The per-call keywords (`_CALL_KEYWORDS`) ``cls.generate`` takes."""
     found = _ACCEPTED.get(cls)
     if found is None:
         params = inspect.signature(cls.generate).parameters.values()
@@ -101,7 +80,7 @@ def _with_note(error: LLMError, note: str) -> LLMError:
 
 
 class LLMBackend(BaseModel):
-    """Base of the LLM backends (see the module docstring); use a subclass or `make_backend`."""
+    """Base of the LLM backends; use a subclass or `make_backend`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
@@ -146,14 +125,10 @@ class LLMBackend(BaseModel):
     # ---- what a subclass supplies ----------------------------------------------------
     def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
                  *, seed: int = 0, deadline: float | None = None) -> str:
-        """One attempt at an answer (raise `Transient` for faults worth retrying)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement generate()")
 
     def compute_scores(self, messages: list[dict[str, str]], replies: list[str], *,
                        seed: int = 0, deadline: float | None = None) -> list[float]:
-        """One attempt at scoring: the natural-log probability of each whole reply (its
-        tokens, then the chat template's end of turn) after the chat prompt of ``messages``
-        (backends with ``supports_scoring``; raise `Transient` for faults worth retrying)."""
         raise self._cannot_score()
 
     def _cannot_score(self) -> LLMError:
@@ -163,32 +138,28 @@ class LLMBackend(BaseModel):
             "generates with the schema instead)")
 
     def resolve_identity(self) -> str:
-        """The model's identity in cache keys."""
         raise NotImplementedError(f"{type(self).__name__} does not implement resolve_identity()")
 
     def where(self) -> str:
         return f"{type(self).__name__}"
 
     def attempt_end(self, timeout: float, deadline: float | None) -> tuple[float, str]:
-        """The ``time.monotonic()`` instant one attempt ends by — ``timeout`` s from now, or
-        the call's ``deadline`` when that comes first — and that limit in words."""
+        """When one attempt ends (``time.monotonic()``): ``timeout`` s from now or the call's
+        ``deadline``, whichever is first; and that limit in words."""
         end = time.monotonic() + timeout
         if deadline is not None and deadline < end:
             return deadline, f"the call's deadline={self.deadline} s"
         return end, f"timeout={timeout} s"
 
     def check_schema_support(self, schema: dict) -> None:
-        """Raise `StructuredOutputError` for a schema this backend cannot enforce (checked
-        before the cache, and not counted as a failed call)."""
+        """Raise `StructuredOutputError` for a schema this backend cannot enforce."""
 
     # ---- state -----------------------------------------------------------------------
     @property
     def runtime(self) -> BackendRuntime:
-        """This backend's mutable state (counters, breaker, cache handle, identity, ...)."""
         return self._runtime
 
     def __copy__(self) -> LLMBackend:
-        """A copy is another backend: the same settings, a fresh runtime."""
         copied = super().__copy__()
         copied._runtime = BackendRuntime()
         return copied
@@ -206,15 +177,13 @@ class LLMBackend(BaseModel):
 
     @property
     def cache(self) -> SQLiteStore:
-        """The store of answers, ``cache_path`` (opened on first use, shared in the process
-        with every other user of that file, e.g. an adapter's embeddings)."""
+        """The answer store at ``cache_path`` (opened on first use, shared in the process)."""
         return self.runtime.once("cache", lambda: open_store(
             self.cache_path, self.cache_capacity, what="LLM answer cache"))
 
     def options(self, max_tokens: int | None = None, seed: int | None = None
                 ) -> dict[str, Any]:
-        """The generation options that shape an answer (part of every cache key); ``None``
-        takes the setting."""
+        """The generation options in every cache key (``None``: the setting)."""
         return {"temperature": self.temperature,
                 "seed": self.seed if seed is None else seed,
                 "context_length": self.context_length,
@@ -236,12 +205,8 @@ class LLMBackend(BaseModel):
 
     def chat(self, messages: Sequence[Mapping[str, str]], schema: dict | None = None,
              max_tokens: int | None = None, *, seed: int | None = None) -> str:
-        """The answer to ``messages`` (from the cache when asked before).
-
-        With ``schema`` (a JSON-schema dict) the answer is JSON text valid against it, else
-        `StructuredOutputError`. ``max_tokens`` and ``seed`` override the backend's settings
-        for this call (both are part of the cache key).
-        """
+        """The answer to ``messages`` (cached): with ``schema``, JSON text valid against it,
+        else `StructuredOutputError`; ``max_tokens`` / ``seed`` override the settings."""
         messages = check_messages(messages)
         if schema is not None:
             self.check_schema_support(check_schema(schema))
@@ -255,16 +220,9 @@ class LLMBackend(BaseModel):
 
     def score(self, messages: Sequence[Mapping[str, str]], replies: Sequence[str], *,
               seed: int | None = None) -> list[float]:
-        """The natural-log probability of each whole reply in ``replies`` (its tokens, then
-        the end-of-turn token(s) of the chat template) as the assistant's answer to
-        ``messages`` — from the cache when asked before (key: backend, identity,
-        `score_options`, the replies, the messages; stored as JSON text).
-
-        One evaluation of the shared prompt per call. Counted like `chat` (``llm_calls``,
-        ``llm_cache_hits``, ``llm_seconds``, failures, breaker); a failed call is never
-        cached. NaN, +inf, or every reply at -inf is an `LLMReplyError` naming the backend.
-        A backend without ``supports_scoring`` raises an `LLMError` before any request.
-        """
+        """The natural-log probability of each whole reply (then end of turn) as the answer
+        to ``messages``, cached and counted like `chat` (docs/llm.md, "Scoring known
+        replies"); NaN, +inf or all -inf is an `LLMReplyError`."""
         messages = check_messages(messages)
         replies = check_replies(replies)
         if not self.supports_scoring:
@@ -283,9 +241,8 @@ class LLMBackend(BaseModel):
 
     def _cached(self, key: str, ask: Any, meta: dict[str, Any], read: Any = None,
                 write: Any = None) -> Any:
-        """The value stored under ``key`` (``read`` from its text; an entry that cannot be
-        read is asked again, not overwritten), else ``ask()``, stored as ``write(value)``
-        with ``meta`` and this backend's name, identity and model."""
+        """The value stored under ``key`` (an unreadable entry is asked again), else
+        ``ask()``, stored with ``meta``."""
         hit = self.cache.get(key)
         if hit is not None:
             try:
@@ -302,9 +259,7 @@ class LLMBackend(BaseModel):
         return value
 
     def score_options(self, seed: int | None = None) -> dict[str, Any]:
-        """The options in a scoring request's cache key: the call's seed (None: the
-        setting) and ``context_length`` — temperature and ``max_tokens`` do not shape
-        log-probabilities."""
+        """The options that shape log-probabilities: seed and ``context_length``."""
         return {"seed": self.seed if seed is None else seed,
                 "context_length": self.context_length}
 
@@ -327,16 +282,14 @@ class LLMBackend(BaseModel):
         return value
 
     def _store(self, key: str, text: str, meta: dict[str, Any]) -> None:
-        """Cache an answer; a cache that fails to store it costs a warning, not the answer."""
         try:
             self.cache.put(key, text, meta)
         except CacheError as error:
             if self.runtime.first("cache write failed"):
-                    logger.warning("%s: could not store an answer in the LLM answer cache (%s); "
+                logger.warning("%s: could not store an answer in the LLM answer cache (%s); "
                                "the answer is used, not cached", self.where(), error)
 
     def model_label(self) -> str:
-        """The model's name for people (JSONL exports, messages)."""
         return str(getattr(self, "model", "") or self.identity)
 
     def _ask(self, messages: list[dict[str, str]], schema: dict | None, n: int,
@@ -347,9 +300,7 @@ class LLMBackend(BaseModel):
                                                    self.structured_output_hint()), seed)
 
     def _call(self, attempt: Any, check: Any, seed: int, always: bool = False) -> Any:
-        """One request: breaker, retries of ``attempt(extra keywords)``, then ``check`` of
-        its result; counted. ``always``: pass ``seed`` and ``deadline`` whatever the
-        signature (new hooks), else only those ``generate`` takes."""
+        """Breaker, retries of ``attempt(keywords)``, ``check`` of its result; counted."""
         runtime = self.runtime
         closed_for = runtime.admit()
         if closed_for:
@@ -375,16 +326,14 @@ class LLMBackend(BaseModel):
             runtime.count("llm_seconds", time.perf_counter() - start)
 
     def call_deadline(self) -> float | None:
-        """The ``time.monotonic()`` instant the current call must end by (``deadline`` s
-        from the start of this thread's outermost `chat` / `score`), None without one."""
+        """When this thread's outermost `chat` / `score` must end, None without a deadline."""
         if self.deadline is None:
             return None
         return (getattr(_CALL, "started", None) or time.monotonic()) + self.deadline
 
     def _with_retries(self, request: Any, seed: int, always: bool = False) -> Any:
-        """``request(extra keywords)``, retried after a `Transient` fault up to ``retries``
-        times; a refusal for want of room while this backend's other requests were being
-        answered (``server_full``) is waited out without counting as a failed attempt."""
+        """``request(keywords)``, retried after a `Transient` fault up to ``retries`` times
+        (a refusal for want of room while others were out does not count)."""
         started = getattr(_CALL, "started", None) or time.monotonic()
         deadline = self.call_deadline()
         wanted = _CALL_KEYWORDS if always else _accepted_keywords(type(self))
@@ -427,14 +376,11 @@ class LLMBackend(BaseModel):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _retry_delay(self, fault: Transient, attempt: int) -> float:
-        """Seconds before retry ``attempt``: the server's Retry-After (at most
-        ``max_retry_after``), else exponential backoff (at most ``max_backoff``)."""
         if fault.retry_after is not None:
             return min(max(float(fault.retry_after), 0.0), self.max_retry_after)
         return min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
 
     def structured_output_hint(self) -> str:
-        """How to get schema-true replies from this backend (for error messages)."""
         return "this backend does not enforce the schema"
 
     # ---- failures, counters ----------------------------------------------------------
@@ -452,33 +398,29 @@ class LLMBackend(BaseModel):
             logger.warning("LLM call failed: %s%s", error, more)
 
     def record_fallback(self, count: int = 1) -> None:
-        """Count answers a caller replaced by its own fallback (``llm_fallbacks``)."""
+        """Count answers a caller replaced by its fallback (``llm_fallbacks``)."""
         self.runtime.count("llm_fallbacks", count)
 
     def stats(self) -> dict[str, float | int]:
-        """The counters (see the module docstring); ``llm_seconds`` is a float."""
+        """The counters (`STATS_KEYS`)."""
         return self.runtime.stats()
 
     @property
     def breaker_open(self) -> bool:
-        """Whether the circuit breaker currently refuses to send requests."""
         return self.runtime.breaker_open
 
     # ---- sharing ---------------------------------------------------------------------
     def export_jsonl(self, path: str | Path) -> int:
-        """Write the stored answers to JSONL; return the number of lines (see
-        `langadapt.llm.cache.export_answers`)."""
+        """Write the stored answers to JSONL; the number of lines."""
         return export_answers(self.cache, path)
 
     def import_jsonl(self, path: str | Path) -> int:
-        """Load answers from JSONL; return how many were new (see
-        `langadapt.llm.cache.import_answers`)."""
+        """Load answers from JSONL; how many were new."""
         return import_answers(self, path)
 
 
 @contextmanager
 def _call_clock() -> Iterator[None]:
-    """Marks the start of this thread's outermost call (see `_CALL`)."""
     outer = getattr(_CALL, "started", None)
     if outer is None:
         _CALL.started = time.monotonic()

@@ -167,7 +167,7 @@ class OllamaBackend(LLMBackend):
         import httpx  # imported with the client (see _new_client)
         import ollama  # imported with the client
 
-        from .transport import ReplyTooLarge, reply_byte_cap, retry_after_from
+        from .transport import ReplyTooLarge, cause_of, reply_byte_cap, retry_after
 
         client = self.client
         end, limit = self.attempt_end(self.timeout, deadline)
@@ -186,7 +186,8 @@ class OllamaBackend(LLMBackend):
         except ollama.ResponseError as error:
             status = error.status_code
             if status >= 500 or status == 429:
-                wait = retry_after_from(error)
+                http_error = cause_of(error, httpx.HTTPStatusError)
+                wait = retry_after(http_error and http_error.response.headers)
                 asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
                 raise Transient(LLMError(
                     f"{self.where()} answered HTTP {status}: {one_line(error.error)}{asked}"),

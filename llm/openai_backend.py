@@ -1,20 +1,9 @@
-"""`OpenAIBackend`: any OpenAI-compatible server (llama.cpp's ``llama-server``,
-llama-cpp-python's server, vLLM, LM Studio, Ollama's ``/v1``, OpenAI) through the official
-`openai` client, an optional extra imported when the first client is built
-(docs/llm.md, "OpenAI-compatible servers").
-
-``base_url`` is the API root (``http://127.0.0.1:8000/v1``). The API key is read from the
-environment variable ``api_key_env`` names (None: a dummy key; the name must end in
-``_API_KEY`` or ``_API_TOKEN``), stripped of surrounding white space, kept only in the client
-and cut out of every error message (plain, ``repr``- and JSON-escaped). Redirects are not
-followed; a reply body stops at `reply_byte_cap` bytes (docs/llm.md, "Bounded replies").
-A JSON schema goes in ``response_format`` as ``json_schema``, or as ``json_object`` with a
-schema for a server that refuses the first (``structured_output: auto`` decides on the
-first structured call). Identity in cache
-keys: ``openai:<base_url>#<model>``, plus ``@<id>`` the server lists for it when that
-differs. ``timeout`` bounds one attempt as a whole; the client's own retries are off (the
-base class retries transport errors, timeouts, HTTP 429 and 5xx). Chat completions give no
-log-probability of a reply chosen beforehand: ``supports_scoring`` is False.
+"""`OpenAIBackend`: any OpenAI-compatible server through the official `openai` client (an
+optional extra, imported when the first client is built). The key is read from the variable
+``api_key_env`` names and never leaves the client: cut out of every message. Redirects are
+not followed, replies are bounded in bytes and time (docs/llm.md, "OpenAI-compatible
+servers"). The client's own retries are off: the base class retries (with the deadline,
+the counters and the room a full server shows), as for Ollama, whose client has none.
 """
 
 from __future__ import annotations
@@ -53,9 +42,8 @@ _KEY_CHARS = re.compile(r"[\x21-\x7e]+")
 
 
 def read_api_key(name: str) -> str:
-    """The API key in environment variable ``name``, surrounding white space stripped (a
-    trailing newline, as ``echo key > file`` leaves). ValueError naming the variable (never
-    the key) when it is unset, blank, or holds a character an HTTP header cannot carry."""
+    """The API key in variable ``name``, stripped; ValueError naming the variable (never the
+    key) when it is unset, blank or not printable ASCII."""
     key = os.environ.get(name, "").strip()
     if not key:
         raise ValueError(f"the environment variable {name} that api_key_env names is not set; "
@@ -69,14 +57,13 @@ def read_api_key(name: str) -> str:
 
 
 def _forms(secret: str) -> set[str]:
-    """``secret`` as it may appear in a message: plain, escaped as in ``repr`` of str or
-    bytes, and JSON-escaped."""
+    """``secret`` plain, ``repr``-escaped (str and bytes) and JSON-escaped."""
     return {secret, repr(secret)[1:-1], repr(secret.encode())[2:-1], json.dumps(secret)[1:-1]}
 
 
 def check_base_url(url: str) -> str:
-    """``url`` without a trailing ``/`` when it is ``http[s]://host[:port][/path]`` with a
-    port from 1 to 65535, else ValueError naming it."""
+    """``url`` without a trailing ``/`` when it is ``http[s]://host[:port][/path]``, else
+    ValueError naming it."""
     example = "expected a URL like http://127.0.0.1:8000/v1"
     if "@" in url.partition("://")[2].partition("/")[0]:  # not quoted: it may hold a key
         raise ValueError("base_url holds a user name or password (user:secret@host), which "
@@ -91,27 +78,14 @@ def check_base_url(url: str) -> str:
 
 
 def _schema_name(schema: dict) -> str:
-    """A ``json_schema.name`` (``[A-Za-z0-9_-]{1,64}``): the schema's title, else ``reply``."""
+    """A ``json_schema.name``: the schema's title, else ``reply``."""
     title = schema.get("title")
     name = _SCHEMA_NAME.sub("_", title).strip("_")[:64] if isinstance(title, str) else ""
     return name or "reply"
 
 
-def _retry_after(response: Any) -> float | None:
-    """Seconds the response's ``retry-after-ms`` / ``Retry-After`` header asks to wait."""
-    from .transport import retry_after_seconds  # imports httpx: on first use only
-
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    millis = retry_after_seconds(headers.get("retry-after-ms"))
-    if millis is not None:
-        return millis / 1000.0
-    return retry_after_seconds(headers.get("retry-after"))
-
-
 class _Client:
-    """The openai client of one backend, its deadline transport and the key it sends."""
+    """The openai client of one backend, its transport and its key."""
 
     def __init__(self, client: Any, transport: Any, key: str, raw: str = "") -> None:
         self.client, self.transport, self.key = client, transport, key
@@ -124,7 +98,7 @@ class _Client:
 
 
 class OpenAIBackend(LLMBackend):
-    """An OpenAI-compatible server (local or remote); see the module docstring."""
+    """An OpenAI-compatible server (local or remote)."""
 
     # A value put where a name belongs may be a key: errors never echo the input.
     model_config = ConfigDict(**LLMBackend.model_config, hide_input_in_errors=True)
@@ -200,19 +174,15 @@ class OpenAIBackend(LLMBackend):
                 key = read_api_key(self.api_key_env)
             except ValueError as error:
                 raise LLMError(f"{self.where()}: {error}") from None
-        try:
-            import openai
-        except ImportError as error:  # removed since construction
-            raise LLMUnavailableError(
-                f"the openai backend needs the openai package: {INSTALL_HINT}") from error
-        base = next(c for c in openai.DefaultHttpxClient.__mro__
-                    if c.__name__ == "Client" and c.__module__.split(".")[0].startswith("httpx"))
-        httpx = importlib.import_module(base.__module__.split(".")[0])
+        import openai
+
         from .transport import deadline_transport_class  # imports httpx: on first use only
 
-        transport = deadline_transport_class(httpx)()
-        # Redirects are not followed: the prompt and key would go elsewhere, and the answer
-        # be cached under base_url (docs/llm.md, "Redirects").
+        # the httpx (or httpx2) the client is built on
+        base = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client")
+        transport = deadline_transport_class(
+            importlib.import_module(base.__module__.split(".")[0]))()
+        # redirects are not followed: the prompt and key would go elsewhere
         client = openai.OpenAI(
             base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0,
             http_client=openai.DefaultHttpxClient(transport=transport, timeout=self.timeout,
@@ -220,8 +190,7 @@ class OpenAIBackend(LLMBackend):
         return _Client(client, transport, key, raw)
 
     def _redact(self, text: Any) -> str:
-        """``text`` on one line, with the API key (if one was read) cut out in every form
-        (plain, ``repr``-escaped, JSON-escaped)."""
+        """``text`` on one line, with the API key cut out in every form."""
         made = self.runtime.built("client")
         text = str(text)
         if made is not None and made.key != DUMMY_API_KEY:
@@ -239,9 +208,8 @@ class OpenAIBackend(LLMBackend):
                 "Studio, OpenAI) or try structured_output: json_object / json_schema")
 
     def served_model_id(self, timeout: float | None = None) -> str | None:
-        """The id the server lists for ``model`` (``GET /models``): the model itself when
-        listed, the only model when the server lists one; None when the server cannot be
-        reached (within ``timeout`` s, at most the ``timeout`` setting) or lists neither."""
+        """The id ``GET /models`` lists for ``model`` (itself, or the only one listed); None
+        when unreachable within ``timeout`` s or listed neither."""
         made = self._client()
         import openai
 
@@ -264,8 +232,7 @@ class OpenAIBackend(LLMBackend):
         return ids[0] if len(ids) == 1 else None
 
     def resolve_identity(self) -> str:
-        """``openai:<base_url>#<model>``, plus ``@<id>`` the server lists for it when that
-        differs from the name (see the module docstring)."""
+        """``openai:<base_url>#<model>``, plus ``@<id>`` the server lists when it differs."""
         identity = f"openai:{self.base_url}#{self.model}"
         served = self.served_model_id()
         return identity if served in (None, self.model) else f"{identity}@{served}"
@@ -273,12 +240,11 @@ class OpenAIBackend(LLMBackend):
     # ---- one attempt -----------------------------------------------------------------
     def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
                  *, seed: int | None = None, deadline: float | None = None) -> str:
-        """One chat completion, ended by ``timeout`` s from now or ``deadline``
-        (``time.monotonic()``), whichever comes first."""
+        """One chat completion, ended by ``timeout`` or ``deadline``."""
         made = self._client()
         import openai
 
-        from .transport import ReplyTooLarge, reply_byte_cap, reply_too_large
+        from .transport import ReplyTooLarge, cause_of, reply_byte_cap
 
         end, limit = self.attempt_end(self.timeout, deadline)
         try:
@@ -289,7 +255,7 @@ class OpenAIBackend(LLMBackend):
             raise Transient(LLMUnavailableError(
                 f"{self.where()} did not answer within {limit}")) from error
         except (openai.APIConnectionError, ReplyTooLarge) as error:
-            too_large = reply_too_large(error)
+            too_large = cause_of(error, ReplyTooLarge)
             if too_large is None:
                 raise Transient(self._unreachable(error)) from error
             raise LLMReplyError(
@@ -310,7 +276,7 @@ class OpenAIBackend(LLMBackend):
     def _create(self, client: Any, messages: list[dict[str, str]], schema: dict | None,
                 max_tokens: int, seed: int) -> Any:
         """``chat.completions.create``, switching once to the forms a server asks for
-        (``json_object`` schemas, ``max_completion_tokens``) and remembering them."""
+        (``json_object`` schemas, ``max_completion_tokens``)."""
         import openai
 
         while True:
@@ -361,7 +327,9 @@ class OpenAIBackend(LLMBackend):
         said = self._redact(re.sub(r"^Error code: \d+(?: - )?", "", str(error.message))
                             ) or "no details"
         if status >= 500 or status == 429:
-            wait = _retry_after(error.response)
+            from .transport import retry_after  # imports httpx: on first use only
+
+            wait = retry_after(getattr(error.response, "headers", None))
             asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
             return Transient(LLMError(f"{self.where()} answered HTTP {status}: {said}{asked}"),
                              wait, server_full=status in (429, 503))
@@ -416,9 +384,8 @@ class OpenAIBackend(LLMBackend):
 
 
 def _refuses_json_schema(error: Any) -> bool:
-    """Whether an HTTP error says the server does not know ``response_format`` type
-    ``json_schema`` (llama-cpp-python's server: HTTP 500 "Input should be 'text' or
-    'json_object'"), as opposed to refusing the schema itself."""
+    """Whether the server does not know ``response_format`` type ``json_schema``
+    (llama-cpp-python's: HTTP 500 "Input should be 'text' or 'json_object'")."""
     if error.status_code not in (400, 422, 500):
         return False
     text = str(error.message).lower()

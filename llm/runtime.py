@@ -1,11 +1,7 @@
-"""`BackendRuntime`: the mutable state of one backend object, apart from its settings.
-
-The counters (`STATS_KEYS`), the circuit breaker (failures in a row, open until, the last
-error), the room the server has shown it has for requests at once (`sending`), the warning
-throttle, what is built once and shared by every call (`once`: the
-answer cache, the model's identity, a client or a loaded model), why ``make_backend("auto")``
-chose the backend, and one re-entrant lock guarding it all. A copy (``copy``, ``deepcopy``,
-pickling) is a fresh runtime: settings are copied, state is not.
+"""`BackendRuntime`: the mutable state of one backend — counters (`STATS_KEYS`), circuit
+breaker, the room the server has shown for requests at once, warning throttle, things
+built once — under one lock; a copy or pickle is a fresh runtime (docs/llm.md, "Settings
+and state").
 """
 
 from __future__ import annotations
@@ -25,14 +21,12 @@ STATS_KEYS: tuple[str, ...] = (
     "llm_breaker_skips", "llm_retries", "llm_scored", "llm_generated", "llm_prompt_tokens",
     "llm_prompt_tokens_reused",
 )
-#: Seconds between two "LLM call failed" warnings of one backend (failures in between are
-#: counted and reported with the next warning).
+#: Seconds between two "LLM call failed" warnings of one backend.
 WARN_EVERY_S = 60.0
 
 
 class BackendRuntime:
-    """Counters, circuit breaker, warning throttle and once-built resources of one backend
-    (see the module docstring). Every method is thread-safe."""
+    """See the module docstring; every method is thread-safe."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -54,7 +48,6 @@ class BackendRuntime:
         self._seen: set[str] = set()
 
     def __reduce__(self) -> tuple[type[BackendRuntime], tuple[()]]:
-        """Copies (``copy``, ``deepcopy``) and pickles are fresh runtimes."""
         return (BackendRuntime, ())
 
     def __repr__(self) -> str:
@@ -63,8 +56,7 @@ class BackendRuntime:
 
     # ---- things built once -------------------------------------------------------------
     def once(self, name: str, build: Callable[[], T]) -> T:
-        """The object ``build()`` returned on the first call with this name (built once,
-        under the lock, and kept for the life of the runtime)."""
+        """What ``build()`` returned on the first call with this name (built once)."""
         try:
             return self._built[name]
         except KeyError:
@@ -75,8 +67,7 @@ class BackendRuntime:
             return self._built[name]
 
     def first(self, event: str) -> bool:
-        """True the first time it is asked about ``event``, False ever after (for things
-        done once per backend, such as a warning)."""
+        """True the first time it is asked about ``event``, False ever after."""
         with self.lock:
             if event in self._seen:
                 return False
@@ -84,7 +75,7 @@ class BackendRuntime:
             return True
 
     def built(self, name: str) -> Any:
-        """What `once` built under ``name``, or None when nothing was built yet."""
+        """What `once` built under ``name``, else None."""
         return self._built.get(name)
 
     # ---- counters ----------------------------------------------------------------------
@@ -93,7 +84,7 @@ class BackendRuntime:
             self.counters[name] += amount
 
     def stats(self) -> dict[str, float | int]:
-        """The counters: ints, except ``llm_seconds`` (a float)."""
+        """The counters: ints, but ``llm_seconds``."""
         with self.lock:
             out: dict[str, float | int] = {k: int(v) for k, v in self.counters.items()}
             out["llm_seconds"] = float(self.counters["llm_seconds"])
@@ -102,10 +93,8 @@ class BackendRuntime:
     # ---- requests in flight ------------------------------------------------------------
     @contextmanager
     def sending(self, until: float | None = None) -> Iterator[None]:
-        """Hold a place among the requests in flight while one attempt is sent; wait first
-        while ``room`` (what a full server has shown it takes) is taken, at most until
-        ``until`` (``time.monotonic()``; the call's deadline, then the attempt goes and
-        meets it)."""
+        """Hold a place among the requests in flight; wait first while ``room`` is taken, at
+        most until ``until`` (``time.monotonic()``)."""
         with self._room_changed:
             while self.room is not None and self.in_flight >= self.room:
                 left = None if until is None else until - time.monotonic()
@@ -121,10 +110,8 @@ class BackendRuntime:
                 self._room_changed.notify()
 
     def server_full(self) -> bool:
-        """The server refused an attempt for want of room (HTTP 429 or 503) while
-        ``in_flight`` attempts were out, this one included: from now on at most one fewer
-        go out at once (at least one). True when others were out (the server is busy with
-        this backend's own requests)."""
+        """A refusal for want of room (HTTP 429 / 503): at most one fewer in flight from
+        now on (at least one); True when others were out."""
         with self.lock:
             room = max(1, self.in_flight - 1)
             self.room = room if self.room is None else min(self.room, room)
@@ -132,8 +119,7 @@ class BackendRuntime:
             return self.in_flight > 1
 
     def server_answered(self) -> None:
-        """An attempt was answered: after ``room`` answers in a row, one more may go out
-        at once (the room is probed upwards again, as TCP's congestion window is)."""
+        """An answer: after ``room`` answers in a row, one more may go out at once."""
         with self._room_changed:
             if self.room is None:
                 return
@@ -145,8 +131,8 @@ class BackendRuntime:
 
     # ---- circuit breaker ---------------------------------------------------------------
     def admit(self) -> float:
-        """0.0 when a request may be sent (counted in ``llm_calls``); else the seconds the
-        open breaker still refuses requests (counted in ``llm_breaker_skips``)."""
+        """0.0 when a request may go (``llm_calls``), else the seconds the open breaker
+        still refuses (``llm_breaker_skips``)."""
         now = time.monotonic()
         with self.lock:
             if now < self.open_until:
@@ -161,11 +147,8 @@ class BackendRuntime:
 
     def failed(self, error: str, breaker_failures: int, breaker_cooldown: float,
                outage: bool = True) -> tuple[str, int, int]:
-        """Count one failed call; ``(what to log, failures in a row, failures not warned
-        about)``: what is "breaker" (the breaker opened now), "warn" (a warning is due) or
-        "" (throttled: counted for the next warning). Only an ``outage`` (no usable answer
-        from the server: transport errors, timeouts, HTTP errors) counts toward the breaker;
-        an unusable reply from a server that answered does not."""
+        """Count a failed call (only an ``outage`` counts toward the breaker);
+        ``(what, in a row, unwarned)``, what: "breaker" (opened now), "warn" or ""."""
         now = time.monotonic()
         with self.lock:
             self.counters["llm_failures"] += 1

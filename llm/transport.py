@@ -1,20 +1,8 @@
-"""HTTP pieces of the Ollama backend: a time limit on a whole request, and ``Retry-After``.
+"""HTTP bounds of the Ollama and OpenAI backends that httpx has no option for: a time limit
+on a whole request (headers included) and a byte cap on a reply (`DeadlineTransport`), and
+the server's ``Retry-After`` (docs/llm.md, "Bounded replies", "Faults").
 
-httpx's timeouts bound each network operation (connect, one read, one write), not a
-request: a server that trickles its reply one byte a second never trips a 120 s read
-timeout. `DeadlineTransport` wraps httpx's transport and ends a request at an instant
-(``time.monotonic()``) set per thread with `DeadlineTransport.until`: every operation
-waits at most the time left, and reading the reply stops with `httpx.ReadTimeout` once
-the instant has passed (checked after each piece of the body). The deadline reaches the
-socket too: every read and write of the connection waits at most the time left, so a
-server trickling its *headers* is cut off as well. ``until`` also takes a byte cap
-(`reply_byte_cap`): a reply body, declared or read, past it raises `ReplyTooLarge` before
-more is read, so the memory a reply takes stays bounded by the cap.
-
-`retry_after_seconds` reads a ``Retry-After`` header (delay-seconds or an HTTP date).
-
-This module imports httpx (whose import draws from the global `random`), so the Ollama
-backend imports it on first use, not with the package.
+Imports httpx (whose import draws from the global `random`): imported on first use.
 """
 
 from __future__ import annotations
@@ -24,59 +12,58 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timezone
 from typing import Any
 
 import httpx
 
-__all__ = ["DeadlineTransport", "ReplyTooLarge", "deadline_transport_class", "reply_byte_cap",
-           "reply_too_large",
-           "retry_after_from", "retry_after_seconds"]
+__all__ = ["DeadlineTransport", "ReplyTooLarge", "cause_of", "deadline_transport_class",
+           "reply_byte_cap", "retry_after", "retry_after_seconds"]
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Seconds a ``Retry-After`` header value asks to wait (RFC 9110: delay-seconds or an
-    HTTP date; ``now`` is the Unix time to measure a date from, default the clock). None
-    when there is no value or it cannot be read; never negative."""
+    """Seconds a ``Retry-After`` value asks to wait (delay-seconds or an HTTP date, measured
+    from ``now``, default the clock); None when absent or unreadable; never negative."""
     if value is None:
         return None
-    value = value.strip()
     try:
-        seconds = float(value)
+        seconds = float(value.strip())
     except ValueError:
         try:
-            when = email.utils.parsedate_to_datetime(value)
+            when = email.utils.parsedate_to_datetime(value.strip())
         except (TypeError, ValueError, IndexError):
             return None
         if when.tzinfo is None:
             when = when.replace(tzinfo=timezone.utc)
         seconds = when.timestamp() - (time.time() if now is None else now)
-    if not math.isfinite(seconds):
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds the ``retry-after-ms`` / ``Retry-After`` headers ask to wait, None without."""
+    if headers is None:
         return None
-    return max(0.0, seconds)
+    millis = retry_after_seconds(headers.get("retry-after-ms"))
+    return millis / 1000.0 if millis is not None else retry_after_seconds(
+        headers.get("retry-after"))
 
 
-def retry_after_from(error: BaseException) -> float | None:
-    """The ``Retry-After`` of the HTTP response behind ``error`` (an `httpx.HTTPStatusError`,
-    or an exception raised while handling one, as the ollama client's `ResponseError`
-    is), in seconds; None when there is none."""
+def cause_of(error: BaseException, kind: type | tuple[type, ...]) -> Any:
+    """The first exception of ``kind`` in ``error``'s chain (itself, causes, contexts)."""
     seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, httpx.HTTPStatusError):
-            headers: Mapping[str, str] = current.response.headers
-            return retry_after_seconds(headers.get("retry-after"))
-        current = current.__cause__ or current.__context__
+    while error is not None and id(error) not in seen:
+        if isinstance(error, kind):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
     return None
 
 
 def reply_byte_cap(max_reply_chars: int) -> int:
-    """Bytes of HTTP body read for a reply of at most ``max_reply_chars`` characters: 8 per
-    character (JSON escapes one as ``\\uXXXX``, 6 bytes; a stream adds its framing) plus
-    64 KiB for the envelope."""
+    """Bytes of body read for a reply of ``max_reply_chars`` characters: 8 a character (a
+    JSON escape takes 6, a stream adds framing) plus 64 KiB of envelope."""
     return 8 * max_reply_chars + 65_536
 
 
@@ -88,18 +75,6 @@ class ReplyTooLarge(Exception):
         self.limit = limit
 
 
-def reply_too_large(error: BaseException) -> ReplyTooLarge | None:
-    """The `ReplyTooLarge` behind ``error`` (itself, its cause or context), if any."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, ReplyTooLarge):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
 class _Limits(threading.local):
     instant: float | None = None
     max_bytes: int | None = None
@@ -108,22 +83,21 @@ class _Limits(threading.local):
 
 @functools.cache
 def deadline_transport_class(http: Any = httpx) -> type:
-    """`DeadlineTransport` for the HTTP module ``http`` (httpx, or another module with
-    httpx's transport API, such as the one a newer openai client ships with)."""
-    import httpcore  # httpx's own network layer
+    """`DeadlineTransport` for the HTTP module ``http`` (httpx, or a module with its
+    transport API, such as the httpx2 the openai client ships with)."""
+    import httpcore
 
-    class DeadlineNetworkStream(httpcore.NetworkStream):
-        """A socket whose every read and write waits at most until the thread's instant:
-        a server trickling its headers is cut off too, not only one trickling its body."""
+    class DeadlineNetworkStream:
+        """A socket whose every read and write waits at most until the thread's instant,
+        so trickled headers are cut off too."""
 
         def __init__(self, inner: Any, limits: _Limits) -> None:
             self.inner, self.limits = inner, limits
 
         def _left(self, timeout: float | None) -> float | None:
-            instant = self.limits.instant
-            if instant is None:
+            if self.limits.instant is None:
                 return timeout
-            left = instant - time.monotonic()
+            left = self.limits.instant - time.monotonic()
             if left <= 0:
                 raise httpcore.ReadTimeout("the time for this request ran out")
             return left if timeout is None else min(timeout, left)
@@ -134,18 +108,18 @@ def deadline_transport_class(http: Any = httpx) -> type:
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
             self.inner.write(buffer, self._left(timeout))
 
-        def close(self) -> None:
-            self.inner.close()
-
         def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                       timeout: float | None = None) -> Any:
             return DeadlineNetworkStream(self.inner.start_tls(
                 ssl_context, server_hostname, self._left(timeout)), self.limits)
 
+        def close(self) -> None:
+            self.inner.close()
+
         def get_extra_info(self, info: str) -> Any:
             return self.inner.get_extra_info(info)
 
-    class DeadlineNetworkBackend(httpcore.NetworkBackend):
+    class DeadlineNetworkBackend:
         def __init__(self, inner: Any, limits: _Limits) -> None:
             self.inner, self.limits = inner, limits
 
@@ -160,10 +134,9 @@ def deadline_transport_class(http: Any = httpx) -> type:
             self.inner.sleep(seconds)
 
     class DeadlineStream(http.SyncByteStream):
-        def __init__(self, inner: Any, instant: float | None, max_bytes: int | None,
-                     per_line: bool, request: Any) -> None:
-            self.inner, self.instant, self.max_bytes = inner, instant, max_bytes
-            self.per_line, self.request = per_line, request
+        def __init__(self, inner: Any, limits: tuple, request: Any) -> None:
+            self.inner, self.request = inner, request
+            self.instant, self.max_bytes, self.per_line = limits
 
         def __iter__(self) -> Iterator[bytes]:
             size = 0
@@ -178,31 +151,26 @@ def deadline_transport_class(http: Any = httpx) -> type:
                 yield chunk
 
         def close(self) -> None:
-            close = getattr(self.inner, "close", None)
-            if close is not None:
-                close()
+            if hasattr(self.inner, "close"):
+                self.inner.close()
 
     class DeadlineTransport(http.BaseTransport):
-        """An HTTP transport whose requests end by the instant set with `until`, and whose
-        replies stop at the byte cap set there (see the module docstring); without them,
-        requests pass through unchanged."""
+        """httpx's transport, with this thread's requests ending by the instant and their
+        bodies stopping at the cap set with `until`."""
 
-        def __init__(self, inner: Any = None) -> None:
-            self.inner = inner if inner is not None else http.HTTPTransport()
+        def __init__(self) -> None:
+            self.inner = http.HTTPTransport()
             self._local = _Limits()
-            pool = getattr(self.inner, "_pool", None)  # httpx's own connection pool
-            if pool is not None and hasattr(pool, "_network_backend"):
-                pool._network_backend = DeadlineNetworkBackend(pool._network_backend,
-                                                               self._local)
+            # no public option reaches the socket: wrap the pool's network backend
+            pool = self.inner._pool
+            pool._network_backend = DeadlineNetworkBackend(pool._network_backend, self._local)
 
         @contextmanager
         def until(self, instant: float | None, max_bytes: int | None = None,
                   per_line: bool = False) -> Iterator[None]:
-            """Requests this thread makes inside the block end by ``instant``
-            (``time.monotonic()``; None: no limit), their reply bodies stop with
-            `ReplyTooLarge` past ``max_bytes`` (None: no cap) — in all, or with
-            ``per_line`` in one line (a stream read line by line: memory holds one line,
-            the whole is bounded by ``instant``)."""
+            """This thread's requests in the block end by ``instant`` (``time.monotonic()``)
+            and raise `ReplyTooLarge` past ``max_bytes`` of body (with ``per_line``: of one
+            line of a stream)."""
             local = self._local
             previous = local.instant, local.max_bytes, local.per_line
             local.instant, local.max_bytes, local.per_line = instant, max_bytes, per_line
@@ -212,10 +180,8 @@ def deadline_transport_class(http: Any = httpx) -> type:
                 local.instant, local.max_bytes, local.per_line = previous
 
         def handle_request(self, request: Any) -> Any:
-            instant, max_bytes, per_line = (self._local.instant, self._local.max_bytes,
-                                            self._local.per_line)
-            if instant is None and max_bytes is None:
-                return self.inner.handle_request(request)
+            limits = instant, max_bytes, per_line = (
+                self._local.instant, self._local.max_bytes, self._local.per_line)
             if instant is not None:
                 left = instant - time.monotonic()
                 if left <= 0:
@@ -224,16 +190,15 @@ def deadline_transport_class(http: Any = httpx) -> type:
                 given = request.extensions.get("timeout") or {}
                 request.extensions["timeout"] = {
                     name: left if given.get(name) is None else min(float(given[name]), left)
-                    for name in ("connect", "read", "write", "pool")
-                }
+                    for name in ("connect", "read", "write", "pool")}
             response = self.inner.handle_request(request)
             declared = response.headers.get("content-length", "")
             if (max_bytes is not None and not per_line and declared.isdigit()
                     and int(declared) > max_bytes):
                 response.close()
                 raise ReplyTooLarge(max_bytes)
-            response.stream = DeadlineStream(response.stream, instant, max_bytes, per_line,
-                                             request)
+            if instant is not None or max_bytes is not None:
+                response.stream = DeadlineStream(response.stream, limits, request)
             return response
 
         def close(self) -> None:
