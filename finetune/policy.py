@@ -130,7 +130,8 @@ class LoRAPolicy:
             if [v["action"] for v in values] != list(moves):
                 raise ValueError(f"the action schema of {moves} gives {values}; expected "
                                  "one {'action': N} per legal move, in order")
-            prompts.append(chat_prompt_ids(self.tokenizer, self.messages(state, moves)))
+            messages = decision_messages(self.spec, state, moves, style=self.prompt_style)
+            prompts.append(chat_prompt_ids(self.tokenizer, messages))
             replies.append(reply_token_ids(self.tokenizer, [reply_text(v) for v in values]))
         context = self.lm.disable_adapter() if reference else contextlib.nullcontext()
         with context:

@@ -97,12 +97,13 @@ def decision_messages(
     style: str = "verbose",
 ) -> list[dict[str, str]]:
     """The chat messages ``llm_policy`` sends for one decision: the spec's task as system prompt,
-    few-shot ``(state, moves, action)`` turns, and the state with the reply instruction of
+    few-shot ``(state, moves, action)`` turns, and the state (``moves`` checked by
+    :func:`check_legal`) with the reply instruction of
     ``decoding``, in prompt ``style`` (GRPO fine-tuning trains on exactly these messages)."""
     parser = DiscreteActionParser(n_actions=spec.n_actions)
 
-    def user(s: Any, m: Sequence[int], h: Sequence[Any]) -> str:
-        text = format_state(spec, s, m, h, style)
+    def user(s: Any, m: Sequence[int], h: Sequence[Any], checked: bool = False) -> str:
+        text = format_state(spec, s, m, h, style, checked)
         if decoding == "structured":
             return text + STRUCTURED_INSTRUCTION[style]
         return text + "\n" + parser.action_format(m)
@@ -116,7 +117,7 @@ def decision_messages(
     for ex_state, ex_moves, ex_action in examples:
         messages.append({"role": "user", "content": user(ex_state, ex_moves, ())})
         messages.append({"role": "assistant", "content": answer(ex_action)})
-    messages.append({"role": "user", "content": user(state, moves, history)})
+    messages.append({"role": "user", "content": user(state, moves, history, checked=True)})
     return messages
 
 

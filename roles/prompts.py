@@ -44,13 +44,11 @@ def format_state(
     legal_moves: Sequence[int] | None = None,
     history: Sequence[tuple[Any, int]] = (),
     style: str = "verbose",
+    checked: bool = False,
 ) -> str:
-    """The user message for ``state``: what the spec shows of it, the legal actions and the
-    actions of ``history`` (``(previous_state, action)`` pairs, oldest first).
-
-    ``style="verbose"``: the describer's sentences, ``Legal actions: 1 (right), 3 (down).``;
-    ``style="compact"``: the spec's compact state and ``moves: 1 right, 3 down`` (a few
-    tokens: a CPU evaluates each new prompt token)."""
+    """The user message for ``state``: what the spec shows of it (``style`` verbose or
+    compact), the legal actions and the actions of ``history`` (``(state, action)`` pairs,
+    oldest first). ``checked``: ``legal_moves`` passed the caller's :func:`check_legal`."""
     if spec.state_shape is None:  # a Dict or Tuple observation: the describer checks it
         array = state
     else:
@@ -62,7 +60,7 @@ def format_state(
             raise ValueError(
                 f"state is {state!r}, expected finite numbers of shape {spec.state_shape}"
             )
-    moves = check_legal(spec, legal_moves)
+    moves = tuple(legal_moves) if checked else check_legal(spec, legal_moves)
     taken = [spec.action_names[int(action)] for _, action in history]
     if style == "compact":
         lines = [spec.show(array, moves, style),
