@@ -1,6 +1,6 @@
 """The ``openai`` backend: a real OpenAI-compatible server (llama-cpp-python's own
 ``python -m llama_cpp.server`` serving the packaged SmolLM2 GGUF, started and stopped
-here), and the stand-in server (`langadapt.llm.standin_server`) playing what a healthy
+here), and the stand-in server (experiments/benchmarks/standin_server.py) playing what a healthy
 server never does (401, 429 with Retry-After, 5xx, slow or trickled replies, 404, a reply
 that ignores the schema).
 
@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import langadapt.environments  # noqa: F401
+from langadapt.experiments.benchmarks.standin_server import StandInServer
 from langadapt.llm import (
     BACKENDS,
     LLMError,
@@ -40,7 +41,6 @@ from langadapt.llm import (
     default_gguf_path,
     make_backend,
 )
-from langadapt.llm.standin_server import StandInServer
 from langadapt.roles import LLMPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,9 +253,9 @@ def test_a_server_killed_mid_request_ends_in_one_line_and_nothing_is_cached(
 
 
 # --------------------------------------------------------------------------- fault injector
-# The stand-in server (langadapt.llm.standin_server) plays what a healthy server never does
-# (401, 429 with Retry-After, 5xx, slow or trickled replies, 404, a reply that ignores the
-# schema), queued per chat request in ``faults``.
+# The stand-in server (experiments/benchmarks/standin_server.py) plays what a healthy server
+# never does (401, 429 with Retry-After, 5xx, slow or trickled replies, 404, a reply that
+# ignores the schema), queued per chat request in ``faults``.
 @pytest.fixture
 def fake() -> Iterator[StandInServer]:
     with StandInServer(latency=0.0, model=MODEL, reply='{"action": 2}') as server:

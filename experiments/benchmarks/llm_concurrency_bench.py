@@ -1,5 +1,5 @@
 """LLM requests at the server's capacity: descriptions per second through the LLM adapter
-against a local OpenAI-compatible stand-in (`langadapt.llm.standin_server`, started here
+against a local OpenAI-compatible stand-in (`standin_server` beside this file, started here
 in a process of its own on 127.0.0.1, one per part: 200 ms per request, 32 parallel
 slots, so at most ``slots / latency`` = 160 answers per second), each as a ratio to that
 capacity:
@@ -56,7 +56,7 @@ from ...adapters import LanguageObservation, LLMAdapter, reachable_inputs
 from ...adapters.vector import LanguageVectorEnv
 from ...environments import MazeEnv
 from ...llm import default_gguf_path, make_backend
-from ...llm.standin_server import command
+from .standin_server import command
 
 LATENCY, SLOTS = 0.2, 32
 COPIES = 16

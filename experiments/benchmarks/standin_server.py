@@ -22,7 +22,9 @@ Faults, for tests: ``faults`` (a deque) makes the next chat requests fail one ea
 that many seconds), "trickle:<s>" (send the reply one byte every so many seconds),
 "ignore" (plain text, whatever the request's schema).
 
-``python -m langadapt.llm.standin_server --latency 0.2 --slots 32`` (or the faster
+A test fixture and the server of ``langadapt bench --only llm_concurrency``, kept beside the
+benchmark (not part of the library). ``python -m
+langadapt.experiments.benchmarks.standin_server --latency 0.2 --slots 32`` (or the faster
 `command`) serves one in a process of its own until interrupted or terminated (it prints
 its base URL first).
 """
@@ -326,7 +328,7 @@ def command(*args: str) -> list[str]:
     """The command that serves a stand-in in a process of its own until terminated
     (``args``: `main`'s options). It runs this file alone (``python -P``: the package is not
     imported, the file needs only the standard library), so it starts in a fraction of the
-    time ``python -m langadapt.llm.standin_server`` takes."""
+    time ``python -m`` takes."""
     return [sys.executable, "-P", str(Path(__file__).resolve()), *args]
 
 
