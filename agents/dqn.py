@@ -299,23 +299,12 @@ class DQNAgent(Agent):
             next_q_target = self.target_net(batch.next_obs)
             n_step_q_target = None if batch.n_step is None else self.target_net(
                 batch.n_step.next_obs)
-            if not cfg.double_dqn:  # the targets need only the target network: all at once
-                all_targets = dqn_targets(
-                    batch.rewards, batch.terminated, cfg.gamma, next_q_target, None, masks
-                )
         for g in range(gradient_steps):
-            if cfg.double_dqn:
-                with torch.no_grad():
-                    targets = dqn_targets(
-                        batch.rewards[g],
-                        batch.terminated[g],
-                        cfg.gamma,
-                        next_q_target[g],
-                        self.q_net(batch.next_obs[g]),
-                        None if masks is None else masks[g],
-                    )
-            else:
-                targets = all_targets[g]
+            with torch.no_grad():
+                targets = dqn_targets(
+                    batch.rewards[g], batch.terminated[g], cfg.gamma, next_q_target[g],
+                    self.q_net(batch.next_obs[g]) if cfg.double_dqn else None,
+                    None if masks is None else masks[g])
             q = self.q_net(batch.obs[g])
             q_taken = q.gather(1, batch.actions[g]).squeeze(1)
             loss = F.smooth_l1_loss(q_taken, targets)
