@@ -1,6 +1,5 @@
 """RL agents on raw vectors, language encodings and descriptions, the learner loop, its
-callbacks and the one save format. See docs/agents.md.
-"""
+callbacks and the one save format. See docs/agents.md."""
 
 from .ars import ARSAgent, ARSConfig, ars_update
 from .base import Agent, read_agent_file

@@ -1,7 +1,6 @@
 """Augmented Random Search (Mania, Guy and Recht 2018, V1/V2 and -t): a linear policy on Box
 actions improved by finite differences along random directions; ``iterations`` is its own
-budget. The update and settings: docs/policy-search.md (continuous control).
-"""
+budget. The update and settings: docs/policy-search.md (continuous control)."""
 
 from __future__ import annotations
 

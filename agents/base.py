@@ -1,7 +1,6 @@
 """The agent protocol, its input checks (the agent's public boundary) and the one save format
 (a torch file ``{"header": JSON, "tensors": {...}}``, read with ``weights_only=True``).
-See docs/agents.md (The protocol, Save and load).
-"""
+See docs/agents.md (The protocol, Save and load)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """One discretisation of observations (equal bins, or integer cells), shared by Q-learning
-and policy search; the index is row-major. See docs/agents.md (QLearningAgent).
-"""
+and policy search; the index is row-major. See docs/agents.md (QLearningAgent)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """DQfD's supervised large-margin term (Hester et al. 2018), added by DQN on transitions learnt
-as demonstrations.
-"""
+as demonstrations."""
 
 from __future__ import annotations
 

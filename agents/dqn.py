@@ -1,6 +1,5 @@
 """Deep Q-Network (Double DQN by default) with SB3's semantics, and DQfD's large-margin and
-n-step terms on transitions learnt as demonstrations. See docs/agents.md (DQNAgent).
-"""
+n-step terms on transitions learnt as demonstrations. See docs/agents.md (DQNAgent)."""
 
 from __future__ import annotations
 

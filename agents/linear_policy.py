@@ -1,6 +1,5 @@
 """Linear policies on Box actions as ARS writes them, ``clip(W @ ((s - mean) / std) + b)``, and
-the running observation statistics (gymnasium's ``RunningMeanStd``) they normalise with.
-"""
+the running observation statistics (gymnasium's ``RunningMeanStd``) they normalise with."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The learner loop: :class:`StepLearner` trains step-by-step learners over one environment or
 N ``SAME_STEP`` copies, with an optional action override (an advisor); callbacks do the rest.
-See docs/agents.md (Policy, learner, callbacks; Many environments per learner).
-"""
+See docs/agents.md (Policy, learner, callbacks; Many environments per learner)."""
 
 from __future__ import annotations
 
@@ -374,8 +373,7 @@ def evaluate(
     """Run ``episodes`` greedy episodes without learning.
 
     The first reset uses ``seed`` and later ones continue the environment's RNG, so the
-    same ``seed`` gives the same sequence of initial states.
-    """
+    same ``seed`` gives the same sequence of initial states."""
     check_count("episodes", episodes, optional=False)
     check_count("seed", seed, minimum=0, optional=False)
     check_count("total_steps", total_steps, minimum=0, optional=False)

@@ -1,7 +1,6 @@
 """Tabular Q-learning with epsilon-greedy exploration and legal-move masking; the table is
 keyed by description, observation bytes or bins (``key``, ``bins``). See docs/agents.md
-(QLearningAgent).
-"""
+(QLearningAgent)."""
 
 from __future__ import annotations
 
@@ -171,8 +170,7 @@ class QLearningAgent(Agent):
         """Epsilon-greedy action among the legal moves (greedy when ``explore`` is False).
 
         Greedy ties go to the lowest action index when not exploring (deterministic) and
-        to a random one of the tied actions when exploring.
-        """
+        to a random one of the tied actions when exploring."""
         mask = self.legal_mask(legal_moves, "legal_moves")
         key = self.key(obs)
         legal = np.flatnonzero(mask)

@@ -1,6 +1,5 @@
 """Agents by name: ``make_agent(name, observation_space, action_space, **hyperparameters)``;
-the LLM roles register themselves when :mod:`langadapt.roles` is imported.
-"""
+the LLM roles register themselves when :mod:`langadapt.roles` is imported."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Stable-Baselines3's PPO, A2C, DQN, SAC, TD3 and sb3-contrib's MaskablePPO as agents (the
 ``sb3`` extra, imported when first used), trained by SB3's ``learn()`` with langadapt's
-callbacks; global random state put back. See docs/agents.md (type: sb3).
-"""
+callbacks; global random state put back. See docs/agents.md (type: sb3)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from .base import Agent
 from .loop import Budget, Callback, TrainingResult, end_run, start_run
@@ -62,6 +61,9 @@ class SB3Config(BaseModel):
     algorithm: Literal["PPO", "A2C", "DQN", "MaskablePPO", "SAC", "TD3"] = Field(
         "PPO", validate_default=True)
     policy: str = "MlpPolicy"
+    deterministic: StrictBool = True
+    """Evaluation actions: the policy's most probable legal action (True, SB3's
+    ``deterministic=True``) or an action sampled from it (False; PPO, A2C, MaskablePPO, SAC)."""
 
     @field_validator("algorithm")
     @classmethod
@@ -74,6 +76,9 @@ class SB3Config(BaseModel):
 
     @model_validator(mode="after")
     def _constructor_keywords(self) -> SB3Config:
+        if not self.deterministic and self.algorithm in ("DQN", "TD3"):
+            raise ValueError(f"deterministic: false samples a stochastic policy's actions; "
+                             f"SB3's {self.algorithm} has none (PPO, A2C, MaskablePPO or SAC)")
         accepted = [name for name in inspect.signature(sb3_algorithm(self.algorithm)).parameters
                     if name not in SET_HERE]
         unknown = sorted(set(self.keywords) - set(accepted))
@@ -143,9 +148,10 @@ class SB3Agent(Agent):
         return scores[0].cpu().numpy()
 
     def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
-        """``explore``: SB3's stochastic action if it is legal; else the best legal action
-        (on a Box action space: SB3's action, deterministic unless ``explore``)."""
+        """``explore`` (or ``deterministic: false``): SB3's stochastic action if it is legal;
+        else the best legal action (on a Box: SB3's action, deterministic unless sampled)."""
         arr = self.check_obs(obs)
+        explore = explore or not self.config.deterministic
         if not self.n_actions:  # a Box: no legal moves
             return self.model.predict(arr, deterministic=not explore)[0]
         mask = self.legal_mask(legal_moves, "legal_moves")

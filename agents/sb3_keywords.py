@@ -1,7 +1,6 @@
 """An SB3 algorithm's constructor keywords checked by type when an experiment file is read:
 YAML values only (a string is never resolved to a class), integers bounded, numbers finite.
-See docs/configuration.md.
-"""
+See docs/configuration.md."""
 
 from __future__ import annotations
 

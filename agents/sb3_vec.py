@@ -1,7 +1,6 @@
 """SB3 ``VecEnv`` over one environment or a ``SAME_STEP`` vector env: counts steps, records each
 finished episode in copy order, answers ``action_masks()`` from ``info["legal_moves"]``.
-Imports stable_baselines3 (the ``sb3`` extra). See docs/agents.md (type: sb3).
-"""
+Imports stable_baselines3 (the ``sb3`` extra). See docs/agents.md (type: sb3)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """:func:`train` and :func:`evaluate` and the callbacks ``train`` builds (episode hook,
 evaluation and keep-best, progress); no global random generator is touched. See
-docs/agents.md (Policy, learner, callbacks).
-"""
+docs/agents.md (Policy, learner, callbacks)."""
 
 from __future__ import annotations
 

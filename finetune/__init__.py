@@ -1,6 +1,5 @@
 """GRPO fine-tuning of an LLM policy (a causal LM with a LoRA adapter) on environment reward;
-registers the ``grpo`` agent. Needs ``pip install 'langadapt[finetune]'``. See docs/finetune.md.
-"""
+registers the ``grpo`` agent. Needs ``pip install 'langadapt[finetune]'``. See docs/finetune.md."""
 
 from ..agents import register_agent
 from .agent import GRPOAgent, GRPOAgentConfig

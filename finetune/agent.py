@@ -1,7 +1,6 @@
 """GRPO as an agent of an experiment file (``type: grpo``): :class:`GRPOAgent` trains in
 :meth:`GRPOAgent.fit` and is evaluated like every agent; its files live in
-``runs/<run>/grpo/``. See docs/finetune.md.
-"""
+``runs/<run>/grpo/``. See docs/finetune.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """GRPO checkpoints (``out/checkpoint/trainer.pt``): tensors and plain data only, read with
-``weights_only=True``; a crafted, damaged or unfitting file is one ValueError naming it.
-"""
+``weights_only=True``; a crafted, damaged or unfitting file is one ValueError naming it."""
 
 from __future__ import annotations
 

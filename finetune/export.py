@@ -1,8 +1,7 @@
 """:func:`export_gguf`: a trained LoRA policy merged into its GGUF base and written as one GGUF
 model llama.cpp runs (F16/F32; metadata copied, transformers' tensor renaming and llama q/k
 permutation inverted and checked; written atomically beside ``OUT``). Bad input is one
-ValueError naming the value. See docs/finetune.md (export).
-"""
+ValueError naming the value. See docs/finetune.md (export)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """GRPO (Shao et al. 2024) of a :class:`LoRAPolicy` on the environment's own reward: groups of
 rollouts from each start state, group-relative advantages, one AdamW step on the LoRA weights
 with an exact KL to the frozen model. The step, ``cover``, ``min_prob`` and measured figures:
-docs/finetune.md.
-"""
+docs/finetune.md."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def group_advantages(rewards: Any, eps: float = 1e-6) -> tuple[np.ndarray, np.nd
     """``(advantages, active)`` for a ``[groups, G]`` reward array: ``(r - mean) / std``
     within each group, and which groups have any spread (the others get 0 and are skipped).
 
-    ValueError naming the group and value for a NaN or infinite reward.
-    """
+    ValueError naming the group and value for a NaN or infinite reward."""
     r = np.asarray(rewards, dtype=np.float64)
     if r.ndim != 2 or r.shape[1] < 2:
         raise ValueError(f"rewards of shape {r.shape}: expected [groups, G] with G >= 2")

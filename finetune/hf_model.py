@@ -1,7 +1,6 @@
 """What GRPO needs from ``transformers`` beyond the transformers backend: :func:`check_causal_lm`,
 :func:`shared_prefix_log_probs` (a batch of prompts, their shared prefix encoded once) and
-:func:`no_loading_bars`.
-"""
+:func:`no_loading_bars`."""
 
 from __future__ import annotations
 

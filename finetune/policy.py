@@ -1,7 +1,6 @@
 """:class:`LoRAPolicy`: ``llm_policy``'s structured prompt on the transformers backend, made
 trainable: a softmax over the legal actions of exactly the backend's reply scores. See
-docs/finetune.md.
-"""
+docs/finetune.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The environments GRPO trains on (:class:`MazeTask`, :class:`SnapshotTask`): ``starts``,
 ``observe``, ``key``, ``step``, ``remember`` and ``evaluate`` are all the trainer calls.
-See docs/finetune.md.
-"""
+See docs/finetune.md."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ class MazeTask:
     reachable non-goal cell, ``states: N`` in N of the cells rollouts have reached.
 
     ``potential``: phi(cell) for the oracle-shaped variant (``shaping: oracle``); default
-    -BFS distance to the goal (0 at the goal).
-    """
+    -BFS distance to the goal (0 at the goal)."""
 
     has_oracle = True
 

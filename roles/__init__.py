@@ -2,8 +2,7 @@
 search, instruction following — and their non-LLM references (oracles). Every role's
 ``stats()`` uses the LLM layer's counter names; importing this package registers
 ``llm_policy`` and ``llm_policy_search`` with :func:`agents.make_agent`. See
-docs/llm-in-the-loop.md, docs/policy-search.md, docs/instructions.md.
-"""
+docs/llm-in-the-loop.md, docs/policy-search.md, docs/instructions.md."""
 
 from ..agents import register_agent
 from . import minigrid_oracle  # noqa: F401  (registers the MiniGrid/BabyAI oracles)

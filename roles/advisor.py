@@ -1,8 +1,7 @@
 """Advice during training: :class:`LLMAdvisor`, an action override of the step learner that,
 with a probability falling to 0, replaces some actions by an LLM's, an oracle's or a random
 legal move (``learn_as`` actions or demonstrations); :class:`AdvisedActions` and
-:func:`sb3_advice_callback` for Stable-Baselines3. See docs/llm-in-the-loop.md.
-"""
+:func:`sb3_advice_callback` for Stable-Baselines3. See docs/llm-in-the-loop.md."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ class LLMAdvisor:
     override, and the advice of :class:`AdvisedActions`.
 
     Two generators seeded with ``seed``: one draws whether to take the advice, one is the
-    ``random`` source's.
-    """
+    ``random`` source's."""
 
     def __init__(
         self, config: AdvisorConfig | dict[str, Any] | None = None, seed: int = 0,

@@ -1,6 +1,5 @@
 """What an LLM role costs, in the LLM layer's counter names (:data:`langadapt.llm.STATS_KEYS`):
-the share of its backend's counters its own requests caused. See docs/llm-in-the-loop.md.
-"""
+the share of its backend's counters its own requests caused. See docs/llm-in-the-loop.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """:class:`LLMPolicy`: an agent that acts by asking a language model (``decoding`` structured
 or text; a fallback is a random legal move, never an exception mid-run; ``few_shot`` puts
-the best episode into prompts). See docs/llm-in-the-loop.md.
-"""
+the best episode into prompts). See docs/llm-in-the-loop.md."""
 
 from __future__ import annotations
 

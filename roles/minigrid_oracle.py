@@ -1,8 +1,7 @@
 """Oracles for MiniGrid and BabyAI levels, planning on the full grid: :class:`GridPlanOracle`
 (breadth-first search for reach-the-goal levels) and :class:`BabyAIBotOracle` (BabyAI's bot,
 replanned when it raises; every failure counted and the first warned). One oracle per bridge;
-another level is a ValueError naming it. See docs/environments.md (oracles).
-"""
+another level is a ValueError naming it. See docs/environments.md (oracles)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Oracles: non-LLM references for advice and potentials, planning on the environment's full
 state (:func:`oracle_for`, :func:`register_oracle`, :class:`MazeOracle`).
-See docs/llm-in-the-loop.md.
-"""
+See docs/llm-in-the-loop.md."""
 
 from __future__ import annotations
 

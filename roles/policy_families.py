@@ -1,7 +1,6 @@
 """The policy families a proposer writes whole: :class:`TabularPolicy` and :class:`LinearPolicy`
 (a :class:`~langadapt.agents.LinearBoxPolicy` on Box actions), the proposal schema and its
-parser. See docs/policy-search.md.
-"""
+parser. See docs/policy-search.md."""
 
 from __future__ import annotations
 

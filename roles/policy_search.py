@@ -1,7 +1,6 @@
 """:class:`LLMPolicySearch`: a proposer (``llm`` or ``random``) writes whole policies round by
 round; a candidate is kept only if it scores higher. Trained by its own
-:class:`PolicySearchLearner`, a loop over rounds. See docs/policy-search.md.
-"""
+:class:`PolicySearchLearner`, a loop over rounds. See docs/policy-search.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Prompts for an LLM that acts: :func:`format_state` (the state as the language spec shows it,
 the legal actions, the history) and :class:`DiscreteActionParser` (``Action: N`` or
-``{"action": N}``). See docs/llm-in-the-loop.md.
-"""
+``{"action": N}``). See docs/llm-in-the-loop.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """:class:`RewardShaping`: a gymnasium wrapper adding a potential-based term (``potential`` llm
 or oracle) or an LLM judge's verdict (``form: judge``); ``info`` gains ``unshaped_reward``
-and ``shaping``. See docs/llm-in-the-loop.md.
-"""
+and ``shaping``. See docs/llm-in-the-loop.md."""
 
 from __future__ import annotations
 

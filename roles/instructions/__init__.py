@@ -1,7 +1,6 @@
 """Instruction following (elsciRL's feature, with ground truth): instructions, search,
 feedback, the optimisation wrapper and results; :func:`prepare_instructions` runs the
-pipeline from an ``instructions:`` block. See docs/instructions.md.
-"""
+pipeline from an ``instructions:`` block. See docs/instructions.md."""
 
 from .data import InstructionItem, SubGoalTruth, load_instruction_set, shipped_set_path
 from .feedback import (

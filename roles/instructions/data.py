@@ -1,6 +1,5 @@
 """The shipped instruction set with ground truth (``roles/data/maze_instructions.yaml``):
-:func:`load_instruction_set`.
-"""
+:func:`load_instruction_set`."""
 
 from __future__ import annotations
 

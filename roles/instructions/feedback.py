@@ -1,7 +1,6 @@
 """Feedback that refines a match: judges (``none``, :class:`SimulatedFeedback`,
 :class:`LLMFeedback`) and :func:`refine` with the rules ``probe`` (default), ``sets`` and
-``vector`` (elsciRL's). See docs/instructions.md.
-"""
+``vector`` (elsciRL's). See docs/instructions.md."""
 
 from __future__ import annotations
 

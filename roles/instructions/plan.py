@@ -1,7 +1,6 @@
 """The pipeline from an ``instructions:`` block: :class:`InstructionsConfig`,
 :func:`prepare_instructions` -> :class:`InstructionPlan` (``wrap``, ``report``, ``picture``).
-``env`` must supply ``info["description"]``. See docs/instructions.md.
-"""
+``env`` must supply ``info["description"]``. See docs/instructions.md."""
 
 from __future__ import annotations
 

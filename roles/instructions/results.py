@@ -1,6 +1,5 @@
 """How well a trained agent follows the instruction (:func:`follow_rate`) and a picture of the
-matches (:func:`match_picture`). See docs/instructions.md.
-"""
+matches (:func:`match_picture`). See docs/instructions.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Search: :func:`explore` records the descriptions of the states visited (encoded once), and
 :func:`match` keeps those scoring ``>= threshold`` within ``margin`` of the best (at most
-``top_k``; ties by text; a weak match flagged ``fallback``). See docs/instructions.md.
-"""
+``top_k``; ties by text; a weak match flagged ``fallback``). See docs/instructions.md."""
 
 from __future__ import annotations
 
@@ -81,8 +80,7 @@ class Match:
 
     ``fallback``: no description reached the threshold, so only the best one is kept.
     ``feedback``: the rounds of feedback, each a list of ``{"description", "satisfied",
-    "reason"}``; ``confirmed``: descriptions feedback said satisfy the instruction.
-    """
+    "reason"}``; ``confirmed``: descriptions feedback said satisfy the instruction."""
 
     instruction: str
     texts: list[str]

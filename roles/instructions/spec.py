@@ -1,7 +1,6 @@
 """What the agent is told: :func:`make_chain` (one instruction, a chain, or a task sentence
 broken into a chain by an LLM, :func:`decompose_task`, or by rule, :func:`split_task`).
-Bad instructions are a ValueError naming them. See docs/instructions.md.
-"""
+Bad instructions are a ValueError naming them. See docs/instructions.md."""
 
 from __future__ import annotations
 

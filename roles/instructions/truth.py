@@ -1,7 +1,6 @@
 """Ground truth for maze instructions: the cells that satisfy a place, by rule (corner,
 dead_end, junction, next_to_goal, offset_from_goal, goal, start) or listed by hand
-(:func:`truth_cells`). See docs/instructions.md.
-"""
+(:func:`truth_cells`). See docs/instructions.md."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 in order (``form`` potential or instruction), and shows the agent the current sub-goal (a
 one-hot appended to the observation, a sentence to the description). ``info`` gains
 ``subgoal_index``, ``subgoals_reached_now``, ``instruction_done``, ``unshaped_reward`` and
-``env_success``. See docs/instructions.md.
-"""
+``env_success``. See docs/instructions.md."""
 
 from __future__ import annotations
 
