@@ -81,7 +81,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from ..finetune.agent import FinetuneError
     from ..llm import CacheError, LLMError
     from .config import ConfigError
-    from .results_io import ResultsFolderError
+    from .results import ResultsFolderError
     from .runner import RunsFailedError
 
     return (

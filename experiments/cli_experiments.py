@@ -209,7 +209,7 @@ def _load_experiment(path: Path, imports: list[str]) -> Any:
     data: it is read without importing anything it names, and used only when every module
     it names was named on the command line (:func:`.results_folder.results_folder_of`)."""
     from .config import experiment_from_dict, load_config
-    from .results_folder import results_folder_of, unnamed_modules
+    from .results import results_folder_of, unnamed_modules
 
     import_modules(imports)
     folder = results_folder_of(path)

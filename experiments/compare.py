@@ -2,7 +2,7 @@
 curves, each adapter named ``<folder>/<adapter>`` (folders are only read, never written).
 Each folder's ``episodes.csv`` is checked against its ``runs/`` first, as for one folder's
 report; the comparison folder is written as a results folder is (one writer, whole files,
-never through a link: :mod:`.results_io`), and never into a results folder.
+never through a link: :mod:`.results`), and never into a results folder.
 
 Curves are over environment steps when every folder's budget is steps, over training
 episodes otherwise.
@@ -17,8 +17,17 @@ from .config import load_config
 from .costs import Cost, folder_costs
 from .plots import plot_final_returns, plot_learning_curves
 from .report import summary_markdown, write_summary_csv
-from .results import Episode, check_results, read_episodes
-from .results_io import ResultsFolderError, folder_lock, inside, replacing, write_text, writing
+from .results import (
+    Episode,
+    ResultsFolderError,
+    check_results,
+    folder_lock,
+    inside,
+    read_episodes,
+    replacing,
+    write_text,
+    writing,
+)
 from .summary import summarise
 
 __all__ = ["compare_folders"]

@@ -39,8 +39,7 @@ from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instru
 from ..roles.reward_shaping import RewardShaping, RewardShapingConfig
 from .config import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, experiment_from_dict
 from .heldout import HeldOutEpisodes
-from .results import Run, find_run, fresh_run_dir, run_rows
-from .results_io import write_json
+from .results import Run, find_run, fresh_run_dir, run_rows, write_json
 
 FINAL_EVAL_SEED = 10_000
 """The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during

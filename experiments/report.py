@@ -34,7 +34,7 @@ line naming the ``stats`` extra without rliable). A suite's report across tasks 
 
 The numbers come from :mod:`langadapt.experiments.summary`, the plots from
 :mod:`langadapt.experiments.plots`. Rebuilding holds the folder's lock and writes every file
-whole (see :mod:`langadapt.experiments.results_io`): a symbolic link among the folder's files
+whole (see :mod:`langadapt.experiments.results`): a symbolic link among the folder's files
 is refused, a full disk is one line naming the folder, and the previous summary stays.
 """
 
@@ -54,13 +54,15 @@ from .config import load_config
 from .costs import folder_costs
 from .goals import goals_markdown
 from .plots import plot_final_returns, plot_learning_curves
-from .results import check_results, read_episodes, results_notes
-from .results_folder import refuse_links
-from .results_io import (
+from .results import (
     MAX_RECORD_BYTES,
+    Episode,
     ResultsFolderError,
     bounded,
+    check_results,
     folder_lock,
+    read_episodes,
+    refuse_links,
     replacing,
     write_text,
     writing,
@@ -196,6 +198,20 @@ def _count(value: float, noun: str) -> str:
     return f"{value:.0f} {noun}" + ("" if round(value) == 1 else "s")
 
 
+def results_notes(episodes: list[Episode], failed: dict[str, str]) -> str:
+    """Markdown lines under the summary: descriptions that were rule-language fallbacks, per
+    adapter, and failed runs (empty when there are none)."""
+    fallbacks: dict[str, int] = defaultdict(int)
+    for e in episodes:
+        fallbacks[e.adapter] += e.llm_fallbacks
+    lines = [f"- **{adapter}: {count} description{'s' if count != 1 else ''} came from the rule "
+             "describer, not the LLM** (the LLM failed and `fallback` is on): its rows are not "
+             "a pure LLM result." for adapter, count in fallbacks.items() if count]
+    lines += [f"- **run {key} failed** and is not in the table: {error}"
+              for key, error in failed.items()]
+    return ("\n" + "\n".join(lines) + "\n") if lines else ""
+
+
 def write_report(
     out_dir: Path | str, log: Callable[[str], None] | None = print
 ) -> list[SummaryRow]:
@@ -222,7 +238,7 @@ def write_report(
             (b.model, dict(zip(GOAL_TYPES, b.tasks, strict=True)))
             for b in BALROG_BABYAI if b.tasks is not None])
         markdown += prerender_markdown(out_dir / "prerender.json")
-        markdown += results_notes(out_dir, failed)
+        markdown += results_notes(episodes, failed)
         with replacing(out_dir, "summary.csv") as temporary:
             write_summary_csv(rows, temporary)
         write_text(out_dir, "summary.md", markdown)

@@ -49,17 +49,20 @@ from .one_run import make_adapter, make_env
 from .progress import watching
 from .report import write_report
 from .results import (
+    ResultsFolderError,
     Run,
     check_results,
     finished_runs,
+    folder_lock,
     listing,
     merge_episodes,
+    prepare_output,
     record_prerender,
+    refuse_foreign,
     runs_of,
     write_failed_run,
+    writing,
 )
-from .results_folder import prepare_output, refuse_foreign
-from .results_io import ResultsFolderError, folder_lock, writing
 from .search_report import write_search_report
 
 __all__ = [  # what the CLI, the benchmarks and the tests use from here

@@ -17,7 +17,7 @@ return of its evaluation episodes); for a step-wise learner it is the best mean 
 greedy evaluations so far (``evaluation.every``), placed at the training steps taken.
 
 Like the report, it holds the folder's lock and writes each file whole (see
-:mod:`langadapt.experiments.results_io`); ``done.json`` counters of older versions are read under
+:mod:`langadapt.experiments.results`); ``done.json`` counters of older versions are read under
 today's names.
 """
 
@@ -37,9 +37,18 @@ import numpy as np
 from .config import load_config
 from .plots import plot_best_so_far
 from .report import text_cell
-from .results import read_episodes, read_run_record, runs_of
-from .results_folder import refuse_links
-from .results_io import ResultsFolderError, folder_lock, replacing, write_csv, write_text, writing
+from .results import (
+    ResultsFolderError,
+    folder_lock,
+    read_episodes,
+    read_run_record,
+    refuse_links,
+    replacing,
+    runs_of,
+    write_csv,
+    write_text,
+    writing,
+)
 from .summary import mean_and_interval
 
 CALL_MARKS = (10, 30, 100)

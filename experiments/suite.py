@@ -42,8 +42,16 @@ from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_co
 from .costs import Cost, folder_costs
 from .one_run import make_env
 from .report import text_cell, write_report
-from .results import check_results, read_episodes
-from .results_io import ResultsFolderError, folder_lock, inside, replacing, write_text, writing
+from .results import (
+    ResultsFolderError,
+    check_results,
+    folder_lock,
+    inside,
+    read_episodes,
+    replacing,
+    write_text,
+    writing,
+)
 from .runner import run_experiment
 from .stats import aggregate_estimates, plot_performance_profile, require_rliable
 
