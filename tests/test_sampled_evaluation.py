@@ -1,0 +1,54 @@
+"""Evaluation with actions sampled from an SB3 policy (``deterministic: false``): legal,
+not the greedy choice, and refused where the algorithm has no stochastic policy."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from adapter_fixtures import CountingEncoder
+
+from langadapt import adapters, agents
+
+pytest.importorskip("sb3_contrib")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+PPO = {"algorithm": "MaskablePPO", "n_steps": 32, "batch_size": 32, "n_epochs": 1}
+
+
+def agent_and_observation(deterministic: bool):
+    env = gym.make("langadapt/Maze-v0", maze="umaze")
+    adapter = adapters.make("language", env, encoder=CountingEncoder())
+    wrapped = adapters.LanguageObservation(env, adapter)
+    agent = agents.make_agent("sb3", wrapped.observation_space, env.action_space, seed=0,
+                              deterministic=deterministic, **PPO)
+    obs, info = wrapped.reset(seed=0)
+    while len(info["legal_moves"]) < 2:  # a state with a choice
+        obs, _, _, _, info = wrapped.step(info["legal_moves"][0])
+    return agent, obs, list(info["legal_moves"])
+
+
+def test_sampled_actions_are_legal_and_vary_where_greedy_ones_do_not():
+    greedy, obs, legal = agent_and_observation(True)
+    sampled, _, _ = agent_and_observation(False)
+    chosen = {greedy.act(obs, legal, explore=False) for _ in range(40)}
+    assert len(chosen) == 1  # the most probable legal move, every time
+    drawn = [sampled.act(obs, legal, explore=False) for _ in range(200)]
+    assert set(drawn) <= set(legal) and len(set(drawn)) == len(legal) > 1
+    # an untrained policy is near uniform over the legal moves
+    counts = np.bincount(drawn, minlength=4)[list(legal)]
+    assert counts.min() > 200 / len(legal) / 3
+
+
+@pytest.mark.parametrize("algorithm", ["DQN"])
+def test_sampling_is_refused_without_a_stochastic_policy(algorithm):
+    env = gym.make("langadapt/Maze-v0", maze="umaze")
+    with pytest.raises(ValueError, match=f"deterministic: false .* SB3's {algorithm} has none"):
+        agents.make_agent("sb3", env.observation_space, env.action_space,
+                          algorithm=algorithm, deterministic=False)
+
+
+def test_a_non_bool_is_refused_by_name():
+    env = gym.make("langadapt/Maze-v0", maze="umaze")
+    with pytest.raises(ValueError, match="deterministic"):
+        agents.make_agent("sb3", env.observation_space, env.action_space, deterministic="no")
