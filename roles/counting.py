@@ -12,7 +12,7 @@ from pydantic import AfterValidator, ValidationError
 
 from ..llm import backend_fields, make_backend
 
-__all__ = ["LLM_COUNTERS", "RoleCounters", "make_llm_backend"]
+__all__ = ["LLM_COUNTERS", "RoleCounters", "check_schema", "make_llm_backend"]
 
 #: The backend counters a role takes its share of (the change across its own requests).
 SHARED_COUNTERS = ("llm_calls", "llm_cache_hits", "llm_scored", "llm_generated",
@@ -48,6 +48,18 @@ def make_llm_backend(spec: BackendSpec | Any) -> Any:
             "langadapt.llm.make_backend or an object with chat()"
         )
     return make_backend(spec)
+
+
+def check_schema(backend: Any, schema: dict[str, Any], needs: str, advice: str = "") -> None:
+    """ValueError ``{needs} {schema}, which the backend cannot honour (...){advice}``
+    when ``backend`` says it cannot (its ``check_schema_support``): before a run, not in it."""
+    check = getattr(backend, "check_schema_support", None)
+    try:
+        if callable(check):
+            check(schema)
+    except RuntimeError as error:
+        raise ValueError(f"{needs} {schema}, which the backend cannot honour "
+                         f"({error}){advice}") from error
 
 
 def _backend_counts(backend: Any) -> dict[str, float] | None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..agents.base import Agent
 from ..environments import LanguageSpec, language_for, unwrap_env
 from ..llm import Decision, LLMReplyError, decide
-from .counting import BackendSpec, RoleCounters, make_llm_backend
+from .counting import BackendSpec, RoleCounters, check_schema, make_llm_backend
 from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
 from .reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
 
@@ -206,17 +206,11 @@ class LLMPolicy(Agent):
     def check_backend(self) -> None:
         """Build the backend and, in structured mode, check it can honour the action schema
         (ValueError naming the schema otherwise): bad settings fail before training."""
-        check = getattr(self.backend, "check_schema_support", None)
-        if self.config.decoding != "structured" or not callable(check):
-            return
-        schema = self.parser.schema(range(self.n_actions))
-        try:
-            check(schema)
-        except RuntimeError as error:
-            raise ValueError(
-                f"decoding 'structured' needs the action schema {schema}, which the backend "
-                f"cannot honour ({error}); use decoding: text or another backend"
-            ) from error
+        backend = self.backend  # built now: bad settings fail before training
+        if self.config.decoding == "structured":
+            check_schema(backend, self.parser.schema(range(self.n_actions)),
+                         "decoding 'structured' needs the action schema", "; use decoding: text or "
+                         "another backend")
 
     # ------------------------------------------------------------------ acting
     def state_of(self, obs: Any) -> Any:

@@ -13,7 +13,7 @@ from scipy.stats import spearmanr
 
 from ..environments import language_for
 from ..llm import LLMReplyError, decide
-from .counting import RoleCounters, make_llm_backend
+from .counting import RoleCounters, check_schema, make_llm_backend
 from .oracles import MazeOracle, Oracle, oracle_for
 from .prompts import format_state
 
@@ -101,16 +101,8 @@ class RewardShaping(gym.Wrapper):
         """Build the backend and check it honours the schema (ValueError otherwise)."""
         if self.config.potential != "llm":
             return
-        schema = POTENTIAL_SCHEMA if self.config.form == "potential" else JUDGE_SCHEMA
-        check = getattr(self.backend, "check_schema_support", None)
-        if callable(check):
-            try:
-                check(schema)
-            except RuntimeError as error:
-                raise ValueError(
-                    f"reward shaping needs the schema {schema}, which the backend cannot "
-                    f"honour ({error})"
-                ) from error
+        check_schema(self.backend, POTENTIAL_SCHEMA if self.config.form == "potential"
+                     else JUDGE_SCHEMA, "reward shaping needs the schema")
 
     def _ask(self, user: str, schema: dict[str, Any], field: str, allowed: list[int]) -> float:
         """The LLM's answer on the scale ``allowed``: on a backend that scores known replies,

@@ -223,10 +223,8 @@ def _state_key(state: Any) -> tuple[float, ...]:
 def _truth_of(config: InstructionsConfig) -> tuple[list[str] | None, Any]:
     if config.set_id is None:
         return None, config.truth
-    for item in load_instruction_set():
-        if item.id == config.set_id:
-            return list(item.chain), [list(map(list, step.cells)) for step in item.steps]
-    raise ValueError(f"set_id {config.set_id!r} is not an entry of the shipped instruction set")
+    item = next(i for i in load_instruction_set() if i.id == config.set_id)  # the config checked it
+    return list(item.chain), [list(map(list, step.cells)) for step in item.steps]
 
 
 def prepare_instructions(config: InstructionsConfig | dict[str, Any], env: gym.Env,
