@@ -1,23 +1,14 @@
-"""`BaseAdapter`: the one base of every state adapter, and the path of a step.
+"""`BaseAdapter`: the one base of every state adapter, its input checks and its memo.
 
-An adapter turns ``(state, legal_moves, episode_action_history)`` into a description and
-a vector; its fields are the settings (pydantic, validated once, then fixed). A subclass
-supplies `describe_one(state, legal_moves, history) -> str` and, when the text depends on
-the history (``uses_history``), `history_key(history)`. One step (`adapt`):
-
-1. the **memo** (`adapters.memo.Memo`, the adapter's one memo): a repeated input is a
-   dict look-up; else
-2. the **description** (`describe_one`): the describer's sentence (`LanguageAdapter`), or
-   the prompt and the LLM's answer, from the store or the backend (`LLMAdapter`);
-3. the **embedding** (`text_vectors` -> `EmbeddingCache`): from the store, else encoded;
-4. the **observation** (`observation_of`): with ``with_raw`` the raw state after it.
-
-LLM answers and embeddings share one keyed store (`langadapt.llm.store.open_store`, one
-SQLite file per cache folder). Returned vectors are **shared and read-only**.
+``adapt(state, legal_moves, history)`` -> ``(vector, text)``: a seen input is a memo hit;
+a cold one is checked once here (`BaseAdapter.check_input`, the public boundary; nothing
+after it checks again), described (`describe_one`), embedded (`EmbeddingCache`; the memo
+`Memo` lives beside it) and returned. Vectors are shared and read-only. See docs/adapters.md.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
@@ -27,14 +18,21 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool
 
-from ..environments import unwrap_env
-from .embedding_cache import EmbeddingCache, Representation
-from .inputs import FLATTENED_SPACES, AdapterInput, Checked, InputChecks, env_spaces
-from .memo import Memo
-from .prerender import prerender_checked
-from .representation import Standardiser, check_representation
+from ..environments import bridged_minigrid_hint, check_legal_moves, unwrap_env
+from .embedding_cache import EmbeddingCache, Memo, language_box
+from .encoder import get_encoder
+from .prerender import AdapterInput, prerender_checked
+from .representation import (
+    Standardiser,
+    check_representation,
+    fit_standardiser,
+    random_walk_inputs,
+    sentence_slots_vector,
+)
+from .sentence_mean import sentence_mean_vectors, sentences_of
 
-__all__ = ["FLATTENED_SPACES", "AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "env_spaces"]
+__all__ = ["FLATTENED_SPACES", "AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "check_state",
+           "env_spaces"]
 
 #: Keys every adapter's ``stats()`` has (0 where not applicable).
 STAT_KEYS: tuple[str, ...] = (
@@ -42,14 +40,68 @@ STAT_KEYS: tuple[str, ...] = (
     "llm_breaker_skips", "encoder_calls", "embedding_cache_hits", "embedding_cache_misses",
     "prompt_cuts")
 
+Checked = tuple[np.ndarray, tuple[int, ...], Any]
 
-class BaseAdapter(InputChecks, Representation, BaseModel):
+#: What ``observation_space`` an adapter takes: a Box as it is, the others flattened.
+FLATTENED_SPACES = ("Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")
+
+
+def env_spaces(env: Any) -> tuple[spaces.Space, spaces.Box, int | None]:
+    """``env``'s observation space, the Box it flattens to, and its number of discrete
+    actions (or None); ValueError for a space no adapter takes."""
+    space = getattr(env, "observation_space", None)
+    flat = space if isinstance(space, spaces.Box) else None
+    if isinstance(space, spaces.Space) and type(space).__name__ in FLATTENED_SPACES:
+        try:
+            flat = spaces.flatten_space(space)
+        except NotImplementedError:  # a part (e.g. MiniGrid's mission text) does not flatten
+            flat = None
+    if not isinstance(flat, spaces.Box):
+        name = type(getattr(env, "unwrapped", env)).__name__
+        raise ValueError(
+            f"environment {name} has observation_space {space!r}, which no adapter (raw, "
+            f"language, llm) takes; expected a Box or one of {', '.join(FLATTENED_SPACES)} "
+            "of them (wrap the environment in a gymnasium ObservationWrapper that gives one)"
+            + bridged_minigrid_hint(env))
+    action_space = getattr(env, "action_space", None)
+    return space, flat, int(action_space.n) if isinstance(action_space, spaces.Discrete) \
+        else None
+
+
+def check_state(state: Any, space: spaces.Space, shape: tuple[int, ...],
+                dtype: np.dtype) -> np.ndarray:
+    """``state`` as a finite contiguous array of ``shape`` and ``dtype`` (flattened when
+    ``space`` is not a Box), else ValueError."""
+    if not isinstance(space, spaces.Box):
+        try:
+            contained = space.contains(state)
+        except (TypeError, ValueError, AttributeError):
+            contained = False
+        if not contained:
+            raise ValueError(f"state {state!r} is not an observation of {space}")
+        state = spaces.flatten(space, state)
+    if isinstance(state, (str, bytes)) or state is None:
+        raise ValueError(f"state {state!r}: expected a numeric array of shape {shape}")
+    array = np.asarray(state)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"state {state!r} (type {type(state).__name__}) is not numeric; "
+                         f"expected an array of shape {shape}")
+    array = array.astype(dtype, copy=False)
+    if array.shape != shape:
+        raise ValueError(f"state {state!r} has shape {array.shape}; expected shape {shape}")
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise ValueError(f"state {state!r} contains NaN or inf; expected finite values")
+    return np.ascontiguousarray(array)
+
+
+class BaseAdapter(BaseModel):
     """Base of every adapter: ``adapter(state, legal_moves=(), episode_action_history=(),
     encode=True)`` -> the float32 vector (``encode=True``) or the description.
 
-    Build one as ``SomeAdapter(env, **settings)``; ``env`` is an environment instance or a
-    gymnasium id. ``encoder`` may also be an encoder object and ``embedding_cache`` an
-    `EmbeddingCache` to share (then its encoder is used).
+    Build one as ``SomeAdapter(env, **settings)`` (``env``: an instance or a gymnasium id;
+    ``encoder`` may be an encoder object, ``embedding_cache`` an `EmbeddingCache` to share).
+    A subclass supplies `describe_one` and, when its text depends on the history
+    (``uses_history``), `history_key`.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
@@ -123,8 +175,7 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
     # ---- what a subclass supplies (then calls ``clear_memo()`` once its parts are ready) --
     def describe_one(self, state: np.ndarray, legal_moves: tuple[int, ...],
                      history: Sequence[Any]) -> str:
-        """The description of one checked input (``state`` of the env's shape and dtype and
-        finite, ``legal_moves`` a tuple of distinct ints)."""
+        """The description of one checked input (trusted: nothing is checked again)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement describe_one()")
 
     @property
@@ -133,12 +184,63 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
         return False
 
     def history_key(self, history: Any) -> Hashable:
-        """The part of the history the description depends on, as a hashable value."""
+        """The part of the history the description depends on (ValueError when bad)."""
         return ()
 
     def memorable(self, text: str) -> bool:
         """Whether a description may be remembered (an LLM adapter's fallbacks may not)."""
         return True
+
+    # ---- the environment and the checks (the public boundary) --------------------------
+    @property
+    def env(self) -> Any:
+        """The environment (unwrapped)."""
+        return self._env
+
+    @property
+    def n_actions(self) -> int | None:
+        return self._n_actions
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        return self.memo.shape
+
+    @property
+    def state_dtype(self) -> np.dtype:
+        return self.memo.dtype
+
+    def env_observation(self, state: np.ndarray) -> Any:
+        """The environment's own observation of a checked state (unflattened when its space
+        is not a Box: an int for Discrete, a dict for Dict)."""
+        if isinstance(self._env_space, spaces.Box) or not (
+                isinstance(state, np.ndarray) and state.shape == self._space.shape):
+            return state
+        return spaces.unflatten(self._env_space, state)
+
+    def check_state(self, state: Any) -> np.ndarray:
+        """``state`` checked (see `check_state`), else ValueError."""
+        return check_state(state, self._env_space, self.memo.shape, self.memo.dtype)
+
+    def check_input(self, item: Any) -> Checked:
+        """A ``(state, legal_moves, history)`` item, checked once (ValueError when bad)."""
+        if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3:
+            raise ValueError(
+                f"input {item!r}: expected a (state, legal_moves, episode_action_history) tuple")
+        state, legal, history = (*item, (), ())[:3]
+        checked = (self.check_state(state), check_legal_moves(legal, self._n_actions), history)
+        if self.uses_history:
+            self.check_history(history)
+        return checked
+
+    def check_history(self, history: Any) -> None:
+        """ValueError for a history the description cannot use (`history_key` raises it)."""
+        self.history_key(history)
+
+    def _checked(self, inputs: Any) -> list[Checked]:
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+            raise ValueError(f"inputs={inputs!r}: expected an iterable of (state, legal_moves, "
+                             "episode_action_history) tuples, e.g. reachable_inputs(env)")
+        return [self.check_input(item) for item in inputs]
 
     # ---- the step ----------------------------------------------------------------------
     def __call__(self, state: Any, legal_moves: Iterable[int] = (),
@@ -151,7 +253,7 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
 
     def adapt(self, state: Any, legal_moves: Iterable[int] = (),
               episode_action_history: Sequence[Any] = ()) -> tuple[np.ndarray, str]:
-        """``(vector, text)`` of one input: the memo, else the cold path (module docstring)."""
+        """``(vector, text)`` of one input: the memo's, else checked once, described, embedded."""
         memo = self.memo
         try:  # the warm path: an array of the env's dtype and shape, int moves, seen before
             if state.dtype is memo.dtype:
@@ -184,16 +286,15 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
         if hit is not None:
             return hit
         memo.misses += 1
-        text = self.describe_one(state, legal, history)                      # 2. description
-        pair = (self.observation_of(self.text_vectors([text])[0], state), text)  # 3. and 4.
+        text = self.describe_one(state, legal, history)
+        pair = (self.observation_of(self.text_vectors([text])[0], state), text)
         if self.memorable(text):
             memo.put(key, pair)
         return pair
 
     def adapt_many(self, inputs: Iterable[AdapterInput]) -> list[tuple[np.ndarray, str]]:
-        """``(vector, text)`` of each input, in order, as `adapt` gives them one by one: the
-        memo's where seen; the cold inputs described together (`describe_checked`: an LLM
-        adapter's requests in flight together) and their texts encoded in one batch."""
+        """``(vector, text)`` of each input, as `adapt` gives them; the cold ones described
+        together (`describe_checked`) and encoded in one batch."""
         items = self._checked(inputs)
         memo = self.memo
         keys = [memo.key(*item) for item in items]
@@ -215,17 +316,6 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
                 memo.put(keys[index], pair)
         return [pair if pair is not None else fresh[key] for key, pair in zip(keys, pairs,
                                                                               strict=True)]
-
-    def text_vectors(self, texts: list[str]) -> list[np.ndarray]:
-        """The language vectors of ``texts`` as the representation settings make them
-        (read-only; see `adapters.representation`)."""
-        vectors = self._embedded(texts)
-        if self.normalise != "none":
-            standardise = self.standardiser
-            vectors = [standardise(vector) for vector in vectors]
-            for vector in vectors:
-                vector.flags.writeable = False
-        return vectors
 
     def observation_of(self, language_vector: np.ndarray, state: np.ndarray) -> np.ndarray:
         """The observation: the language vector, with ``with_raw`` the raw state after it."""
@@ -275,3 +365,87 @@ class BaseAdapter(InputChecks, Representation, BaseModel):
         """Forget the memo (the embedding cache is kept) and key it by `uses_history`."""
         self.memo.configure(self._space, self.memo_capacity,
                             self.history_key if self.uses_history else None)
+
+    # ---- the representation: text -> vector (docs/adapters.md) --------------------------
+    @property
+    def embedding_cache(self) -> EmbeddingCache:
+        """The embedding cache (created on first use, with the shared encoder)."""
+        if self._cache is None:
+            self._cache = EmbeddingCache(self._shared_encoder or get_encoder(self.encoder),
+                                         self.embedding_cache_path,
+                                         self.embedding_cache_capacity)
+        return self._cache
+
+    @property
+    def observation_space(self) -> spaces.Box:
+        """Box of float32: the language vector, then with ``with_raw`` the raw bounds."""
+        if self._observation_space is None:
+            slots = self.sentence_slots if self.embedding == "sentences" else 1
+            self._observation_space = language_box(self.embedding_cache.encoder, slots,
+                                                   self.normalise,
+                                                   self._space if self.with_raw else None)
+        return self._observation_space
+
+    @property
+    def standardiser(self) -> Standardiser:
+        """The centring/whitening, fitted on first use on the fit set, then fixed."""
+        if self._standardiser is None:
+            if self.normalise == "none":
+                raise ValueError("normalise is none: this adapter has no standardiser")
+            walk = random_walk_inputs(copy.deepcopy(self._env), self.fit_steps, self.fit_seed,
+                                      list(range(self._n_actions or 0)), self.check_input)
+            texts = list(dict.fromkeys(text for text, _ in self.describe_checked(walk, False)))
+            self._standardiser = fit_standardiser(np.stack(self._embedded(texts)),
+                                                  whiten=self.normalise == "whiten")
+        return self._standardiser
+
+    def text_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """The read-only language vectors of ``texts`` as the representation settings make them."""
+        vectors = self._embedded(texts)
+        if self.normalise != "none":
+            standardise = self.standardiser
+            vectors = [standardise(vector) for vector in vectors]
+            for vector in vectors:
+                vector.flags.writeable = False
+        return vectors
+
+    def encode_many(self, texts: Iterable[str]) -> np.ndarray:
+        """Vectors of ``texts`` as a new float32 array ``(n, dimension)`` (cached)."""
+        if isinstance(texts, str):
+            raise ValueError(f"texts={texts!r} is a single str; expected a list of str "
+                             "(wrap it: [text])")
+        vectors = self.lookup(list(texts))
+        if not vectors:
+            return np.empty((0, self.embedding_cache.encoder.dimension), dtype=np.float32)
+        return np.stack(vectors)
+
+    def _embedded(self, texts: list[str]) -> list[np.ndarray]:
+        """The vectors of ``texts`` before centring: one per text (``paragraph``), the
+        sentences' vectors in fixed slots (``sentences``) or their mean (``sentence_mean``)."""
+        if self.embedding == "paragraph":
+            return self.lookup(texts)
+        source = self.text_source()
+        if self.embedding == "sentence_mean":
+            return sentence_mean_vectors(texts, self.lookup, source)
+        sentences = [sentences_of(text, "sentences", source) for text in texts]
+        distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
+        found = dict(zip(distinct, self.lookup(distinct), strict=True))
+        dimension = self.embedding_cache.encoder.dimension
+        vectors = [sentence_slots_vector([found[s] for s in parts], self.sentence_slots,
+                                         dimension) for parts in sentences]
+        for vector in vectors:
+            vector.flags.writeable = False
+        return vectors
+
+    def text_source(self) -> str:
+        """What writes the descriptions, for error messages."""
+        return f"of the {self.kind} adapter"
+
+    def lookup(self, texts: list[str]) -> list[np.ndarray]:
+        """Vectors of ``texts`` (shared, read-only): the store, else the encoder."""
+        cache = self.embedding_cache
+        hits, misses = cache.hits, cache.misses
+        vectors = cache.lookup_many(texts)
+        self._counts["hits"] += cache.hits - hits
+        self._counts["misses"] += cache.misses - misses
+        return vectors

@@ -1,36 +1,24 @@
-"""Text -> vector, computed once, in the one keyed store of the project.
+"""The adapter's two caches: `EmbeddingCache` (text -> vector, in the project's one keyed
+store, `langadapt.llm.store.open_store`) and `Memo` (checked input -> ``(vector, text)``).
 
-Key: the encoder's ``name`` plus the SHA-256 of the text; value: the vector's float32
-bytes. The store is `langadapt.llm.store.open_store` of ``path`` — the same store (and, in
-an experiment's ``cache_dir``, the same file) as the LLM answers — so storage, sharing
-between processes, the memory bound and what happens to a damaged file are its rules. A
-stored vector of the wrong length, with NaN or infinities, or longer than
-:data:`MAX_VECTOR_NORM` (a sentence encoder's vectors are about 1 long, 10 at most) is
-encoded again, never returned. Vectors handed out are shared and read-only.
+An embedding is keyed by the encoder's name and the text's SHA-256; a stored vector of the
+wrong length, not finite or longer than `MAX_VECTOR_NORM` is encoded again, never returned.
+Vectors handed out are shared and read-only. See docs/adapters.md.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from ..llm.store import open_store
-from .encoder import get_encoder
-from .representation import (
-    Standardiser,
-    fit_standardiser,
-    random_walk_inputs,
-    sentence_slots_vector,
-)
-from .sentence_mean import sentence_mean_vectors, sentences_of
 
-__all__ = ["EmbeddingCache", "Representation", "language_box", "text_key"]
+__all__ = ["EmbeddingCache", "Memo", "language_box", "text_key"]
 
 
 MAX_VECTOR_NORM = 1_000.0
@@ -142,85 +130,69 @@ def language_box(encoder: Any, slots: int, normalise: str, raw: spaces.Box | Non
     return spaces.Box(low=low.astype(np.float32), high=high.astype(np.float32), dtype=np.float32)
 
 
-class Representation:
-    """`BaseAdapter`'s embedding cache, observation space, standardiser and `encode_many`
-    (a mixin: the settings and ``_cache``, ``_shared_encoder``, ``_space``, ``_env``,
-    ``_n_actions``, ``_observation_space``, ``_standardiser`` are the adapter's)."""
+class Memo:
+    """Checked input -> ``(vector, text)``, oldest dropped first past ``capacity``.
 
-    @property
-    def embedding_cache(self) -> EmbeddingCache:
-        """The embedding cache (created on first use, with the shared encoder)."""
-        if self._cache is None:
-            self._cache = EmbeddingCache(self._shared_encoder or get_encoder(self.encoder),
-                                         self.embedding_cache_path,
-                                         self.embedding_cache_capacity)
-        return self._cache
+    ``entries``: key (state bytes + legal moves, with the history key when the text depends
+    on it) -> pair; ``by_state``: state bytes -> (legal moves, pair), kept only when the text
+    ignores the history, so that a warm step is a dict hit and a list compare.
+    """
 
-    @property
-    def observation_space(self) -> spaces.Box:
-        """Box of float32: the language vector (see `language_box`), then with ``with_raw``
-        the raw observation's bounds."""
-        if self._observation_space is None:
-            slots = self.sentence_slots if self.embedding == "sentences" else 1
-            self._observation_space = language_box(self.embedding_cache.encoder, slots,
-                                                   self.normalise,
-                                                   self._space if self.with_raw else None)
-        return self._observation_space
+    __slots__ = ("entries", "by_state", "history_key", "capacity", "dtype", "shape", "nbytes",
+                 "misses")
 
-    @property
-    def standardiser(self) -> Standardiser:
-        """The centring/whitening, fitted on first use on the fit set and then fixed (see
-        `adapters.representation`)."""
-        if self._standardiser is None:
-            if self.normalise == "none":
-                raise ValueError("normalise is none: this adapter has no standardiser")
-            walk = random_walk_inputs(copy.deepcopy(self._env), self.fit_steps, self.fit_seed,
-                                      list(range(self._n_actions or 0)), self.check_input)
-            texts = list(dict.fromkeys(text for text, _ in self.describe_checked(walk, False)))
-            self._standardiser = fit_standardiser(np.stack(self._embedded(texts)),
-                                                  whiten=self.normalise == "whiten")
-        return self._standardiser
+    def __init__(self) -> None:
+        self.entries: dict[Hashable, tuple[np.ndarray, str]] = {}
+        self.by_state: dict[bytes, tuple[list[int], tuple[np.ndarray, str]]] = {}
+        self.history_key: Callable[[Any], Hashable] | None = None
+        self.capacity = 0
+        self.dtype: np.dtype | None = None
+        self.shape: tuple[int, ...] = ()
+        self.nbytes = 0
+        self.misses = 0
 
-    def encode_many(self, texts: Iterable[str]) -> np.ndarray:
-        """Vectors of ``texts`` as a new float32 array ``(n, dimension)`` (cached)."""
-        if isinstance(texts, str):
-            raise ValueError(f"texts={texts!r} is a single str; expected a list of str "
-                             "(wrap it: [text])")
-        vectors = self.lookup(list(texts))
-        if not vectors:
-            return np.empty((0, self.embedding_cache.encoder.dimension), dtype=np.float32)
-        return np.stack(vectors)
+    def configure(self, space: spaces.Box, capacity: int,
+                  history_key: Callable[[Any], Hashable] | None) -> None:
+        self.dtype = np.dtype(space.dtype)
+        self.shape = tuple(space.shape)
+        self.nbytes = self.dtype.itemsize * int(np.prod(self.shape))
+        self.capacity = capacity
+        self.history_key = history_key
+        self.clear()
 
-    def _embedded(self, texts: list[str]) -> list[np.ndarray]:
-        """The vectors of ``texts`` before centring: one per text (``paragraph``), the
-        sentences' vectors in fixed slots (``sentences``) or their mean (``sentence_mean``)."""
-        if self.embedding == "paragraph":
-            return self.lookup(texts)
-        source = self.text_source()
-        if self.embedding == "sentence_mean":
-            return sentence_mean_vectors(texts, self.lookup, source)
-        sentences = [sentences_of(text, "sentences", source) for text in texts]
-        distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
-        found = dict(zip(distinct, self.lookup(distinct), strict=True))
-        dimension = self.embedding_cache.encoder.dimension
-        vectors = [sentence_slots_vector([found[s] for s in parts], self.sentence_slots,
-                                         dimension) for parts in sentences]
-        for vector in vectors:
-            vector.flags.writeable = False
-        return vectors
+    def key(self, state: np.ndarray, legal: tuple[int, ...], history: Any) -> Hashable:
+        """The key of a checked input (legal moves as bytes when all are below 256)."""
+        if all(0 <= move < 256 for move in legal):
+            base: Hashable = state.tobytes() + bytes(legal)
+        else:
+            base = (state.tobytes(), legal)
+        return base if self.history_key is None else (base, self.history_key(history))
 
-    def text_source(self) -> str:
-        """What writes the descriptions, for error messages: the describer's name."""
-        describer = getattr(self, "_describer", None)
-        if describer is None or self.kind != "language":  # the llm adapter: its model's text
-            return f"of the {self.kind} adapter"
-        return getattr(describer, "__name__", type(describer).__name__)
+    def put(self, key: Hashable, pair: tuple[np.ndarray, str]) -> None:
+        if self.capacity == 0:
+            return
+        entries = self.entries
+        if key not in entries and len(entries) >= self.capacity:
+            oldest = next(iter(entries))
+            del entries[oldest]
+            split = self._split(oldest)
+            if split is not None:
+                entry = self.by_state.get(split[0])
+                if entry is not None and entry[0] == split[1]:
+                    del self.by_state[split[0]]
+        entries[key] = pair
+        split = self._split(key)
+        if split is not None:
+            self.by_state[split[0]] = (split[1], pair)
 
-    def lookup(self, texts: list[str]) -> list[np.ndarray]:
-        """Vectors of ``texts`` (shared, read-only): the store, else the encoder."""
-        cache = self.embedding_cache
-        hits, misses = cache.hits, cache.misses
-        vectors = cache.lookup_many(texts)
-        self._counts["hits"] += cache.hits - hits
-        self._counts["misses"] += cache.misses - misses
-        return vectors
+    def _split(self, key: Hashable) -> tuple[bytes, list[int]] | None:
+        """(state bytes, legal moves) of a key without a history part, else None."""
+        if self.history_key is not None:
+            return None
+        if type(key) is bytes:
+            return key[: self.nbytes], list(key[self.nbytes :])
+        return key[0], list(key[1])  # type: ignore[index]
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.by_state.clear()

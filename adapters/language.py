@@ -1,4 +1,4 @@
-"""LanguageAdapter: the environment's describer, then the encoder."""
+"""`LanguageAdapter`: the environment's describer, then the encoder (docs/adapters.md)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from pydantic import Field, PrivateAttr
 
 from ..environments import Describer, language_for
-from .base import BaseAdapter
+from .base import BaseAdapter, Checked
 from .history import last_action
 
 __all__ = ["LanguageAdapter"]
@@ -19,10 +20,10 @@ class LanguageAdapter(BaseAdapter):
     """State -> the environment's describer -> sentence -> encoder -> float32 vector.
 
     ``describer``: a `Describer` or a plain function ``(state, legal_moves, last_action) ->
-    str`` (default: the describer of the environment's language spec,
-    ``language_for(env, **describer_options).describer``). Other settings: those of
-    `BaseAdapter` (encoder, embedding cache, memo, representation); the representation
-    settings default to the language spec's ``representation`` (with a spec's describer).
+    str`` (default: ``language_for(env, **describer_options).describer``, whose
+    ``representation`` settings are then the defaults). Other settings: `BaseAdapter`'s.
+    A `Describer` whose state shape is the environment's is trusted with checked inputs:
+    its bounds and the last action are checked in `check_input`, once.
     """
 
     kind = "language"
@@ -31,6 +32,7 @@ class LanguageAdapter(BaseAdapter):
         default_factory=dict, description="options of the language spec, e.g. include_last_move")
 
     _describer: Any = PrivateAttr(default=None)
+    _trusted: Describer | None = PrivateAttr(default=None)
 
     def __init__(self, env: Any = None, /, *, describer: Describer | None = None,
                  **settings: Any) -> None:
@@ -43,6 +45,11 @@ class LanguageAdapter(BaseAdapter):
             settings = {**spec.representation, **settings}
         super().__init__(env, **settings)
         self._describer = describer or language_for(self.env, **self.describer_options).describer
+        if isinstance(self._describer, Describer) and (
+                self._describer.state_shape is None
+                or (isinstance(self._env_space, spaces.Box)
+                    and tuple(self._describer.state_shape) == self.state_shape)):
+            self._trusted = self._describer
         self.clear_memo()
 
     @property
@@ -57,8 +64,29 @@ class LanguageAdapter(BaseAdapter):
     def history_key(self, history: Any) -> Any:
         return last_action(history)
 
+    def check_input(self, item: Any) -> Checked:
+        """`BaseAdapter.check_input`, plus the trusted describer's bounds."""
+        checked = super().check_input(item)
+        if self._trusted is not None and self._trusted.state_shape is not None:
+            self._trusted.check_bounds(checked[0])
+        return checked
+
+    def check_history(self, history: Any) -> None:
+        """The last action: an int (`last_action`), of the describer's actions when trusted."""
+        action = last_action(history)
+        if self._trusted is not None:
+            self._trusted.check_last_action(action)
+
     def describe_one(self, state: np.ndarray, legal_moves: tuple[int, ...],
                      history: Sequence[Any]) -> str:
         """The describer's sentence (with the last action when the describer uses it)."""
         action = last_action(history) if self.uses_history else None
-        return self._describer(self.env_observation(state), legal_moves, action)
+        trusted = self._trusted
+        if trusted is None:  # a plain function, or a describer of another shape: its checks
+            return self._describer(self.env_observation(state), legal_moves, action)
+        if trusted.state_shape is None:
+            return trusted.describe(self.env_observation(state), legal_moves, action)
+        return trusted.describe(state.astype(np.float64), legal_moves, action)
+
+    def text_source(self) -> str:
+        return getattr(self._describer, "__name__", type(self._describer).__name__)

@@ -6,14 +6,17 @@ cell once (`prerender_checked`), so that a training run afterwards makes no enco
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..environments.maze import bfs_distances
-from .inputs import AdapterInput
 
-__all__ = ["prerender_checked", "reachable_inputs"]
+#: One adapter input: (state, legal_moves, episode_action_history).
+AdapterInput = tuple[Any, Sequence[int], Sequence[Any]]
+
+__all__ = ["AdapterInput", "prerender_checked", "reachable_inputs"]
 
 _NEEDED = ("free_cells", "grid", "legal_moves_at", "observation_of", "start")
 

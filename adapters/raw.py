@@ -50,8 +50,9 @@ class RawAdapter(BaseAdapter):
         return state.astype(np.float32), self.describe_one(state, legal, history)
 
     def adapt_many(self, inputs: Iterable[AdapterInput]) -> list[tuple[np.ndarray, str]]:
-        """`adapt` of each input, in order."""
-        return [self.adapt(*item) for item in self._checked(inputs)]
+        """`adapt` of each input, in order (each checked once)."""
+        return [(state.astype(np.float32), self.describe_one(state, legal, history))
+                for state, legal, history in self._checked(inputs)]
 
     def __call__(self, state: Any, legal_moves: Iterable[int] = (),
                  episode_action_history: Sequence[Any] = (), encode: bool = True

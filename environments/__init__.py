@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import gymnasium
 
-from ._checks import check_action, check_legal_moves
+from ._checks import check_action
 from .cartpole import CartPoleEnv
 from .continuous import MountainCarContinuousDescriber, PendulumDescriber
 from .describers import (
@@ -28,6 +28,7 @@ from .describers import (
     Describer,
     SailingBins,
     SailingDescriber,
+    check_legal_moves,
 )
 from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
 from .grid_describers import FrozenLakeDescriber, FrozenLakeMapsDescriber, MazeDescriber

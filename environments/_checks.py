@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import math
-import numbers
 import operator
-from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
 from pydantic import ConfigDict, validate_call
 
 RENDER_MODES: tuple[str, ...] = ("rgb_array", "ansi")
@@ -108,47 +105,3 @@ def check_reset_options(options: Any, allowed: tuple[str, ...]) -> dict[str, Any
             f"unknown reset options {sorted(unknown)}; expected any of {list(allowed)}"
         )
     return options
-
-
-def check_legal_moves(legal_moves: Any, n_actions: int | None) -> tuple[int, ...]:
-    """``legal_moves`` as a tuple of ints in ``[0, n_actions)`` (any range if None)."""
-    if legal_moves is None:
-        return ()
-    if isinstance(legal_moves, (str, bytes)) or not isinstance(legal_moves, Iterable):
-        raise ValueError(
-            f"legal_moves {legal_moves!r} is not a sequence of actions; expected e.g. [0, 2, 3]"
-        )
-    moves: list[int] = []
-    for move in legal_moves:
-        if isinstance(move, np.ndarray) and move.shape == ():
-            move = move.item()
-        if isinstance(move, bool) or not isinstance(move, numbers.Integral):
-            raise ValueError(f"legal move {move!r} in {legal_moves!r} is not an int action")
-        if n_actions is not None and not 0 <= int(move) < n_actions:
-            raise ValueError(
-                f"legal move {move!r} in {legal_moves!r} is outside [0, {n_actions - 1}]"
-            )
-        moves.append(int(move))
-    if len(set(moves)) != len(moves):
-        raise ValueError(f"legal_moves {legal_moves!r} repeat an action; expected distinct actions")
-    return tuple(moves)
-
-
-def check_state(state: Any, shape: tuple[int, ...], what: str = "state") -> np.ndarray:
-    """``state`` as a finite float64 array of ``shape``, or a ValueError naming the problem."""
-    if isinstance(state, (str, bytes)):
-        raise ValueError(
-            f"{what} {state!r} is a {type(state).__name__}; expected numbers of shape {shape}"
-        )
-    try:
-        array = np.asarray(state, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{what} {state!r} (type {type(state).__name__}) is not numeric; expected a float "
-            f"array of shape {shape}"
-        ) from None
-    if array.shape != shape:
-        raise ValueError(f"{what} {state!r} has shape {array.shape}; expected shape {shape}")
-    if not np.isfinite(array).all():
-        raise ValueError(f"{what} {state!r} contains NaN or inf; expected finite values")
-    return array

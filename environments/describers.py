@@ -1,16 +1,6 @@
-"""Describers: rules that turn an environment's raw state into an English sentence.
-
-A :class:`Describer` is called as ``describer(state, legal_moves=(), last_action=None)``
-and returns one deterministic sentence (or a few). One describer per environment:
-
-- :class:`SailingDescriber` - position across the river and heading relative to the wind.
-- :class:`CartPoleDescriber` - qualitative bins for the four CartPole quantities, or the
-  numbers rounded to what balancing needs (``style="numbers"``).
-- the grid worlds' (maze, frozen lakes) in :mod:`.grid_describers`.
-
-Each is part of its environment's language spec (:mod:`environments.language`), where
-:func:`~environments.language.language_for` finds it for an environment.
-"""
+"""Rule describers: ``describer(state, legal_moves=(), last_action=None)`` -> one
+deterministic text. The `Describer` base, its checks, Sailing's and CartPole's (the grid
+worlds' are in `.grid_describers`). See docs/environments.md."""
 
 from __future__ import annotations
 
@@ -22,7 +12,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
-from ._checks import check_action, check_legal_moves, check_state, checked_arguments
+from ._checks import check_action, checked_arguments
 
 __all__ = [
     "Describer",
@@ -39,6 +29,50 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- checks
+def check_legal_moves(legal_moves: Any, n_actions: int | None) -> tuple[int, ...]:
+    """``legal_moves`` as a tuple of ints in ``[0, n_actions)`` (any range if None)."""
+    if legal_moves is None:
+        return ()
+    if isinstance(legal_moves, (str, bytes)) or not isinstance(legal_moves, Iterable):
+        raise ValueError(
+            f"legal_moves {legal_moves!r} is not a sequence of actions; expected e.g. [0, 2, 3]"
+        )
+    moves: list[int] = []
+    for move in legal_moves:
+        if isinstance(move, np.ndarray) and move.shape == ():
+            move = move.item()
+        if isinstance(move, bool) or not isinstance(move, numbers.Integral):
+            raise ValueError(f"legal move {move!r} in {legal_moves!r} is not an int action")
+        if n_actions is not None and not 0 <= int(move) < n_actions:
+            raise ValueError(
+                f"legal move {move!r} in {legal_moves!r} is outside [0, {n_actions - 1}]"
+            )
+        moves.append(int(move))
+    if len(set(moves)) != len(moves):
+        raise ValueError(f"legal_moves {legal_moves!r} repeat an action; expected distinct actions")
+    return tuple(moves)
+
+
+def check_state(state: Any, shape: tuple[int, ...], what: str = "state") -> np.ndarray:
+    """``state`` as a finite float64 array of ``shape``, or a ValueError naming the problem."""
+    if isinstance(state, (str, bytes)):
+        raise ValueError(
+            f"{what} {state!r} is a {type(state).__name__}; expected numbers of shape {shape}"
+        )
+    try:
+        array = np.asarray(state, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{what} {state!r} (type {type(state).__name__}) is not numeric; expected a float "
+            f"array of shape {shape}"
+        ) from None
+    if array.shape != shape:
+        raise ValueError(f"{what} {state!r} has shape {array.shape}; expected shape {shape}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{what} {state!r} contains NaN or inf; expected finite values")
+    return array
+
+
 def check_edges(name: str, edges: Sequence[float], count: int) -> tuple[float, ...]:
     values = tuple(float(e) for e in edges)
     if len(values) != count:
@@ -98,12 +132,9 @@ def _numeric(state: Mapping | tuple) -> bool:
 class Describer:
     """Turns a raw state (plus legal moves and the last action) into a sentence.
 
-    Subclasses set ``state_shape`` and ``n_actions`` and implement :meth:`describe`,
-    which receives an already checked float64 state, a tuple of legal moves and the last
-    action (``int`` or ``None``). ``state_shape = None``: the state as the environment gives
-    it, unchecked (a dict for a ``Dict`` observation space, a tuple for a ``Tuple``).
-    ``uses_last_action`` says whether the sentence depends on the last action (adapters use
-    it to key their memo).
+    Subclasses set ``state_shape`` (None: the observation as the environment gives it,
+    unchecked), ``n_actions``, ``bounds``, ``uses_last_action`` and implement `describe`,
+    which receives checked arguments: a float64 array, a tuple of moves, an int or None.
     """
 
     env_name: str = "environment"
@@ -117,9 +148,10 @@ class Describer:
     def __call__(
         self, state: Any, legal_moves: Iterable[int] = (), last_action: int | None = None
     ) -> str:
+        """The sentence of ``state``; every argument checked here, the public boundary."""
         if self.state_shape is None:  # the observation as the environment gives it
             return self.describe(state, check_legal_moves(legal_moves, self.n_actions),
-                                 self._last_action(last_action))
+                                 self.check_last_action(last_action))
         if isinstance(state, (Mapping, tuple)) and not _numeric(state):
             raise ValueError(
                 f"{self.env_name} state {state!r} is a {type(state).__name__}; "
@@ -127,18 +159,25 @@ class Describer:
                 "of Dict or Tuple observations sets state_shape = None and receives them as "
                 "the environment gives them)")
         checked = check_state(state, self.state_shape, f"{self.env_name} state")
-        if self.bounds is not None:
-            for value, (name, low, high) in zip(checked.tolist(), self.bounds, strict=True):
-                tolerance = 1e-5 * max(1.0, abs(low), abs(high))
-                if not low - tolerance <= value <= high + tolerance:
-                    raise ValueError(
-                        f"{self.env_name} state {checked.tolist()!r}: {name} {value!r} is outside "
-                        f"the observation space [{low}, {high}]"
-                    )
+        self.check_bounds(checked)
         moves = check_legal_moves(legal_moves, self.n_actions)
-        return self.describe(checked, moves, self._last_action(last_action))
+        return self.describe(checked, moves, self.check_last_action(last_action))
 
-    def _last_action(self, last_action: Any) -> int | None:
+    def check_bounds(self, state: np.ndarray) -> None:
+        """ValueError when a value of ``state`` (of ``state_shape``) is outside ``bounds``."""
+        if self.bounds is None:
+            return
+        values = np.asarray(state, dtype=np.float64).tolist()
+        for value, (name, low, high) in zip(values, self.bounds, strict=True):
+            tolerance = 1e-5 * max(1.0, abs(low), abs(high))
+            if not low - tolerance <= value <= high + tolerance:
+                raise ValueError(
+                    f"{self.env_name} state {values!r}: {name} {value!r} is outside "
+                    f"the observation space [{low}, {high}]"
+                )
+
+    def check_last_action(self, last_action: Any) -> int | None:
+        """``last_action`` as an action of this describer (or None), else ValueError."""
         if not self.n_actions or last_action is None:
             return last_action
         try:

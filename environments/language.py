@@ -1,32 +1,6 @@
-"""One language spec per environment: everything the library says about it in words.
-
-A :class:`LanguageSpec` holds the rule describer (state, legal moves, last action ->
-sentence), the name of each action, the task (the system prompt of every LLM role), what
-the prompts show of a state and how to read the current raw state off the environment.
-The language adapter, the LLM adapter and every LLM role read it; bringing an environment
-means registering its spec, nothing else::
-
-    from . import Describer, LanguageSpec, register_language
-
-    class LiftDescriber(Describer):
-        env_name = "Lift"
-        state_shape = (2,)
-        n_actions = 2
-
-        def describe(self, state, legal_moves, last_action):
-            return f"The lift is at floor {int(state[0])}; the call is from floor {int(state[1])}."
-
-    register_language(LiftEnv, lambda env, **options: LanguageSpec(
-        describer=LiftDescriber(**options),
-        action_names=("down", "up"),
-        task="You steer a lift. Reach the floor of the call button.",
-        state_of=lambda env: np.array([env.floor, env.call], dtype=np.float32),
-    ))
-
-:func:`language_for` finds the spec of an environment (an instance, wrapped or not, or a
-gymnasium id); options go to the registered factory (e.g. ``include_last_move=True`` for
-the maze's describer, ``style="numbers"`` for CartPole's).
-"""
+"""One language spec per environment (`LanguageSpec`): describer, action names, task text,
+what prompts show. `register_language(EnvClass, factory)` brings an environment;
+`language_for(env, **options)` finds its spec. See docs/environments.md."""
 
 from __future__ import annotations
 
@@ -54,22 +28,11 @@ PROMPT_STYLES = ("verbose", "compact")
 
 @dataclass(frozen=True)
 class LanguageSpec:
-    """What the library says about one environment.
+    """What the library says about one environment (fields: docs/environments.md).
 
-    ``describer``: the rule describer. ``action_names``: action ``i`` in words.
-    ``task``: the goal and what each action does (the system prompt of the LLM roles).
-    ``state_of(env)``: the current raw state of the unwrapped environment, as the describer
-    takes it (for roles that read it off the environment, like the advisor).
-    ``prompt_state(state, legal_moves)``: what a decision prompt shows of a state (default:
-    the describer's sentence).
-
-    The ``compact`` prompt style, for LLM decisions that must cost few prompt tokens:
-    ``compact_state(state, legal_moves)`` (default: ``prompt_state``'s text) and
-    ``compact_task`` (default: ``task``).
-
-    ``representation``: the language adapter's default representation settings for this
-    environment (``adapters.representation``), set where a measurement found a better one
-    than the paragraph embedding; the adapter's own settings override them.
+    ``state_of(env)``: the unwrapped environment's current raw state; ``prompt_state`` /
+    ``compact_state``: what a ``verbose`` / ``compact`` prompt shows of a state (default: the
+    sentence); ``representation``: the language adapter's default representation settings.
     """
 
     describer: Describer

@@ -886,3 +886,75 @@ def test_frozenlake_through_the_language_and_llm_adapters(tmp_path):
         prompt = json.dumps(fake.chat_bodies[-1]["messages"])
         assert "The goal is three cells down and three cells to the right" in prompt
         assert "1 (down)" in prompt and "3 (up)" in prompt
+
+
+# ------------------------------------------------ the cold step: each input checked once
+def _cold_step(env_id: str, monkeypatch) -> tuple[dict[str, int], set[str], str]:
+    """One cold wrapper step of the language adapter on ``env_id``: how often each check
+    ran, the langadapt files the step crossed, and the description."""
+    import os
+
+    from langadapt.adapters import base as adapter_base
+    from langadapt.environments import describers
+
+    counts: dict[str, int] = {}
+
+    def spy(owner, name):
+        real = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            counts[name] = counts.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+    env = gym.make(env_id)
+    adapter = LanguageAdapter(env, encoder=CountingEncoder())
+    wrapper = LanguageObservation(env, adapter)
+    _, info = wrapper.reset(seed=0)
+    before = info["description"]
+    spy(adapter_base, "check_state")          # the state: type, shape, finite
+    spy(adapter_base, "check_legal_moves")    # the legal moves
+    spy(describers.Describer, "check_bounds")  # the state: the describer's bounds
+    spy(describers.Describer, "check_last_action")
+    spy(describers, "check_state")            # the describer's own boundary: not on the path
+    spy(describers.Describer, "__call__")
+    root = Path(adapter_base.__file__).resolve().parents[1]
+    files: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            name = frame.f_code.co_filename
+            path = Path(os.path.realpath(name))
+            if (not name.startswith("<") and path.is_relative_to(root)
+                    and not {".venv", "tests"} & set(path.relative_to(root).parts)):
+                files.add(path.relative_to(root).as_posix())
+
+    for move in info["legal_moves"]:
+        sys.setprofile(profile)
+        try:
+            _, _, _, _, info = wrapper.step(move)
+        finally:
+            sys.setprofile(None)
+        if info["description"] != before:
+            return counts, files, info["description"]
+        files.clear()
+        counts.clear()
+    raise AssertionError("no move gave a new state")
+
+
+def test_a_cold_step_checks_each_input_once_on_a_describer_with_bounds_and_last_action(
+        monkeypatch):
+    counts, files, text = _cold_step("langadapt/Sailing-v0", monkeypatch)
+    assert "last turned" in text  # the last action was described
+    assert counts == {"check_state": 1, "check_legal_moves": 1, "check_bounds": 1,
+                      "check_last_action": 1}
+
+
+def test_a_cold_maze_step_crosses_the_files_of_docs_development(monkeypatch):
+    counts, files, _ = _cold_step("langadapt/Maze-v0", monkeypatch)
+    assert counts == {"check_state": 1, "check_legal_moves": 1, "check_bounds": 1}
+    assert files == {"environments/maze.py", "adapters/wrapper.py", "adapters/base.py",
+                     "adapters/language.py", "environments/describers.py",
+                     "environments/grid_describers.py", "adapters/embedding_cache.py",
+                     "llm/store.py"}
