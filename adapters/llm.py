@@ -1,16 +1,9 @@
-"""LLM state adapters: a prompt builder + a backend from `langadapt.llm`.
+"""LLM state adapters: a prompt (the describer's sentence, the legal moves, the last
+``action_history_length`` pairs, cut to the context) answered by a `langadapt.llm` backend.
 
-`LLMAdapter` builds the prompt of one input — the describer's sentence (the raw numbers
-where the environment has none), the legal moves in words, the last
-``action_history_length`` (state, action) pairs, cut to the backend's context — and asks
-its backend (`langadapt.llm.LLMBackend`: cache, retries, identity, counters) for a short
-description, which the shared `BaseAdapter` machinery encodes and memoises. With
-``fallback`` a failed call gives the rule-language description instead: counted in
-``llm_fallbacks``, never cached or memoised (the next visit asks again).
-
-`OllamaAdapter` / `LlamaCppAdapter` build their backend from the settings they are given
-(``OllamaAdapter(env, model=..., host=...)``); `make_llm_adapter(env, backend="auto", ...)`
-is ``adapters.make("llm", env, ...)``.
+With ``fallback`` a failed call gives the rule description, counted in ``llm_fallbacks``
+and never cached. `OllamaAdapter` / `LlamaCppAdapter` build their backend from their
+settings; `make_llm_adapter` is ``adapters.make("llm", env, ...)``. See docs/adapters.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""How a description becomes the observation vector: the representation settings.
+"""The representation settings of the text adapters: how a description becomes the vector.
 
-Four settings of the text adapters (language, llm), each independent of the others:
-
-- ``embedding: paragraph`` (default) encodes the whole description as one vector;
-  ``sentences`` encodes each sentence on its own and puts sentence *i* in slot *i* of
-  ``sentence_slots`` fixed slots (``slots x dimension`` values; an empty slot is zeros, the
-  sentences past the last slot are averaged into the last slot).
-- ``normalise: none`` (default) leaves the vectors as they are; ``centre`` subtracts the
-  mean vector of the *fit set*; ``whiten`` centres and then applies ZCA whitening shrunk
-  toward the identity: ``W = V diag(1/sqrt(lambda + eps)) V^T`` with the eigenpairs
-  ``(lambda, V)`` of the fit set's covariance and ``eps`` their mean over the non-zero
-  ones, so a direction the fit set does not vary in is scaled by ``1/sqrt(eps)``.
-- The **fit set** is fixed once, when the adapter first needs a vector, and never changes:
-  the distinct descriptions met in ``fit_steps`` uniformly random legal moves on a copy of
-  the adapter's environment reset with ``fit_seed`` (each distinct description counts
-  once, however often it was met). The same environment settings and seed give the same
-  statistics in every process and on every resume; the training run itself never moves
-  them.
-- ``with_raw: true`` appends the raw observation (as float32) after the language vector.
-
-Every text (a description, or a sentence of one) goes through the embedding cache, so each
-distinct text is encoded once.
+``embedding`` (paragraph, sentences in ``sentence_slots`` slots, sentence_mean),
+``normalise`` (none, centre, whiten: shrunk ZCA fitted once on the *fit set*, the distinct
+descriptions of ``fit_steps`` random legal moves from ``fit_seed``) and ``with_raw``.
+See docs/adapters.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""LanguageVectorEnv: N copies of an environment under one adapter, observed in one batch.
+"""`LanguageVectorEnv`: N copies of an environment under one adapter, observed in one batch.
 
-A gymnasium vector environment (:class:`gymnasium.vector.VectorEnv`, autoreset mode
-``SAME_STEP``) whose copies behave like N :class:`~langadapt.adapters.LanguageObservation`
-wrappers sharing one adapter, except that each ``reset`` and ``step`` makes all N
-observations with **one** ``adapter.adapt_many`` call: the cold inputs of the batch are
-described together (an LLM adapter's requests in flight together) and their texts encoded
-in one encoder call. A copy whose episode ends is reset in the same step, so its final
-observation (``infos["final_obs"][i]``, with ``infos["final_info"]``) and the new
-episode's first observation are adapted in the same batch.
-
-Each copy keeps its own episode history, as the wrapper does: ``(previous_raw_obs,
-action)`` pairs, cleared on reset, only the last ``history_length`` when given. Legal
-moves come from ``info["legal_moves"]`` (all actions of a ``Discrete`` action space when
-the env gives none); ``info["description"]`` is filled for every copy.
+A gymnasium `VectorEnv` (autoreset ``SAME_STEP``) whose copies behave like N
+`LanguageObservation` wrappers sharing one adapter, but each ``reset`` / ``step`` adapts all
+N observations with one ``adapter.adapt_many`` call (final observations of ended episodes
+in ``infos["final_obs"]``, adapted in the same batch). See docs/adapters.md.
 """
 
 from __future__ import annotations

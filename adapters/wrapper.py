@@ -1,11 +1,4 @@
-"""LanguageObservation: a gymnasium wrapper whose observations come from an adapter.
-
-``copy.deepcopy(wrapper)`` gives an independent environment (the inner env, the episode
-history and the wrapper's state are copied) that **shares the adapter**: an adapter holds
-a model, locks and possibly a database connection, none of which can be copied, and it is
-a pure function of its input (its memo and caches only make repeated inputs cheaper), so
-sharing it changes no observation.
-"""
+"""`LanguageObservation`: a gymnasium wrapper whose observations come from an adapter."""
 
 from __future__ import annotations
 
@@ -21,30 +14,12 @@ __all__ = ["LanguageObservation"]
 
 
 class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
-    """Replace each observation by ``adapter(obs, legal_moves, history)``.
-
-    In the style of :class:`gymnasium.ObservationWrapper`, but it also needs ``info``:
-    the legal moves come from ``info["legal_moves"]`` (all actions of a ``Discrete``
-    action space when the env gives none), and the description text is put in
-    ``info["description"]``. The wrapper keeps the episode's history as
-    ``(previous_observation, action)`` pairs (raw observations, the objects the env
-    returned; an action of a Box action space as a tuple of floats), cleared on ``reset``;
-    ``history_length`` keeps only the most recent ones.
-    ``observation_space`` is the adapter's.
-
-    ``copy=True`` (default): each observation is a new array, a copy of the adapter's
-    vector (the text adapters share their cached vectors, and gymnasium's contract,
-    checked by ``check_env``, is that observations never share memory). ``copy=False``
-    returns the adapter's shared **read-only** vectors as they are: about 0.3 us per step
-    cheaper, safe with trainers that copy observations into their own buffers
-    (Stable-Baselines3, the ``agents`` package) since nothing can write into them, but
-    ``check_env`` rejects it because two observations of one state are the same array.
-
-    Each step calls the adapter's ``adapt(obs, legal_moves, history)`` and nothing else of
-    it (a seen input is a memo look-up there).
-
-    ``copy.deepcopy`` copies everything but the adapter, which the copy shares (see the
-    module docstring).
+    """Each observation replaced by ``adapter.adapt(obs, legal_moves, history)``'s vector
+    (a fresh copy; ``copy=False``: the shared read-only one), its text in
+    ``info["description"]``; legal moves from ``info["legal_moves"]`` (else every action of
+    a Discrete space); the episode's ``(previous_observation, action)`` pairs kept (the last
+    ``history_length``), cleared on reset. ``copy.deepcopy`` copies all but the adapter,
+    which the copy shares (it is a pure function of its input). See docs/adapters.md.
     """
 
     def __init__(

@@ -1,42 +1,9 @@
-"""BALROG's BabyAI suite: the ``MixedTrainLocal`` level, one goal type per environment.
+"""BALROG's BabyAI suite: GLAM's ``MixedTrainLocal`` level, one goal type per environment.
 
-BALROG (Paglieri et al. 2024) evaluates LLM agents on BabyAI's ``MixedTrainLocal`` level of
-GLAM (Carta et al. 2023, flowersteam/Grounding_LLMs_with_online_RL), split into its five goal
-types; minigrid does not ship the level. :class:`MixedTrainLocal` is written here from that
-published definition with minigrid's BabyAI building blocks (``RoomGridLevel`` and the
-verifier's instructions), so every mission is checked by BabyAI's own verifier:
-
-==================== ================================== ==========================================
-goal                 mission (examples)                 layout
-==================== ================================== ==========================================
-``goto``             go to the red ball                 one 8x8 room, ``num_dists + 1`` objects
-``pickup``           pick up a blue key                 one room, ``num_dists + 1`` objects
-``open``             open the purple door               two rooms joined by a locked door; its key
-                     (or: open the door)                and ``num_dists`` objects in the agent's
-                                                        room
-``putnext``          put the green key next to the      one room, ``num_dists + 2`` objects
-                     grey box
-``pick_up_seq_go_to`` pick up a red box, then go to     one room, ``num_dists + 2`` objects
-                     the blue ball (or: go to the blue
-                     ball after you pick up a red box)
-==================== ================================== ==========================================
-
-Objects are keys, balls and boxes of BabyAI's six colours, placed at random (repeats
-allowed); the agent starts at a random free cell of its room facing a random way, every
-object reachable. ``num_dists`` (distractors) is 0 by default, as BALROG runs it (GLAM trained
-with 8). As in GLAM's training level, missions naming a yellow box, a red key, a red door, a
-green ball or a grey door are not produced (``excluded``; ``excluded=()`` allows them): GLAM
-kept them for its generalisation test. The step limit is BabyAI's: 64 steps per room and
-navigation (64 for goto and pickup, 128 for open, putnext and the sequence).
-
-Registered as the gymnasium id ``BabyAI-MixedTrainLocal-v0`` and, bridged like every BabyAI
-level (:mod:`environments.minigrid`), ``langadapt/BabyAI-MixedTrainLocal-v0``; the goal type
-is the keyword ``goal``::
-
-    env = gymnasium.make("langadapt/BabyAI-MixedTrainLocal-v0", goal="putnext")
-
-This module imports ``minigrid`` (the optional extra): gymnasium imports it when the level
-is made.
+`MixedTrainLocal` (goals ``goto``, ``pickup``, ``open``, ``putnext``, ``pick_up_seq_go_to``,
+or ``mixed``), built from minigrid's BabyAI blocks so that BabyAI's verifier decides
+success; registered as ``BabyAI-MixedTrainLocal-v0`` and bridged as
+``langadapt/BabyAI-MixedTrainLocal-v0``. Imports ``minigrid``. See docs/environments.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""gymnasium's FrozenLake-v1 with this project's conventions (``langadapt/FrozenLake-v0``).
+"""gymnasium's FrozenLake-v1 with this project's conventions (``langadapt/FrozenLake-v0``),
+and `FrozenLakeMapsEnv` (a random lake each episode).
 
-The lake, its moves, slipping and reward are gymnasium's `FrozenLakeEnv` (held inside, never
-re-implemented). This class adds: the observation as the cell ``(row, col)`` in a float32 Box
-(like the maze, so the raw adapter and tabular agents take it as it is), every action legal in
-``info["legal_moves"]``, ``info["is_success"]`` (the goal was reached), its own step limit
-(FrozenLake-v1's: 100 steps on 4x4, 200 on 8x8) and clear errors for bad actions.
+The lake, moves, slipping and reward are gymnasium's (held inside); added: the cell
+``(row, col)`` as a float32 Box, ``info["legal_moves"]`` / ``["is_success"]``, FrozenLake-v1's
+step limit and one-line errors for bad actions. See docs/environments.md.
 """
 
 from __future__ import annotations

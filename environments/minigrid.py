@@ -1,29 +1,10 @@
 """MiniGrid and BabyAI levels with this library's conventions (the optional extra ``minigrid``).
 
-:class:`MiniGridBridge` holds any MiniGrid or BabyAI level of the ``minigrid`` package
-(``pip install 'langadapt[minigrid]'``) and gives it what every langadapt environment has:
-
-- a flat float32 ``Box`` observation: the egocentric view, the direction faced (one-hot) and
-  the mission (word ids and a bag of words); the layout and why the mission is in it:
-  :mod:`environments.minigrid_describer`;
-- ``info["legal_moves"]`` (by default minigrid's seven actions less ``done``, which no level
-  uses except MiniGrid-GoToObject and MiniGrid-GoToDoor; ``legal_moves="all"`` or a list
-  chooses), ``info["is_success"]`` (the episode terminated with a reward > 0) and
-  ``info["mission"]``;
-- the language spec (:class:`~environments.minigrid_describer.MiniGridDescriber`, minigrid's
-  action names, a task text), so the language and LLM adapters and every LLM role work on it.
-
-Three ways to get one::
-
-    from langadapt.environments.minigrid import make_minigrid
-    env = make_minigrid("MiniGrid-DoorKey-5x5-v0")                 # any MiniGrid-/BabyAI- id
-    env = gymnasium.make("langadapt/MiniGrid-DoorKey-5x5-v0")      # the bridged ids
-    env = MiniGridBridge(my_minigrid_env)                          # a level instance of yours
-
-Importing this module does not import ``minigrid``: it registers ``langadapt/<id>`` for every
-id of minigrid 3.x (:data:`MINIGRID_IDS`, plus any other MiniGrid-/BabyAI- id in gymnasium's
-registry once ``minigrid`` is imported); ``minigrid`` is imported when a level is made, and
-without it that is a :class:`MiniGridNotInstalled` error of one line naming the extra.
+`MiniGridBridge` gives a level a flat float32 Box observation (layout:
+`.minigrid_describer`), ``info["legal_moves"]`` / ``["is_success"]`` / ``["mission"]`` and
+its language spec; `make_minigrid(id)`, ``gymnasium.make("langadapt/<id>")`` or
+``MiniGridBridge(level)`` make one. Importing this module does not import ``minigrid``;
+making a level without it is a one-line `MiniGridNotInstalled`. See docs/environments.md.
 """
 
 from __future__ import annotations

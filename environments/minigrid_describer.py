@@ -1,34 +1,11 @@
-"""MiniGrid and BabyAI states in words: the observation layout and :class:`MiniGridDescriber`.
+"""MiniGrid and BabyAI states in words: the flat observation's layout and `MiniGridDescriber`.
 
-This module needs no ``minigrid`` package: it holds a copy of minigrid's object, colour and
-door-state encodings (a test checks them against minigrid's own ``core.constants``), the
-mission vocabulary and the layout of the flat observation that
-:class:`~environments.minigrid.MiniGridBridge` returns:
-
-=====================  ======================================================================
-slice                  what
-=====================  ======================================================================
-``[0, 3*V*V)``         the egocentric ``V x V`` view (``V = agent_view_size``, 7 by default)
-                       as minigrid encodes it, ``image[x, y] = (object, colour, state)``
-                       flattened in C order (index ``(x*V + y)*3 + channel``). The agent stands
-                       at ``x = V//2, y = V-1`` facing ``-y``; the object it carries is drawn
-                       in its own cell (minigrid's convention); unseen cells are 0.
-``+4``                 the direction the agent faces, one-hot (east, south, west, north)
-``+L``                 the mission as word ids (``L = mission_words``, 48 by default; 0 pads);
-                       exact: the describer reads the mission back from them
-``+len(VOCABULARY)+1`` the mission as a bag of words (a count per vocabulary word, the last
-                       slot counts words outside the vocabulary)
-=====================  ======================================================================
-
-Why the mission is in the observation, and in two forms: on BabyAI the mission changes
-every episode, so a state without it is not Markov. The word ids make the observation
-*exactly* what the description depends on (the view, the direction and the mission), so the
-adapters' memo (keyed by the observation's bytes) describes and encodes each distinct view
-once and never confuses two missions. The bag of words is the same mission in a form a raw
-MLP can use directly: on GoTo-style missions ("go to the red ball") it is a one-hot of the
-colour and the object type. Words outside :data:`VOCABULARY` (a custom level's) get ids after
-it, numbered in the order this process meets them: the description stays exact; only the raw
-number of such a word may differ between processes.
+Needs no ``minigrid`` (a copy of its encodings, tested against ``minigrid.core.constants``).
+The observation: the ``V x V`` view as minigrid encodes it (``(object, colour, state)`` at
+index ``(x*V + y)*3 + channel``; the agent at ``x = V//2, y = V-1`` facing ``-y``), the
+direction one-hot (east, south, west, north), the mission as ``mission_words`` word ids
+(0 pads) and as a bag of words over `VOCABULARY` (+1 slot for other words). Why the
+mission is in it: docs/environments.md.
 """
 
 from __future__ import annotations
