@@ -293,8 +293,7 @@ class BaseAdapter(BaseModel):
         return pair
 
     def adapt_many(self, inputs: Iterable[AdapterInput]) -> list[tuple[np.ndarray, str]]:
-        """``(vector, text)`` of each input, as `adapt` gives them; the cold ones described
-        together (`describe_checked`) and encoded in one batch."""
+        """`adapt` of each input; the cold ones described together, encoded in one batch."""
         items = self._checked(inputs)
         memo = self.memo
         keys = [memo.key(*item) for item in items]
@@ -348,9 +347,8 @@ class BaseAdapter(BaseModel):
 
     def prerender(self, inputs: Iterable[AdapterInput], progress: bool = True,
                   batch_size: int = 512) -> dict[str, int]:
-        """Describe and encode ``inputs`` ahead of time (distinct texts in batches of
-        ``batch_size``) and fill the memo; returns ``inputs`` and ``distinct_texts`` (LLM
-        adapters add their counts). ``progress`` shows a tqdm bar."""
+        """Describe and encode ``inputs`` ahead of time and fill the memo; returns counts
+        (``inputs``, ``distinct_texts``; LLM adapters add theirs). docs/adapters.md."""
         return prerender_checked(self, self._checked(inputs), progress, batch_size)
 
     def stats(self) -> dict[str, float | int]:
@@ -420,8 +418,7 @@ class BaseAdapter(BaseModel):
         return np.stack(vectors)
 
     def _embedded(self, texts: list[str]) -> list[np.ndarray]:
-        """The vectors of ``texts`` before centring: one per text (``paragraph``), the
-        sentences' vectors in fixed slots (``sentences``) or their mean (``sentence_mean``)."""
+        """The vectors of ``texts`` before centring, as ``embedding`` makes them."""
         if self.embedding == "paragraph":
             return self.lookup(texts)
         source = self.text_source()
