@@ -14,18 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, mode
 
 from ._checks import check_action, checked_arguments
 
-__all__ = [
-    "Describer",
-    "SailingDescriber",
-    "SailingBins",
-    "CartPoleDescriber",
-    "CartPoleBins",
-    "CartPoleSteps",
-    "number_words",
-    "join_words",
-    "check_state",
-    "check_legal_moves",
-]
+__all__ = ["CartPoleBins", "CartPoleDescriber", "CartPoleSteps", "Describer", "SailingBins",
+           "SailingDescriber", "check_legal_moves", "check_state", "join_words", "number_words"]
 
 
 # --------------------------------------------------------------------------- checks
@@ -149,9 +139,15 @@ class Describer:
         self, state: Any, legal_moves: Iterable[int] = (), last_action: int | None = None
     ) -> str:
         """The sentence of ``state``; every argument checked here, the public boundary."""
+        return self.describe(*self.check(state, legal_moves, last_action))
+
+    def check(self, state: Any, legal_moves: Iterable[int] = (), last_action: Any = None
+              ) -> tuple[Any, tuple[int, ...], int | None]:
+        """The arguments as `describe` takes them (a float64 state of ``state_shape``, a
+        tuple of moves, an action or None), else ValueError naming the bad value."""
         if self.state_shape is None:  # the observation as the environment gives it
-            return self.describe(state, check_legal_moves(legal_moves, self.n_actions),
-                                 self.check_last_action(last_action))
+            return (state, check_legal_moves(legal_moves, self.n_actions),
+                    self.check_last_action(last_action))
         if isinstance(state, (Mapping, tuple)) and not _numeric(state):
             raise ValueError(
                 f"{self.env_name} state {state!r} is a {type(state).__name__}; "
@@ -161,7 +157,7 @@ class Describer:
         checked = check_state(state, self.state_shape, f"{self.env_name} state")
         self.check_bounds(checked)
         moves = check_legal_moves(legal_moves, self.n_actions)
-        return self.describe(checked, moves, self.check_last_action(last_action))
+        return checked, moves, self.check_last_action(last_action)
 
     def check_bounds(self, state: np.ndarray) -> None:
         """ValueError when a value of ``state`` (of ``state_shape``) is outside ``bounds``."""

@@ -78,11 +78,10 @@ class LanguageSpec:
         if style not in PROMPT_STYLES:
             raise ValueError(f"prompt style {style!r}: expected one of {PROMPT_STYLES}")
         render = (self.compact_state if style == "compact" else None) or self.prompt_state
-        sentence = self.describer(state, legal_moves)  # also every check of state and moves
+        checked, moves, _ = self.describer.check(state, legal_moves)  # the one check
         if render is None:
-            return sentence
-        shown = state if self.state_shape is None else np.asarray(state, dtype=np.float64)
-        return render(shown, tuple(legal_moves))
+            return self.describer.describe(checked, moves, None)
+        return render(checked, tuple(legal_moves))
 
     def task_for(self, style: str = "verbose") -> str:
         """The system prompt of ``style``."""
@@ -217,7 +216,7 @@ def _cartpole(env: CartPoleEnv, decimals: Decimals = 2, **options: Any) -> Langu
         x, x_dot, angle, omega = numbers(state)
         return (f"Cart position: {x} m\nCart velocity: {x_dot} m/s\n"
                 f"Pole angle: {angle} rad\nPole angular velocity: {omega} rad/s\n"
-                + describer(state, legal_moves))
+                + describer.describe(state, legal_moves, None))  # show() checked them
 
     def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
         x, x_dot, angle, omega = numbers(state)
