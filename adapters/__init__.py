@@ -1,10 +1,7 @@
-"""State adapters: state (+ legal moves + history) -> text -> vector.
+"""State adapters: state (+ legal moves + history) -> text -> vector (docs/adapters.md).
 
-``make(name, env, **settings)`` builds ``"raw"`` (`RawAdapter`), ``"language"``
-(`LanguageAdapter`) or ``"llm"`` (`make_llm_adapter`: `OllamaAdapter` / `LlamaCppAdapter`).
-Every adapter subclasses `BaseAdapter`; `LanguageObservation` is the gymnasium wrapper.
-The describers and the rest of each environment's language spec live in
-`langadapt.environments` (`language_for`, `register_language`).
+``make(name, env, **settings)`` builds ``raw``, ``language`` or ``llm``; each subclasses
+`BaseAdapter`; `LanguageObservation` is the gymnasium wrapper.
 """
 
 from typing import Any

@@ -1,17 +1,8 @@
-"""The environments and what the library says about each of them in words.
+"""The environments and their language specs (docs/environments.md).
 
-Importing this package registers ``langadapt/Sailing-v0``, ``langadapt/Maze-v0`` (layout
-chosen by the ``maze`` argument), ``langadapt/CartPole-v0``, ``langadapt/FrozenLake-v0`` and
-``langadapt/FrozenLakeMaps-v0`` (a random lake each episode) with gymnasium; importing it
-again (or reloading it) registers nothing twice. Every environment puts ``legal_moves``
-(list of ints) and ``is_success`` (bool) in ``info`` on reset and step, and handles its own
-truncation, so no TimeLimit wrapper is added.
-
-Each environment's language spec (:class:`LanguageSpec`: describer, action names, task
-text) is registered in :mod:`environments.language`; :func:`register_language` brings your
-own environment. Taxi and CliffWalking (gymnasium's own) have specs in
-:mod:`environments.toy_text`; Pendulum and MountainCarContinuous (Box actions) in
-:mod:`environments.continuous`.
+Importing it registers ``langadapt/Sailing-v0``, ``Maze-v0``, ``CartPole-v0``,
+``FrozenLake-v0`` and ``FrozenLakeMaps-v0`` with gymnasium (once). Each puts ``legal_moves``
+and ``is_success`` in ``info`` and truncates its own episodes.
 """
 
 from __future__ import annotations
