@@ -59,7 +59,7 @@ def ars_update(theta: np.ndarray, deltas: np.ndarray, returns_plus: Sequence[flo
 
 
 class ARSAgent(Agent):
-    """Augmented Random Search over linear policies (see the module docstring)."""
+    """Augmented Random Search over linear policies (docs/policy-search.md)."""
 
     kind = "ars"
     config_model = ARSConfig

@@ -13,7 +13,7 @@ __all__ = ["Discretisation"]
 
 
 class Discretisation:
-    """Observation -> state index in ``[0, n_states)`` (see the module docstring)."""
+    """Observation -> state index in ``[0, n_states)`` (docs/agents.md)."""
 
     def __init__(
         self,

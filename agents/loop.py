@@ -305,7 +305,7 @@ class StepLearner:
 
     def _learn_copies(self, envs: VectorEnv, budget: Budget,
                       callbacks: Sequence[Callback]) -> TrainingResult:
-        """``learn`` on the N copies of a vector environment (the module docstring)."""
+        """``learn`` on the N copies of a vector environment (docs/agents.md)."""
         if self.override is not None:
             raise ValueError("an advisor (action override) advises one environment; train on "
                              "one environment (n_envs 1), not a vector env")

@@ -210,7 +210,7 @@ class SB3Agent(Agent):
 
 class SB3Learner:
     """Trains an :class:`SB3Agent` with SB3's ``learn()`` for the budget, reporting each
-    finished training episode to the callbacks (see the module docstring)."""
+    finished training episode to the callbacks (docs/agents.md)."""
 
     takes_copies = True  # trains on a vector env's N copies too (agents.sb3_vec)
 

@@ -108,7 +108,7 @@ def _cpu_seconds() -> float:
 
 
 class GRPOTrainer:
-    """Runs GRPO steps of ``policy`` on ``task`` (see the module docstring), logging one CSV
+    """Runs GRPO steps of ``policy`` on ``task`` (docs/finetune.md), logging one CSV
     row per step to ``out/log.csv`` and checkpointing to ``out/checkpoint/``; a trainer made
     on a folder with a checkpoint resumes from it."""
 

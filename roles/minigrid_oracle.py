@@ -178,7 +178,7 @@ class _Layout:
 
 
 class GridPlanOracle:
-    """Shortest plans to the goal square on the full grid (see the module docstring)."""
+    """Shortest plans to the goal square on the full grid (docs/environments.md)."""
 
     def __init__(self) -> None:
         self._layout: _Layout | None = None
@@ -227,7 +227,7 @@ class GridPlanOracle:
 
 # --------------------------------------------------------------------------- BabyAI bot
 class BabyAIBotOracle:
-    """BabyAI's bot with the whole grid, following the episode (see the module docstring)."""
+    """BabyAI's bot with the whole grid, following the episode (docs/environments.md)."""
 
     def __init__(self, bridge: MiniGridBridge) -> None:
         from minigrid.utils.baby_ai_bot import BabyAIBot  # noqa: PLC0415  (optional extra)

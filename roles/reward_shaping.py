@@ -66,7 +66,7 @@ class RewardShapingConfig(BaseModel):
 
 
 class RewardShaping(gym.Wrapper):
-    """Add a shaping term to every reward (see the module docstring)."""
+    """Add a shaping term to every reward (docs/llm-in-the-loop.md)."""
 
     def __init__(
         self, env: gym.Env, config: RewardShapingConfig | dict[str, Any] | None = None, *,

@@ -36,7 +36,7 @@ class SubGoalTruth:
 
 @dataclass(frozen=True)
 class InstructionItem:
-    """One entry of an instruction set (see the module docstring)."""
+    """One entry of an instruction set (docs/instructions.md)."""
 
     id: str
     maze: str

@@ -64,7 +64,7 @@ JUDGE_USER = (
 
 
 class SimulatedFeedback:
-    """Ground-truth feedback (see the module docstring). ``truth``: states (tuples, e.g.
+    """Ground-truth feedback (docs/instructions.md). ``truth``: states (tuples, e.g.
     maze cells) that satisfy the instruction, or a callable; ``on_env=True``: the callable
     takes the unwrapped environment and must be given to ``explore(checks=[...])``."""
 
@@ -113,7 +113,7 @@ class SimulatedFeedback:
 
 
 class LLMFeedback:
-    """The LLM judges each state (see the module docstring). ``backend``: a spec for
+    """The LLM judges each state (docs/instructions.md). ``backend``: a spec for
     :func:`langadapt.llm.make_backend` (``"llamacpp"`` by default) or an object with
     ``chat``. A reply that does not parse is a ``ValueError`` quoting it."""
 
@@ -192,7 +192,7 @@ def refine(instruction: str, exploration: Exploration, feedback: Any,
            margin: float | None = DEFAULT_MARGIN) -> Match:
     """Match ``instruction`` with ``feedback`` (a source with ``judge``, or None for no
     feedback) refining it by ``rule`` over at most ``rounds`` rounds of ``per_round`` states
-    (see the module docstring)."""
+    (docs/instructions.md)."""
     if rule not in REFINE_RULES:
         raise ValueError(f"feedback rule {rule!r}: expected one of {list(REFINE_RULES)}")
     texts, vectors = exploration.texts, exploration.vectors

@@ -39,7 +39,7 @@ TIE = 1e-6
 
 @dataclass
 class Exploration:
-    """What :func:`explore` saw (see the module docstring). ``states[i]``: the distinct raw
+    """What :func:`explore` saw (docs/instructions.md). ``states[i]``: the distinct raw
     states (tuples of floats) seen with ``texts[i]``; ``traces[e]``: the text indices episode
     ``e`` visited, in order (its reset state first)."""
 
@@ -319,7 +319,7 @@ def select(instruction: str, scores: np.ndarray, texts: Sequence[str], threshold
 def match(instruction: str, exploration: Exploration, threshold: Cosine = DEFAULT_THRESHOLD,
           top_k: Count = DEFAULT_TOP_K, strict: bool = False,
           vector: np.ndarray | None = None, margin: float | None = DEFAULT_MARGIN) -> Match:
-    """Match one instruction against the explored descriptions (see the module docstring).
+    """Match one instruction against the explored descriptions (docs/instructions.md).
     ``vector``: the instruction's vector when already encoded; ``margin=None``: no margin."""
     if vector is None:
         vector = exploration.encode_texts([instruction])[0]

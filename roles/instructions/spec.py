@@ -83,7 +83,7 @@ def check_instruction(text: Any, what: str = "instruction") -> str:
 
 
 def usable_subgoals(items: Any, task: str = "") -> list[str]:
-    """The usable sub-goals of an LLM's list (see the module docstring), in order."""
+    """The usable sub-goals of an LLM's list (docs/instructions.md), in order."""
     if not isinstance(items, list):
         return []
     out: list[str] = []
@@ -117,7 +117,7 @@ def split_task(task: str) -> tuple[str, ...]:
 
 def decompose_task(task: str, backend: Any = "llamacpp", counters: RoleCounters | None = None,
                    max_tokens: int = 160) -> tuple[str, ...]:
-    """The sub-goals an LLM reads in ``task`` (see the module docstring). ``backend``: a spec
+    """The sub-goals an LLM reads in ``task`` (docs/instructions.md). ``backend``: a spec
     for :func:`langadapt.llm.make_backend` (``"llamacpp"``, the embedded model, by default;
     ``{"backend": "ollama", "model": "llama3.2"}`` for Ollama) or an object with ``chat``.
     ``counters`` (a :class:`RoleCounters`) counts the calls."""

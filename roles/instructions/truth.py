@@ -58,7 +58,7 @@ def _nearest(grid: np.ndarray, cells: Iterable[Cell], which: str) -> list[Cell]:
 
 
 def truth_cells(rule: Mapping[str, Any], grid: Any, start: Cell, goal: Cell) -> list[Cell]:
-    """The cells of ``rule`` (see the module docstring) on a layout, row-major; ValueError for
+    """The cells of ``rule`` (docs/instructions.md) on a layout, row-major; ValueError for
     an unknown rule or a rule that selects no cell."""
     grid = np.asarray(grid)
     if not isinstance(rule, Mapping) or rule.get("rule") not in RULES:

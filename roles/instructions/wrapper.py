@@ -59,7 +59,7 @@ def cell_check(cells: Iterable[Sequence[int]]) -> Callable[[Any], bool]:
 
 
 class InstructionFollowing(gym.Wrapper):
-    """Reward a chain of sub-goals reached in order (see the module docstring)."""
+    """Reward a chain of sub-goals reached in order (docs/instructions.md)."""
 
     @checked_arguments
     def __init__(self, env: gym.Env, chain: Sequence[Any],
