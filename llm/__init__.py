@@ -1,20 +1,8 @@
-"""The LLM layer: one call to any LLM source, cached, retried, with structured output.
+"""The LLM layer: one call to any LLM source — cached, retried, bounded, with structured
+output — and `decide`, a choice among known replies, scored or generated (docs/llm.md).
 
-    from langadapt.llm import make_backend
-    backend = make_backend("llamacpp")             # the packaged SmolLM2-135M, in process
     backend = make_backend({"backend": "ollama", "model": "llama3.2"})
-    backend = make_backend({"backend": "openai", "base_url": "http://127.0.0.1:8000/v1",
-                            "model": "smollm2", "api_key_env": None})  # OpenAI-compatible
-    backend.complete("You are terse.", "Name a colour.")            # -> str
-    backend.chat(messages, schema={"type": "object", ...})          # -> JSON text valid for it
-    backend.chat(messages, seed=7)                                  # this call's own seed
-    backend.stats()                                                 # counters
-    decide(backend, messages, schema)   # a choice among known replies: scored or generated
-
-Every answer is cached by (backend, model identity, options incl. the call's seed, schema,
-messages); see `LLMBackend` for retries (Retry-After), the deadline, reply limits, the
-circuit breaker and the counters, and `BackendRuntime` for the state a backend keeps.
-`parse_json_reply` is the bounded JSON parse every reply goes through.
+    backend.chat(messages, schema={"type": "object", ...}, seed=7)  # JSON text valid for it
 """
 
 from .backend import STATS_KEYS, LLMBackend, Transient, check_messages

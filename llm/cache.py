@@ -1,11 +1,7 @@
-"""The keys of LLM answers in the store: everything that shaped an answer.
-
-Key: SHA-256 of (backend, model identity, options, JSON schema, messages) — `answer_key`;
-the scores of candidate replies under `score_key`, as JSON text. The model identity is a
-content hash (a GGUF file's: `file_sha256`) or the digest a server reports, so a renamed
-copy of a model shares its answers and a changed file does not. Only real answers are
-stored, in `langadapt.llm.store.SQLiteStore` (``LLMBackend.cache``); JSONL export and
-import (`LLMBackend.export_jsonl`) move answers between machines.
+"""The keys of LLM answers in the store — SHA-256 of (backend, model identity, options,
+JSON schema, messages): `answer_key`, and `score_key` for the scores of candidate replies —
+the model's content hash (`file_sha256`), and JSONL export and import of answers
+(docs/llm.md, "The cache").
 """
 
 from __future__ import annotations
@@ -75,13 +71,8 @@ def export_answers(store: Any, path: str | os.PathLike[str]) -> int:
 
 
 def import_answers(backend: Any, path: str | os.PathLike[str]) -> int:
-    """Load answers from JSON lines into ``backend``'s store; return how many were new.
-
-    Each line needs ``answer`` (or ``description``) and ``messages`` (or ``prompt``, the
-    user message, with an optional ``system``); ``backend``, ``identity``, ``options`` and
-    ``schema`` default to the backend's, so a file of plain (prompt, answer) lines lands
-    under its keys. Lines with ``replies`` are the scores of candidate replies.
-    """
+    """Load answers from JSON lines into ``backend``'s store; how many were new (the line
+    format: docs/llm.md, "The cache"; missing keys default to the backend's)."""
     src = Path(path)
     if not src.is_file():
         raise ValueError(f"JSONL file {str(src)!r} does not exist")
@@ -125,11 +116,8 @@ _HASH_LOCK = threading.Lock()
 
 
 def file_sha256(path: str | os.PathLike[str], memo: str | os.PathLike[str] | None = None) -> str:
-    """SHA-256 of a file's content, computed once per (path, size, mtime).
-
-    ``memo``: a JSON file remembering the hashes across processes (e.g. next to the answer
-    cache); None keeps them for this process only.
-    """
+    """SHA-256 of a file's content, once per (path, size, mtime); ``memo``: a JSON file
+    remembering them across processes (None: this process only)."""
     real = Path(path).expanduser().resolve()
     stat = real.stat()
     ident = (str(real), stat.st_size, stat.st_mtime_ns)

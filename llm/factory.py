@@ -1,14 +1,8 @@
-"""`make_backend(spec)`: a backend from a name or a dict, including the ``auto`` choice.
-
-``"llamacpp"`` -> `LlamaCppBackend` (the packaged SmolLM2), ``"ollama"`` -> `OllamaBackend`,
-``"openai"`` -> `OpenAIBackend` (any OpenAI-compatible server: ``base_url`` and ``model``
-required), ``"transformers"`` -> `TransformersBackend`, ``"auto"`` -> Ollama when a server
-answers at ``host`` (default ``$OLLAMA_HOST`` or 127.0.0.1:11434) and has the model, else
-llama.cpp. A dict gives ``backend`` and the backend's fields (``model``, ``host``,
-``temperature``, ...), generation options also nested under ``options``. With ``auto`` a
-``model`` that is a file (or ends in ``.gguf``) goes to llama.cpp directly; an Ollama model
-name is dropped when llama.cpp is picked (the reason says so), and so are the fields of the
-backend not picked. The choice is logged and kept in ``choice_reason``.
+"""`make_backend(spec)`: a backend from a name or a dict (``backend`` and its fields,
+generation options also under ``options``), including ``auto``: a ``model`` that is a
+GGUF file -> llama.cpp; else Ollama when a server at ``host`` has the model, else
+llama.cpp (fields of the backend not picked are dropped). The choice is logged and kept
+in ``choice_reason`` (docs/llm.md).
 """
 
 from __future__ import annotations

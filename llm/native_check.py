@@ -1,18 +1,9 @@
-"""Does this machine's llama.cpp build run on this CPU? Asked once, in a child process.
-
-llama-cpp-python is compiled on the user's machine. A build tuned to the instructions a
-(virtual) CPU advertises but does not run — AVX-512 or AMX on some cloud and container
-Xeons — dies with SIGSEGV/SIGILL on the first prompt, and a crash of native code takes the
-whole experiment process, and every result it had not yet written, with it. So before this
-process evaluates its first prompt with llama.cpp, a child process does: it loads the model
-and evaluates a few tokens. A child killed by a signal becomes one `NativeBuildError` (an
-`LLMUnavailableError` no fallback replaces) naming the signal, the build's system info and
-the command that rebuilds llama-cpp-python portably; any other failure of the child is left
-to the real call, which reports it.
-
-The answer is kept for the process and handed to child processes through an environment
-variable keyed by the build (its library folder and time), so process-pool workers do not
-ask again; a Ray worker on another machine asks for itself.
+"""Does this machine's llama.cpp build run on this CPU? Asked once, in a child process that
+loads the model and evaluates a few tokens, before this process does: a build using
+instructions the CPU advertises but does not run dies with SIGSEGV/SIGILL, and would take
+the experiment with it. A child killed by a signal is one `NativeBuildError` naming the
+signal and the portable rebuild; the answer is handed to child processes through an
+environment variable keyed by the build (docs/llm.md, "The embedded model's build").
 """
 
 from __future__ import annotations

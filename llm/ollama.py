@@ -1,19 +1,13 @@
-"""`OllamaBackend`: answers from an Ollama server through the official `ollama` client.
-
-Options go as Ollama's ``temperature``, ``seed``, ``num_ctx`` and ``num_predict``; a JSON
-schema goes in ``format`` (Ollama 0.5 or newer). Identity in cache keys: the digest the
-server lists for the model (``/api/tags``), read once; the model name when the server
-cannot be reached then. ``timeout`` bounds one attempt as a whole (not each read), the
-base class's ``deadline`` the whole call. Transport errors, timeouts, HTTP 429 and 5xx are
-retried by the base class (after the server's ``Retry-After``); a missing model is a
-`ModelNotFoundError` naming ``ollama pull <model>``.
+"""`OllamaBackend`: an Ollama server through the official `ollama` client. Options go as
+``temperature``, ``seed``, ``num_ctx``, ``num_predict``; a JSON schema as ``format``.
+Identity: the digest the server lists for the model (the name when unreachable).
+``timeout`` bounds one attempt as a whole; a missing model names ``ollama pull``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pydantic
@@ -130,13 +124,11 @@ class OllamaBackend(LLMBackend):
         client = self.client
         from .transport import ReplyTooLarge, reply_byte_cap
 
-        limit = self.timeout if timeout is None else min(timeout, self.timeout)
-        end = self.call_deadline()  # a first call's lookup counts against its deadline
-        if end is not None:
-            limit = max(0.0, min(limit, end - time.monotonic()))
+        # a first call's lookup counts against its deadline
+        end, _ = self.attempt_end(self.timeout if timeout is None else min(timeout, self.timeout),
+                                  self.call_deadline())
         try:
-            with self.runtime.built("transport").until(time.monotonic() + limit,
-                                                       reply_byte_cap(self.max_reply_chars)):
+            with self.runtime.built("transport").until(end, reply_byte_cap(self.max_reply_chars)):
                 listed = client.list()
         except (ConnectionError, httpx.HTTPError, ollama.ResponseError, ReplyTooLarge,
                 json.JSONDecodeError, RecursionError, pydantic.ValidationError):

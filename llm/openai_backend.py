@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import re
-import time
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -215,13 +214,11 @@ class OpenAIBackend(LLMBackend):
 
         from .transport import ReplyTooLarge, reply_byte_cap
 
-        limit = self.timeout if timeout is None else min(timeout, self.timeout)
-        end = self.call_deadline()  # a first call's lookup counts against its deadline
-        if end is not None:
-            limit = max(0.0, min(limit, end - time.monotonic()))
+        # a first call's lookup counts against its deadline
+        end, _ = self.attempt_end(self.timeout if timeout is None else min(timeout, self.timeout),
+                                  self.call_deadline())
         try:
-            with made.transport.until(time.monotonic() + limit,
-                                      reply_byte_cap(self.max_reply_chars)):
+            with made.transport.until(end, reply_byte_cap(self.max_reply_chars)):
                 listed = [getattr(m, "id", None) for m in made.client.models.list()]
         except (openai.OpenAIError, ValueError, TypeError, AttributeError, RecursionError,
                 ReplyTooLarge):

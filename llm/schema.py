@@ -1,13 +1,7 @@
-"""Parsing a JSON reply within bounds, and checking it against a JSON schema.
-
-`parse_json_reply(text)` is the one way the LLM layer (and the roles) turn a reply into a
-JSON value: a reply longer than `MAX_REPLY_CHARS` characters or nested deeper than
-`MAX_JSON_DEPTH` arrays/objects is refused (`StructuredOutputError`) before ``json.loads``
-sees it, so a reply of 5,000 nested ``[`` is one error, not a RecursionError. Error
-messages quote at most `QUOTE_CHARS` characters of a reply (`quote_reply`).
-
-`schema_errors(value, schema)` checks a value against a JSON schema (draft 2020-12) with
-``jsonschema``, each error naming the JSON path and what was expected.
+"""`parse_json_reply`: the one bounded parse of a reply into JSON (over `MAX_REPLY_CHARS`
+characters or nested deeper than `MAX_JSON_DEPTH`: `StructuredOutputError` before
+``json.loads`` recurses); `schema_errors`: a value checked against a JSON schema (draft
+2020-12), each error naming the path and what was expected; the replies a schema allows.
 """
 
 from __future__ import annotations
@@ -90,14 +84,10 @@ def json_depth(text: str, stop: int | None = None) -> int:
 
 def parse_json_reply(text: Any, *, max_chars: int = MAX_REPLY_CHARS,
                      max_depth: int = MAX_JSON_DEPTH, source: str = "the LLM") -> Any:
-    """The JSON value of a reply, else `StructuredOutputError` (an `LLMReplyError`) naming
-    ``source`` and quoting at most `QUOTE_CHARS` characters of it (for text that is not JSON
-    its ``__cause__`` is the `json.JSONDecodeError`).
-
-    Refused before parsing: a non-string, a reply over ``max_chars`` characters, arrays or
-    objects nested deeper than ``max_depth`` (``json.loads`` would recurse once per level).
-    Numbers too long for Python's int conversion are refused too.
-    """
+    """The JSON value of a reply, else `StructuredOutputError` naming ``source`` and quoting
+    at most `QUOTE_CHARS` characters (``__cause__``: the `json.JSONDecodeError`); a
+    non-string, over ``max_chars``, nested deeper than ``max_depth`` or a number too long
+    for ``int`` is refused before ``json.loads`` runs."""
     if not isinstance(text, str):
         raise StructuredOutputError(
             f"{source} returned {type(text).__name__} {quote_reply(text)}; expected JSON text")
@@ -183,11 +173,8 @@ def finite_values(schema: Any, limit: int = MAX_CANDIDATES) -> list[Any] | None:
 
 
 def reply_text(value: Any) -> str:
-    """The canonical text of a JSON value as a reply: what llama.cpp's grammar-constrained
-    generation of SmolLM2 writes for it — objects as ``{ "a": value, "b": value}`` (keys
-    sorted, as `langadapt.llm.llamacpp.grammar_for` orders them; a space after ``{``, ``:``
-    and ``,``, none before ``}``), scalars and arrays as `json.dumps` writes them. E.g.
-    ``{"action": 3}`` -> ``'{ "action": 3}'``."""
+    """The canonical reply text of a JSON value, as llama.cpp's grammar makes SmolLM2 write
+    it: ``{"action": 3}`` -> ``'{ "action": 3}'`` (keys sorted), scalars as `json.dumps`."""
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{json.dumps(str(k))}: {reply_text(value[k])}"
                                  for k in sorted(value)) + "}"

@@ -47,14 +47,11 @@ def _key(value: Any) -> str:
 
 
 def softmax(log_probs: Sequence[float], temperature: float = 1.0) -> list[float]:
-    """Probabilities from log-probabilities divided by ``temperature`` (> 0; 0 puts all
-    the mass on the first largest); -inf entries get 0."""
-    if temperature < 0 or math.isnan(temperature):
-        raise ValueError(f"temperature={temperature!r}: expected a number >= 0")
+    """Probabilities from log-probabilities divided by ``temperature`` (0 puts all the mass
+    on the first largest); -inf entries get 0. Trusts `decide`'s checks (temperature >= 0)
+    and `check_scores`' (no NaN, not all -inf)."""
     values = [float(v) for v in log_probs]
     top = max(values)
-    if top == -math.inf or math.isnan(top):
-        raise ValueError(f"log_probs={values!r}: no finite value")
     if temperature == 0:
         best = values.index(top)
         return [1.0 if i == best else 0.0 for i in range(len(values))]
@@ -72,16 +69,10 @@ def _count(backend: Any, name: str) -> None:
 def decide(backend: Any, messages: Sequence[Mapping[str, str]], schema: dict[str, Any], *,
            max_tokens: int | None = None, seed: int | None = None, rng: Any = None,
            temperature: float | None = None) -> Decision:
-    """The decision among the values ``schema`` allows (see the module docstring).
-
-    ``max_tokens``: the generated path's limit (the scored path reads no generation).
-    ``seed``: the request's seed (part of the cache key of either path). ``rng``: None for
-    the most probable value, else a ``numpy.random.Generator`` to sample with (scored
-    path). ``temperature``: divides the log-probabilities before the softmax (None: 1, the
-    model's own distribution; 0: all the mass on the most probable value); the generated
-    path samples at the backend's own temperature instead. Errors are the backend's
-    (`LLMError`s): a failed request is never a silent choice.
-    """
+    """The decision among the values ``schema`` allows (see the module docstring): the most
+    probable, or one sampled with ``rng`` (a numpy Generator) from the softmax of the scores
+    divided by ``temperature`` (None: 1); generated at the backend's own temperature when
+    not scored. Errors are the backend's `LLMError`s, never a silent choice."""
     if temperature is not None and (isinstance(temperature, bool)
                                     or not isinstance(temperature, (int, float))
                                     or not temperature >= 0):

