@@ -272,7 +272,7 @@ def command_report(args: argparse.Namespace) -> int:
         raise UsageError(f"{' '.join(map(str, args.folder))}: task folders of suites, named "
                          f"alike; to put the suites in one table: langadapt report {parents}")
     if len(args.folder) > 1:
-        from .compare import compare_folders
+        from .report import compare_folders
 
         out = args.out or Path("comparison")
         print(compare_folders(args.folder, out))

@@ -4,7 +4,8 @@ beneath. Two rows of curves: the greedy evaluations during training (when the ex
 has them), ending in a star at the end of the budget, the final greedy evaluation (held-out
 episodes when the experiment names them), and the training episodes' returns. Curves run
 over environment steps when the training budget is steps (Q-learning and DQN then line up
-however long their episodes are), over training episodes otherwise."""
+however long their episodes are), over training episodes otherwise. Also the best-so-far
+curves of policy search and rliable's performance profiles."""
 
 from __future__ import annotations
 
@@ -22,7 +23,12 @@ import numpy as np  # noqa: E402
 from matplotlib.ticker import EngFormatter  # noqa: E402
 
 from .results import Episode  # noqa: E402
-from .summary import SummaryRow, mean_and_interval  # noqa: E402
+from .stats import (  # noqa: E402
+    SummaryRow,
+    mean_and_interval,
+    profile_estimates,
+    require_rliable,
+)
 
 _COUNT = EngFormatter(sep="")
 """Tick labels of counts: 50k, 1.5M."""
@@ -311,4 +317,26 @@ def plot_best_so_far(
                             figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def plot_performance_profile(score_dict: dict[str, np.ndarray], path: Path | str,
+                             title: str = "") -> None:
+    """rliable's performance profile of each (runs x tasks) matrix of ``score_dict`` (runs
+    x tasks scoring above each tau in [0, 1], stratified bootstrap 95% bands), as a PNG."""
+    _, _, plot_utils = require_rliable()
+    taus = np.linspace(0.0, 1.0, 41)
+    points, intervals = profile_estimates(score_dict, taus)
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    plot_utils.plot_performance_profiles(
+        points, taus, performance_profile_cis=intervals, ax=axis, labelsize="large",
+        ticklabelsize="medium",
+        xlabel=r"success rate $\tau$", ylabel="fraction of runs x tasks\n" r"with success $> \tau$")
+    for index, line in enumerate(axis.get_lines()):  # overlapping profiles stay visible
+        line.set(**line_style(index, len(taus)))
+    axis.legend(loc="lower left", fontsize=8)
+    axis.set_title(wrapped(f"{title}\nperformance profile, stratified bootstrap 95% bands"
+                           .strip(), figure.get_figwidth()), fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -1,77 +1,69 @@
-"""Summaries and plots of a results folder, computed from its ``episodes.csv`` alone.
+"""The report writer: ``summary.csv``, ``summary.md`` and the plots of a results folder
+(:func:`write_report`, what ``langadapt report DIR`` and the end of a run write), of several
+folders together (:func:`compare_folders`), and the policy-search report
+(:func:`write_search_report`: ``search_summary.md``, ``rounds.csv``, ``best_so_far.png``).
 
-``write_report(folder)`` is what ``langadapt report DIR`` runs and what the runner runs at
-the end, so a rebuilt report is identical to the first one.
-
-Per adapter x agent the summary gives:
-
-- ``final_return_mean``, ``final_return_low``, ``final_return_high``: each seed's mean greedy
-  return over the final evaluation episodes of its final ("last") policy, the mean over
-  seeds and its 95% percentile-bootstrap interval over seeds (``scipy.stats.bootstrap``;
-  always inside the seeds' range; empty with one seed). The markdown table says when there
-  are fewer than 5 seeds, where such intervals are rough;
-- ``final_success_rate``: the fraction of all final evaluation episodes that succeeded;
-- ``best_*`` (with ``keep_best``): the same for the retained ("best") policy, and
-  ``best_chosen_at``: the median over seeds of the training episodes done at the
-  evaluation that chose it;
-- ``episodes_to_threshold`` and ``seeds_reaching_threshold``: per seed, the training
-  episodes completed before the first evaluation whose mean return reached the threshold
-  (or, with no threshold set, whose every episode succeeded; without evaluations during
-  training, the first training episode that did); the median over all seeds with the seeds
-  that never got there counted as never (empty when half or more never did), shown as
-  ``median (k/n seeds)``; ``steps_to_threshold``: the same median in environment steps of
-  training (the lengths of those training episodes, summed);
-- ``train_wall_time_s``: mean wall time of a seed's training episodes, summed;
-- ``llm_calls`` and ``cache_hits``: totals over all seeds and phases;
-- ``llm_seconds`` and ``cpu_seconds``: totals over the seeds' runs of the time spent waiting
-  for LLM answers and of the CPU time of the process that ran them, from the runs'
-  ``done.json`` (:mod:`langadapt.experiments.costs`; empty for runs written before it).
-
-``summary.md`` then gives each adapter x agent's final success over seeds as IQM and mean
-with rliable's stratified bootstrap 95% intervals (:mod:`langadapt.experiments.stats`; a
-line naming the ``stats`` extra without rliable). A suite's report across tasks is
-:mod:`langadapt.experiments.suite`.
-
-The numbers come from :mod:`langadapt.experiments.summary`, the plots from
-:mod:`langadapt.experiments.plots`. Rebuilding holds the folder's lock and writes every file
-whole (see :mod:`langadapt.experiments.results`): a symbolic link among the folder's files
-is refused, a full disk is one line naming the folder, and the previous summary stays.
+Contract: computed from ``episodes.csv`` and ``runs/*/done.json`` alone, after
+:func:`.results.check_results`; written whole, by the folder's lock holder, never through a
+link (:mod:`.results`); a name in a CSV cell is text, never a formula. Rebuilding gives the
+same files. Every table and column: ``docs/configuration.md``, ``docs/policy-search.md``.
+Rebuild both reports with ``python -m langadapt.experiments.report DIR``.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
+import sys
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from ..environments.babyai_goals import GOAL_TYPES
-from .balrog import BALROG_BABYAI
-from .config import load_config
-from .costs import folder_costs
-from .goals import goals_markdown
-from .plots import plot_final_returns, plot_learning_curves
+from .balrog import BALROG_BABYAI, goals_markdown
+from .plots import plot_best_so_far, plot_final_returns, plot_learning_curves
 from .results import (
     MAX_RECORD_BYTES,
     Episode,
     ResultsFolderError,
     bounded,
     check_results,
+    folder_config,
     folder_lock,
+    inside,
     read_episodes,
+    read_run_record,
     refuse_links,
     replacing,
+    runs_of,
+    write_csv,
     write_text,
     writing,
 )
-from .stats import seed_scores_markdown
-from .summary import FEW_SEEDS, SUMMARY_COLUMNS, SummaryRow, summarise
+from .stats import (
+    FEW_SEEDS,
+    SUMMARY_COLUMNS,
+    StatsNotInstalled,
+    SummaryRow,
+    aggregate_estimates,
+    folder_costs,
+    mean_and_interval,
+    require_rliable,
+    seed_scores,
+    summarise,
+)
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """Cell starts that make a spreadsheet read text as a formula (OWASP, CSV injection)."""
+CALL_MARKS = (10, 30, 100)
+ROUND_COLUMNS = ("adapter", "agent", "seed", "round", "proposer", "requests", "corrections",
+                 "skipped", "prompt_chars", "evaluated_return", "kept", "best_return",
+                 "env_steps", "requests_total", "llm_calls_total", "llm_seconds", "error",
+                 "proposal")
 
 
 def text_cell(text: str) -> str:
@@ -89,84 +81,87 @@ def write_summary_csv(rows: list[SummaryRow], path: Path) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(SUMMARY_COLUMNS)
-        for row in rows:
-            writer.writerow([_cell(v) for v in asdict(row).values()])
+        writer.writerows([_cell(v) for v in dataclasses.asdict(row).values()] for row in rows)
 
 
-def _interval(mean: float, low: float, high: float) -> str:
-    if math.isnan(mean):
-        return ""
-    return f"{mean:.3f}" + ("" if math.isnan(low) else f" [{low:.3f}, {high:.3f}]")
+def _ci(point: float, low: float = math.nan, high: float = math.nan, form: str = ".3f",
+        scale: float = 1.0, none: str = "") -> str:
+    """``point [low, high]`` (``none`` for a nan point, no interval for a nan ``low``)."""
+    if math.isnan(point):
+        return none
+    interval = "" if math.isnan(low) else f" [{scale * low:{form}}, {scale * high:{form}}]"
+    return f"{scale * point:{form}}{interval}"
+
+
+def _count(value: float, noun: str) -> str:
+    return f"{value:.0f} {noun}" + ("" if round(value) == 1 else "s")
 
 
 def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None) -> str:
-    target = (
-        "every evaluation episode succeeds" if threshold is None else f"mean return >= {threshold}"
-    )
+    """The summary table of ``summary.md``."""
+    target = ("every evaluation episode succeeds" if threshold is None
+              else f"mean return >= {threshold}")
     retained = any(not math.isnan(r.best_return_mean) for r in rows)
-    best_header = (
-        " retained policy return | success | chosen after (episodes) |" if retained else ""
-    )
-    lines = [
-        f"# {title}",
-        "",
-        "| adapter | agent | seeds | final policy greedy return, mean [95% CI] | success |"
-        f"{best_header} episodes to threshold ({target}), median (seeds reaching) | "
-        "steps to threshold, median | train wall time (s) | LLM calls | LLM s | CPU s | "
-        "cache hits |",
-        "|---|---|---:|---:|---:|"
-        + ("---:|---:|---:|" if retained else "")
-        + "---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    lines = [f"# {title}", "",
+             "| adapter | agent | seeds | final policy greedy return, mean [95% CI] | success |"
+             + (" retained policy return | success | chosen after (episodes) |" if retained
+                else "")
+             + f" episodes to threshold ({target}), median (seeds reaching) | steps to "
+             "threshold, median | train wall time (s) | LLM calls | LLM s | CPU s | cache hits |",
+             "|---|---|---:|---:|---:|" + ("---:|---:|---:|" if retained else "")
+             + "---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        if r.seeds_reaching_threshold == 0:
-            to_threshold = f"never (0/{r.seeds})"
-        else:
-            median = (
-                "never" if math.isnan(r.episodes_to_threshold) else f"{r.episodes_to_threshold:.0f}"
-            )
-            to_threshold = f"{median} ({r.seeds_reaching_threshold}/{r.seeds})"
-        steps = "never" if math.isnan(r.steps_to_threshold) else f"{r.steps_to_threshold:,.0f}"
-        best = ""
-        if retained:
-            chosen = "" if math.isnan(r.best_chosen_at) else f"{r.best_chosen_at:.0f}"
-            success = "" if math.isnan(r.best_success_rate) else f"{r.best_success_rate:.0%}"
-            best = (
-                f" {_interval(r.best_return_mean, r.best_return_low, r.best_return_high)} |"
-                f" {success} | {chosen} |"
-            )
+        to_threshold = (f"never (0/{r.seeds})" if r.seeds_reaching_threshold == 0 else
+                        f"{_ci(r.episodes_to_threshold, form='.0f', none='never')} "
+                        f"({r.seeds_reaching_threshold}/{r.seeds})")
+        best = (f" {_ci(r.best_return_mean, r.best_return_low, r.best_return_high)} |"
+                f" {_ci(r.best_success_rate, form='.0%')} | {_ci(r.best_chosen_at, form='.0f')} |"
+                if retained else "")
         lines.append(
             f"| {r.adapter} | {r.agent} | {r.seeds} | "
-            f"{_interval(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
-            f"{r.final_success_rate:.0%} |{best} {to_threshold} | {steps} | "
-            f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {_seconds(r.llm_seconds)} | "
-            f"{_seconds(r.cpu_seconds)} | {r.cache_hits} |"
-        )
-    lines.append("")
-    lines.append("Intervals: 95% percentile bootstrap over seeds of each seed's mean return. "
-                 "LLM calls, LLM s (waiting for answers), CPU s and cache hits: totals over "
-                 "the seeds' runs.")
+            f"{_ci(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
+            f"{r.final_success_rate:.0%} |{best} {to_threshold} | "
+            f"{_ci(r.steps_to_threshold, form=',.0f', none='never')} | "
+            f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {_ci(r.llm_seconds, form='.1f')} | "
+            f"{_ci(r.cpu_seconds, form='.1f')} | {r.cache_hits} |")
+    lines += ["", "Intervals: 95% percentile bootstrap over seeds of each seed's mean return. "
+              "LLM calls, LLM s (waiting for answers), CPU s and cache hits: totals over "
+              "the seeds' runs."]
     few = sorted({r.seeds for r in rows if r.seeds < FEW_SEEDS})
     if few:
         lines.append(
             f"Fewer than {FEW_SEEDS} seeds ({', '.join(map(str, few))}): the intervals are "
-            "rough, read them as the spread of the seeds, not as a precise confidence interval."
-        )
+            "rough, read them as the spread of the seeds, not as a precise confidence interval.")
     if retained:
         lines.append(
             "Retained policy: the policy of the best greedy evaluation during training "
             "(keep_best), scored on the same final episodes as the final policy; chosen after: "
-            "median over seeds of the training episodes done at that evaluation."
-        )
+            "median over seeds of the training episodes done at that evaluation.")
     return "\n".join(lines) + "\n"
 
 
-def _seconds(value: float) -> str:
-    return "" if math.isnan(value) else f"{value:.1f}"
+def seed_scores_markdown(episodes: Sequence[Episode]) -> str:
+    """Final success per adapter x agent as IQM and mean over seeds (rliable), or one line
+    naming the ``stats`` extra without it."""
+    scores = seed_scores(episodes)
+    if not scores:
+        return ""
+    try:
+        require_rliable()
+    except StatsNotInstalled as error:
+        return f"\n{error}\n"
+    lines = ["", "Final success (%) over seeds, rliable: IQM and mean with stratified "
+             "bootstrap 95% intervals (none with one seed).", "",
+             "| adapter | agent | seeds | IQM | mean |", "|---|---|---|---|---|"]
+    for (adapter, agent), by_seed in scores.items():
+        estimates = aggregate_estimates(np.array(list(by_seed.values()))[:, None])
+        iqm, mean = (_ci(*estimates[k], form=".1f", scale=100) for k in ("iqm", "mean"))
+        lines.append(f"| {adapter} | {agent} | {len(by_seed)} | {iqm} | {mean} |")
+    return "\n".join(lines) + "\n"
 
 
 def prerender_markdown(path: Path) -> str:
-    """A note of what prerendering cost (LLM calls made before training), if it ran."""
+    """What prerendering cost (before training), if it ran."""
     if not path.is_file():
         return ""
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -175,32 +170,23 @@ def prerender_markdown(path: Path) -> str:
         for adapter, stats in one["adapters"].items():
             for key, value in stats.items():
                 totals[adapter][key] += value
-    lines = [
-        "",
-        f"Prerender ({len(passes)} pass{'es' if len(passes) != 1 else ''}, before training; "
-        "not in the table's counts):",
-    ]
+    lines = ["", f"Prerender ({len(passes)} pass{'es' if len(passes) != 1 else ''}, before "
+             "training; not in the table's counts):"]
     for adapter, stats in totals.items():
         encoded = _count(stats["encoder_calls"], "text") + " encoded"
         if stats["llm_calls"] or stats["llm_cache_hits"]:
-            lines.append(
-                f"- {adapter}: {_count(stats['llm_calls'], 'LLM call')} "
-                f"({stats['llm_seconds']:.1f} s), "
-                f"{_count(stats['llm_cache_hits'], 'description')} from the cache, {encoded}"
-            )
+            lines.append(f"- {adapter}: {_count(stats['llm_calls'], 'LLM call')} "
+                         f"({stats['llm_seconds']:.1f} s), "
+                         f"{_count(stats['llm_cache_hits'], 'description')} from the cache, "
+                         f"{encoded}")
         else:
-            cached = _count(stats["embedding_cache_hits"], "vector")
-            lines.append(f"- {adapter}: {encoded}, {cached} from the cache")
+            lines.append(f"- {adapter}: {encoded}, "
+                         f"{_count(stats['embedding_cache_hits'], 'vector')} from the cache")
     return "\n".join(lines) + "\n"
 
 
-def _count(value: float, noun: str) -> str:
-    return f"{value:.0f} {noun}" + ("" if round(value) == 1 else "s")
-
-
 def results_notes(episodes: list[Episode], failed: dict[str, str]) -> str:
-    """Markdown lines under the summary: descriptions that were rule-language fallbacks, per
-    adapter, and failed runs (empty when there are none)."""
+    """Rule-language fallbacks per adapter and failed runs, in bold ('' when none)."""
     fallbacks: dict[str, int] = defaultdict(int)
     for e in episodes:
         fallbacks[e.adapter] += e.llm_fallbacks
@@ -212,46 +198,245 @@ def results_notes(episodes: list[Episode], failed: dict[str, str]) -> str:
     return ("\n" + "\n".join(lines) + "\n") if lines else ""
 
 
-def write_report(
-    out_dir: Path | str, log: Callable[[str], None] | None = print
-) -> list[SummaryRow]:
-    """(Re)build ``summary.csv``, ``summary.md`` and the plots from ``episodes.csv``,
-    holding the folder's lock (see the module docstring)."""
+def _write_summary(out_dir: Path, rows: list[SummaryRow], markdown: str,
+                   episodes: list[Episode], title: str, x_axis: str,
+                   budgets: dict[str, int | None] | None = None) -> None:
+    with replacing(out_dir, "summary.csv") as temporary:
+        write_summary_csv(rows, temporary)
+    write_text(out_dir, "summary.md", markdown)
+    with replacing(out_dir, "learning_curves.png") as temporary:
+        plot_learning_curves(episodes, temporary, title=title, x_axis=x_axis, budgets=budgets)
+    with replacing(out_dir, "final_returns.png") as temporary:
+        plot_final_returns(rows, temporary, title=title)
+
+
+def write_report(out_dir: Path | str, log: Callable[[str], None] | None = print
+                 ) -> list[SummaryRow]:
+    """(Re)build ``summary.csv``, ``summary.md`` and the plots from ``episodes.csv``."""
     out_dir = Path(out_dir)
     if not (out_dir / "config.yaml").is_file():  # before the lock: never a lock file elsewhere
-        raise ResultsFolderError(
-            f"{out_dir} is not a langadapt results folder: expected config.yaml and episodes.csv"
-        )
+        raise ResultsFolderError(f"{out_dir} is not a langadapt results folder: expected "
+                                 "config.yaml and episodes.csv")
     again = f"free some space (or fix the folder) and rebuild: langadapt report {out_dir}"
     with writing(out_dir, again), folder_lock(out_dir):
         refuse_links(out_dir)
         failed = check_results(out_dir)  # episodes.csv against config.yaml and runs/*/done.json
-        config = load_config(out_dir / "config.yaml", data_only=True)
+        config = folder_config(out_dir)
         threshold = config.evaluation.threshold
         episodes = read_episodes(out_dir / "episodes.csv")
         rows = summarise(episodes, threshold, folder_costs(config, out_dir))
         params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
         title = f"{config.name} — {config.environment.id} {params}".strip()
-        markdown = summary_markdown(rows, title, threshold)
-        markdown += seed_scores_markdown(episodes)
-        markdown += goals_markdown(config, episodes, [
-            (b.model, dict(zip(GOAL_TYPES, b.tasks, strict=True)))
-            for b in BALROG_BABYAI if b.tasks is not None])
-        markdown += prerender_markdown(out_dir / "prerender.json")
-        markdown += results_notes(episodes, failed)
-        with replacing(out_dir, "summary.csv") as temporary:
-            write_summary_csv(rows, temporary)
-        write_text(out_dir, "summary.md", markdown)
-        with replacing(out_dir, "learning_curves.png") as temporary:
-            in_steps = all(config.training_for(agent).steps for agent in config.agents)
-            budgets = {agent.name: (config.training_for(agent).steps if in_steps
-                                    else config.training_for(agent).episodes)
-                       for agent in config.agents}
-            plot_learning_curves(episodes, temporary, title=title,
-                                 x_axis="steps" if in_steps else "episodes", budgets=budgets)
-        with replacing(out_dir, "final_returns.png") as temporary:
-            plot_final_returns(rows, temporary, title=title)
+        markdown = (summary_markdown(rows, title, threshold) + seed_scores_markdown(episodes)
+                    + goals_markdown(config, episodes, [
+                        (b.model, dict(zip(GOAL_TYPES, b.tasks, strict=True)))
+                        for b in BALROG_BABYAI if b.tasks is not None])
+                    + prerender_markdown(out_dir / "prerender.json")
+                    + results_notes(episodes, failed))
+        in_steps = all(config.training_for(agent).steps for agent in config.agents)
+        budgets = {agent.name: (config.training_for(agent).steps if in_steps
+                                else config.training_for(agent).episodes)
+                   for agent in config.agents}
+        _write_summary(out_dir, rows, markdown, episodes, title,
+                       "steps" if in_steps else "episodes", budgets)
     if log is not None:
         log(markdown)
         log(f"written: {out_dir}/summary.csv, summary.md, learning_curves.png, final_returns.png")
     return rows
+
+
+def compare_folders(folders: list[Path], out_dir: Path) -> str:
+    """``langadapt report A B --out D``: the folders' rows in one summary, adapters named
+    ``<folder>/<adapter>`` (the folders are only read; ``D`` is never a results folder)."""
+    names = [folder.name for folder in folders]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ResultsFolderError(f"folders named {', '.join(repeated)} twice: their adapters "
+                                 "would share names; copy or rename one")
+    episodes: list[Episode] = []
+    in_steps, thresholds, costs, environments = [], set(), {}, {}
+    for folder in folders:
+        config = folder_config(folder, "episodes.csv")
+        check_results(folder)  # crafted or cut rows: refused before they are summarised
+        episodes += [dataclasses.replace(e, adapter=f"{folder.name}/{e.adapter}")
+                     for e in read_episodes(folder / "episodes.csv")]
+        in_steps.append(all(config.training_for(agent).steps for agent in config.agents))
+        thresholds.add(config.evaluation.threshold)
+        costs.update({(f"{folder.name}/{adapter}", agent): cost
+                      for (adapter, agent), cost in folder_costs(config, folder).items()})
+        environments[folder] = f"{config.environment.id} {config.environment.params}"
+    threshold = thresholds.pop() if len(thresholds) == 1 else None
+    if (out_dir / "config.yaml").exists() or (out_dir / "suite.yaml").exists():
+        raise ResultsFolderError(f"--out {out_dir} is a results folder; a comparison never "
+                                 "replaces a folder's own summary: choose another --out")
+    rows = summarise(episodes, threshold, costs)
+    title = "compared: " + ", ".join(names)
+    markdown = summary_markdown(rows, title, threshold)
+    if len(set(environments.values())) > 1:
+        markdown += ("\nThe folders' environments differ: "
+                     + "; ".join(f"{folder}: {env}" for folder, env in environments.items())
+                     + ".\n")
+    with writing(out_dir, f"free some space and compare again into --out {out_dir}"):
+        inside(out_dir.parent, out_dir.name).mkdir(parents=True, exist_ok=True)
+        with folder_lock(out_dir):
+            _write_summary(out_dir, rows, markdown, episodes, title,
+                           "steps" if all(in_steps) else "episodes")
+    return markdown
+
+
+@dataclasses.dataclass
+class RunCurve:
+    """One run's best-so-far return: ``(calls, steps, best)`` points in order."""
+
+    agent: str
+    seed: int
+    search: bool
+    points: list[tuple[int, int, float]] = dataclasses.field(default_factory=list)
+    stats: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def best_at(self, index: int, limit: float) -> float:
+        """Best-so-far once ``calls`` (index 0) or ``steps`` (1) reached ``limit`` (nan
+        before the first point, and for calls the run never reached)."""
+        if index == 0 and (not self.points or self.points[-1][0] < limit):
+            return math.nan
+        best = math.nan
+        for point in self.points:
+            if point[index] > limit:
+                break
+            best = point[2]
+        return best
+
+    def steps_at(self, calls: int) -> float:
+        """Environment steps used when the search had made ``calls`` calls (nan: never)."""
+        return float(next((p[1] for p in self.points if p[0] >= calls), math.nan))
+
+
+def run_curves(out_dir: Path) -> tuple[list[RunCurve], list[dict]]:
+    """The curve of every finished run (a search's kept scores by round, a step-wise
+    learner's best greedy evaluation so far), and every search round for ``rounds.csv``."""
+    config = folder_config(out_dir)
+    by_run: dict[tuple[str, str, int], list] = defaultdict(list)
+    for e in read_episodes(out_dir / "episodes.csv"):
+        by_run[(e.adapter, e.agent, e.seed)].append(e)
+    curves, rounds = [], []
+    for run in runs_of(config):
+        summary = read_run_record(out_dir / "runs" / run.key / "done.json")
+        if summary is None:
+            continue
+        name = run.agent.name
+        if run.agent.type == "llm_policy_search":
+            curve = RunCurve(name, run.seed, True, stats=summary.get("agent_stats", {}))
+            for entry in summary.get("rounds", []):
+                if entry["best_return"] is not None:
+                    curve.points.append((entry["requests_total"], entry["env_steps"],
+                                         float(entry["best_return"])))
+                rounds.append({"adapter": run.adapter.name, "agent": name, "seed": run.seed}
+                              | {k: entry.get(k) for k in ROUND_COLUMNS[3:]})
+        else:
+            curve = RunCurve(name, run.seed, False)
+            steps, after, evals = 0, {}, defaultdict(list)
+            for e in by_run[(run.adapter.name, name, run.seed)]:
+                if e.phase == "train":
+                    steps += e.length
+                    after[e.episode] = steps
+                elif e.phase == "eval":
+                    evals[e.episode].append(e.return_)
+            best = -math.inf
+            for episode, returns in sorted(evals.items()):
+                best = max(best, float(np.mean(returns)))
+                curve.points.append((0, after.get(episode, 0), best))
+        curves.append(curve)
+    return curves, rounds
+
+
+def _mean_ci(values: list[float]) -> str:
+    values = [v for v in values if not math.isnan(v)]
+    return _ci(*mean_and_interval(values), form=".3g") if values else "–"
+
+
+def search_markdown(curves: list[RunCurve], title: str) -> str:
+    """``search_summary.md``: best-so-far return after N LLM calls, and at the environment
+    steps the first LLM search had used by then."""
+    agents = list(dict.fromkeys(c.agent for c in curves))
+    search = [a for a in agents if any(c.search and c.agent == a for c in curves)]
+    llm = [a for a in search if any(c.agent == a and c.stats.get("llm_calls", 0)
+                                    + c.stats.get("llm_cache_hits", 0) > 0 for c in curves)]
+    reference = (llm or search or [None])[0]
+    most = max((c.points[-1][0] for c in curves if c.search and c.points), default=0)
+    calls = sorted({*(k for k in CALL_MARKS if k <= most), most} - {0}) or list(CALL_MARKS)
+    lines = [f"# {title}", "",
+             "Best-so-far return, mean [95% bootstrap interval] over seeds, after N LLM calls "
+             "(random search: N proposals):", "",
+             "| agent | seeds | " + " | ".join(f"{k} calls" for k in calls)
+             + " | env steps (all rounds) | skipped rounds | LLM calls (cache hits) | "
+             "LLM seconds |",
+             "|---|---:|" + "---:|" * (len(calls) + 4)]
+    for agent in search:
+        mine = [c for c in curves if c.agent == agent]
+        steps = [c.points[-1][1] if c.points else math.nan for c in mine]
+        total = {key: sum(c.stats.get(key, 0) for c in mine)
+                 for key in ("skipped_rounds", "llm_calls", "llm_cache_hits", "llm_seconds")}
+        lines.append(
+            f"| {agent} | {len(mine)} | "
+            + " | ".join(_mean_ci([c.best_at(0, k) for c in mine]) for k in calls)
+            + f" | {np.nanmean(steps):.0f} | {total['skipped_rounds']:.0f} | "
+            f"{total['llm_calls']:.0f} ({total['llm_cache_hits']:.0f}) | "
+            f"{total['llm_seconds']:.0f} |")
+    if reference is not None:
+        ref = [c for c in curves if c.agent == reference]
+        reached = min((c.points[-1][0] if c.points else 0) for c in ref)
+        marks = [(k, float(np.nanmean([c.steps_at(k) for c in ref])))
+                 for k in calls if k <= reached]
+        lines += ["", f"Best-so-far return at the environment steps {reference} had used after "
+                  "N calls (mean over its seeds; step-wise learners: best greedy evaluation "
+                  "so far):", "",
+                  "| agent | seeds | " + " | ".join(
+                      f"{k} calls: {steps:,.0f} steps" for k, steps in marks) + " |",
+                  "|---|---:|" + "---:|" * len(marks)]
+        for agent in agents:
+            mine = [c for c in curves if c.agent == agent]
+            lines.append(f"| {agent} | {len(mine)} | " + " | ".join(
+                _mean_ci([c.best_at(1, steps) for c in mine]) for _, steps in marks) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_search_report(out_dir: Path | str, log: Callable[[str], None] | None = print) -> str:
+    """Write ``search_summary.md``, ``rounds.csv`` and ``best_so_far.png``; returns the table."""
+    out_dir = Path(out_dir)
+    if not (out_dir / "config.yaml").is_file():  # before the lock: never a lock file elsewhere
+        raise ResultsFolderError(f"{out_dir} is not a langadapt results folder: no config.yaml")
+    again = ("free some space (or fix the folder) and rebuild: python -m "
+             f"langadapt.experiments.report {out_dir}")
+    with writing(out_dir, again), folder_lock(out_dir):
+        refuse_links(out_dir)
+        config = folder_config(out_dir)
+        curves, rounds = run_curves(out_dir)
+        markdown = search_markdown(curves, f"{config.name}: best-so-far return")
+        write_text(out_dir, "search_summary.md", markdown)
+        with write_csv(out_dir, "rounds.csv") as handle:
+            writer = csv.DictWriter(handle, fieldnames=ROUND_COLUMNS)
+            writer.writeheader()
+            for entry in rounds:  # an LLM's text as text, never a spreadsheet formula
+                row = entry | {"proposal": json.dumps(entry["proposal"])}
+                writer.writerow({k: text_cell(v) if isinstance(v, str) else v
+                                 for k, v in row.items()})
+        by_calls: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
+        by_steps: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
+        for c in curves:
+            if c.search:
+                by_calls[c.agent].append([(p[0], p[2]) for p in c.points])
+            by_steps[c.agent].append([(p[1], p[2]) for p in c.points])
+        with replacing(out_dir, "best_so_far.png") as temporary:
+            plot_best_so_far(by_calls, by_steps, temporary, title=config.name)
+    if log is not None:
+        log(markdown)
+        log(f"written: {out_dir}/search_summary.md, rounds.csv, best_so_far.png")
+    return markdown
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m langadapt.experiments.report RESULTS_FOLDER")
+    write_report(sys.argv[1])
+    if any(a.type == "llm_policy_search" for a in folder_config(Path(sys.argv[1])).agents):
+        write_search_report(sys.argv[1])

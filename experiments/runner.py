@@ -47,7 +47,7 @@ from .executors import ProcessExecutor
 from .executors_ray import RayExecutor
 from .one_run import make_adapter, make_env
 from .progress import watching
-from .report import write_report
+from .report import write_report, write_search_report
 from .results import (
     ResultsFolderError,
     Run,
@@ -63,7 +63,6 @@ from .results import (
     write_failed_run,
     writing,
 )
-from .search_report import write_search_report
 
 __all__ = [  # what the CLI, the benchmarks and the tests use from here
     "Interrupted",

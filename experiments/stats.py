@@ -1,11 +1,11 @@
-"""The field's statistics for few-seed comparisons, through ``rliable`` (Agarwal et al. 2021):
-IQM and mean of a (runs x tasks) score matrix with stratified bootstrap 95% intervals, and
-performance profiles. ``rliable`` is the optional extra ``stats``
-(``pip install 'langadapt[stats]'``); without it :func:`require_rliable` is one line naming it.
+"""The numbers of a report, computed from rows and run records; no file is written here.
 
-Scores are final greedy success rates: one per run (a training seed) and task. Intervals
-resample runs within each task (rliable's stratified bootstrap, percentile method), seeded
-so a rebuilt report is identical.
+:func:`summarise` gives one :class:`SummaryRow` per adapter x agent (bootstrap intervals
+over seeds, episodes and steps to threshold, costs from :func:`folder_costs`); the few-seed
+statistics (IQM, mean, stratified bootstrap intervals, performance profiles) go through
+``rliable``, the optional extra ``stats`` (:func:`require_rliable`: one line without it).
+Every bootstrap is seeded, so a rebuilt report is identical. What each number means:
+``docs/configuration.md`` (the summary, the suite report).
 """
 
 from __future__ import annotations
@@ -14,33 +14,204 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
-from .config import ConfigError
-from .results import Episode
-
-__all__ = [
-    "BOOTSTRAP_REPS",
-    "STATS_HINT",
-    "StatsNotInstalled",
-    "aggregate_estimates",
-    "plot_performance_profile",
-    "require_rliable",
-    "seed_scores",
-    "seed_scores_markdown",
-]
+from .config import ConfigError, ExperimentConfig
+from .results import Episode, read_run_record, runs_of
 
 STATS_HINT = "pip install 'langadapt[stats]'"
 BOOTSTRAP_REPS = 2_000
 """Bootstrap resamples per estimate (rliable's own default for profiles)."""
+FEW_SEEDS = 5
+"""Fewer seeds than this: the summary says its intervals are rough."""
+
+
+@dataclass
+class SummaryRow:
+    adapter: str
+    agent: str
+    seeds: int
+    final_return_mean: float
+    final_return_low: float
+    final_return_high: float
+    final_success_rate: float
+    best_return_mean: float
+    best_return_low: float
+    best_return_high: float
+    best_success_rate: float
+    best_chosen_at: float
+    episodes_to_threshold: float
+    steps_to_threshold: float
+    seeds_reaching_threshold: int
+    train_wall_time_s: float
+    llm_calls: int
+    cache_hits: int
+    llm_fallbacks: int
+    llm_seconds: float = math.nan
+    cpu_seconds: float = math.nan
+
+
+SUMMARY_COLUMNS = tuple(field.name for field in fields(SummaryRow))
+"""Columns of ``summary.csv``: the fields of :class:`SummaryRow`, in order."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """LLM calls, seconds waiting for LLM answers and CPU seconds, summed over runs (nan:
+    some run's figure is unknown, never zero)."""
+
+    llm_calls: float = 0.0
+    llm_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    @classmethod
+    def unknown(cls) -> Cost:
+        return cls(math.nan, math.nan, math.nan)
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.llm_calls + other.llm_calls, self.llm_seconds + other.llm_seconds,
+                    self.cpu_seconds + other.cpu_seconds)
+
+    def cells(self) -> str:
+        """``calls | LLM s | CPU s`` for a markdown table (empty where unknown)."""
+        calls = "" if math.isnan(self.llm_calls) else f"{self.llm_calls:.0f}"
+        return " | ".join([calls, *("" if math.isnan(v) else f"{v:.1f}"
+                                    for v in (self.llm_seconds, self.cpu_seconds))])
+
+
+def run_cost(record: dict[str, Any] | None) -> Cost:
+    """What one ``done.json`` records: its adapter's and LLM roles' calls and seconds, and
+    the CPU seconds of the process that ran it."""
+    if record is None:
+        return Cost.unknown()
+    roles = record.get("llm_roles")
+    sources = [record.get("adapter_stats"), *(roles.values() if isinstance(roles, dict) else [])]
+    sources = [s for s in sources if isinstance(s, dict)]
+    calls, llm = (sum(_number(s.get(key)) for s in sources)
+                  for key in ("llm_calls", "llm_seconds"))
+    cpu = record.get("cpu_seconds")
+    return Cost(calls, llm, _number(cpu) if cpu is not None else math.nan)
+
+
+def _number(value: Any) -> float:
+    if value is None:
+        return 0.0
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
+def folder_costs(config: ExperimentConfig, folder: Path) -> dict[tuple[str, str], Cost]:
+    """``{(adapter, agent): Cost}`` of the finished runs of ``config`` in ``folder``."""
+    costs: dict[tuple[str, str], Cost] = {}
+    for run in runs_of(config):
+        done = folder / "runs" / run.key / "done.json"
+        if done.is_file():  # a failed run is not in the table either
+            key = (run.adapter.name, run.agent.name)
+            costs[key] = costs.get(key, Cost()) + run_cost(read_run_record(done))
+    return costs
+
+
+def mean_and_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and its 95% percentile-bootstrap interval, inside the values' range (nan with
+    fewer than 2 values)."""
+    if not values:
+        return math.nan, math.nan, math.nan
+    array = np.asarray(values, dtype=float)
+    mean = float(array.mean())
+    if len(array) < 2:
+        return mean, math.nan, math.nan
+    if np.all(array == array[0]):
+        return float(array[0]), float(array[0]), float(array[0])
+    interval = stats.bootstrap(
+        (array,), np.mean, method="percentile", n_resamples=2000, rng=np.random.default_rng(0)
+    ).confidence_interval
+    # (a mean of resampled values can exceed the largest by a rounding error)
+    low, high = max(float(interval.low), array.min()), min(float(interval.high), array.max())
+    return mean, float(low), float(high)
+
+
+def median_to_threshold(per_seed: list[int | None]) -> float:
+    """Median over seeds, a seed that never reached the threshold (None) counted as never:
+    nan when half or more never did."""
+    if not per_seed:
+        return math.nan
+    median = float(np.median([math.inf if v is None else float(v) for v in per_seed]))
+    return math.nan if math.isinf(median) else median
+
+
+def _reached(returns: list[float], successes: list[bool], threshold: float | None) -> bool:
+    return all(successes) if threshold is None else float(np.mean(returns)) >= threshold
+
+
+def episodes_to_threshold(episodes: list[Episode], threshold: float | None) -> int | None:
+    """Training episodes one seed needed before reaching the threshold (None: never)."""
+    evaluations: dict[int, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        if e.phase == "eval":
+            evaluations[e.episode].append(e)
+    if evaluations:
+        for after, group in sorted(evaluations.items()):
+            if _reached([e.return_ for e in group], [e.success for e in group], threshold):
+                return after
+        return None
+    for e in sorted((e for e in episodes if e.phase == "train"), key=lambda e: e.episode):
+        if _reached([e.return_], [e.success], threshold):
+            return e.episode
+    return None
+
+
+def steps_before(episodes: list[Episode], after: int | None) -> int | None:
+    """Environment steps of training in the first ``after`` training episodes (None: never)."""
+    if after is None:
+        return None
+    return sum(e.length for e in episodes if e.phase == "train" and e.episode <= after)
+
+
+def _phase_summary(by_seed: dict[int, list[Episode]], phase: str) -> tuple[float, ...]:
+    """(mean, low, high, success rate) of one phase's episodes, seed means first."""
+    seed_means = [float(np.mean([e.return_ for e in eps if e.phase == phase]))
+                  for eps in by_seed.values() if any(e.phase == phase for e in eps)]
+    rows = [e for eps in by_seed.values() for e in eps if e.phase == phase]
+    success = float(np.mean([e.success for e in rows])) if rows else math.nan
+    return (*mean_and_interval(seed_means), success)
+
+
+def summarise(episodes: list[Episode], threshold: float | None,
+              costs: dict[tuple[str, str], Cost] | None = None) -> list[SummaryRow]:
+    """One row per adapter x agent; ``costs`` fill ``llm_seconds`` and ``cpu_seconds``."""
+    costs = costs or {}
+    groups: dict[tuple[str, str], dict[int, list[Episode]]] = defaultdict(
+        lambda: defaultdict(list))
+    for e in episodes:
+        groups[(e.adapter, e.agent)][e.seed].append(e)
+    rows = []
+    for (adapter, agent), by_seed in groups.items():
+        group = [e for eps in by_seed.values() for e in eps]
+        chosen = [next(e.episode for e in eps if e.phase == "best")
+                  for eps in by_seed.values() if any(e.phase == "best" for e in eps)]
+        reached = [episodes_to_threshold(eps, threshold) for eps in by_seed.values()]
+        steps = [steps_before(eps, after)
+                 for eps, after in zip(by_seed.values(), reached, strict=True)]
+        cost = costs.get((adapter, agent), Cost.unknown())
+        rows.append(SummaryRow(
+            adapter, agent, len(by_seed), *_phase_summary(by_seed, "final"),
+            *_phase_summary(by_seed, "best"),
+            float(np.median(chosen)) if chosen else math.nan,
+            median_to_threshold(reached), median_to_threshold(steps),
+            sum(r is not None for r in reached),
+            float(np.mean([sum(e.wall_time for e in eps if e.phase == "train")
+                           for eps in by_seed.values()])),
+            sum(e.llm_calls for e in group), sum(e.cache_hits for e in group),
+            sum(e.llm_fallbacks for e in group), cost.llm_seconds, cost.cpu_seconds))
+    return rows
 
 
 class StatsNotInstalled(ConfigError, ImportError):
-    """``rliable`` is missing: the message is one line naming :data:`STATS_HINT` (a
-    ConfigError, so the command line shows it as one line)."""
+    """``rliable`` is missing: one line naming :data:`STATS_HINT`."""
 
 
 def require_rliable() -> tuple[Any, Any, Any]:
@@ -56,9 +227,7 @@ def require_rliable() -> tuple[Any, Any, Any]:
 
 @contextmanager
 def _seeded_global_rng(seed: int) -> Iterator[None]:
-    """rliable's stratified bootstrap draws its resamples from numpy's global RNG
-    (``np.random.choice``; its ``random_state`` argument reaches only arch): seed that for
-    the call and give the caller's state back after."""
+    """rliable resamples with numpy's global RNG: seed it for the call, then restore it."""
     saved = np.random.get_state()
     np.random.seed(seed)
     try:
@@ -69,10 +238,8 @@ def _seeded_global_rng(seed: int) -> Iterator[None]:
 
 def aggregate_estimates(scores: np.ndarray, reps: int = BOOTSTRAP_REPS, seed: int = 0
                         ) -> dict[str, tuple[float, float, float]]:
-    """``{"iqm": (point, low, high), "mean": (...)}`` of a (runs x tasks) score matrix:
-    rliable's ``aggregate_iqm`` and ``aggregate_mean`` with its stratified bootstrap 95%
-    percentile intervals (resamples seeded with ``seed``). With one run the
-    intervals are nan (nothing to resample)."""
+    """``{"iqm": (point, low, high), "mean": (...)}`` of a (runs x tasks) score matrix with
+    rliable's stratified bootstrap 95% intervals (nan with one run)."""
     library, metrics, _ = require_rliable()
     scores = np.asarray(scores, dtype=float)
     if scores.ndim != 2 or 0 in scores.shape or not np.isfinite(scores).all():
@@ -93,37 +260,14 @@ def aggregate_estimates(scores: np.ndarray, reps: int = BOOTSTRAP_REPS, seed: in
             for i, name in enumerate(("iqm", "mean"))}
 
 
-def plot_performance_profile(score_dict: Mapping[str, np.ndarray], path: Path | str,
-                             title: str = "", reps: int = BOOTSTRAP_REPS, seed: int = 0) -> None:
-    """rliable's performance profile (fraction of run x task scores above each threshold
-    tau in [0, 1], with stratified bootstrap 95% bands) of each (runs x tasks) matrix of
-    ``score_dict``, saved as a PNG."""
-    library, _, plot_utils = require_rliable()
-    import matplotlib  # noqa: PLC0415  (the report's backend choice stays with the caller)
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    taus = np.linspace(0.0, 1.0, 41)
+def profile_estimates(score_dict: Mapping[str, np.ndarray], taus: np.ndarray,
+                      reps: int = BOOTSTRAP_REPS, seed: int = 0) -> tuple[dict, dict]:
+    """rliable's performance profiles (points, 95% bands) of each (runs x tasks) matrix."""
+    library, _, _ = require_rliable()
     with _seeded_global_rng(seed):
-        points, intervals = library.get_interval_estimates(
+        return library.get_interval_estimates(
             {k: np.asarray(v, dtype=float) for k, v in score_dict.items()},
             lambda m: library.score_distributions(m, taus), reps=reps)
-    from .plots import line_style, wrapped  # noqa: PLC0415  (plots sets the Agg backend)
-
-    figure, axis = plt.subplots(figsize=(7, 4.5))
-    plot_utils.plot_performance_profiles(
-        points, taus, performance_profile_cis=intervals, ax=axis, labelsize="large",
-        ticklabelsize="medium",
-        xlabel=r"success rate $\tau$", ylabel="fraction of runs x tasks\n" r"with success $> \tau$")
-    for index, line in enumerate(axis.get_lines()):  # overlapping profiles stay visible
-        line.set(**line_style(index, len(taus)))
-    axis.legend(loc="lower left", fontsize=8)
-    axis.set_title(wrapped(f"{title}\nperformance profile, stratified bootstrap 95% bands"
-                           .strip(), figure.get_figwidth()), fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
 
 
 def seed_scores(episodes: Sequence[Episode], phase: str = "final"
@@ -136,31 +280,3 @@ def seed_scores(episodes: Sequence[Episode], phase: str = "final"
             outcomes[(e.adapter, e.agent)][e.seed].append(bool(e.success))
     return {key: {seed: float(np.mean(v)) for seed, v in sorted(by_seed.items())}
             for key, by_seed in outcomes.items()}
-
-
-def _estimate(value: tuple[float, float, float]) -> str:
-    point, low, high = value
-    if math.isnan(low):
-        return f"{100 * point:.1f}"
-    return f"{100 * point:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
-
-
-def seed_scores_markdown(episodes: Sequence[Episode]) -> str:
-    """The final success of each adapter x agent as IQM and mean over seeds with
-    stratified bootstrap 95% intervals (rliable); a one-line note naming the extra when
-    rliable is missing."""
-    scores = seed_scores(episodes)
-    if not scores:
-        return ""
-    try:
-        require_rliable()
-    except StatsNotInstalled as error:
-        return f"\n{error}\n"
-    lines = ["", "Final success (%) over seeds, rliable: IQM and mean with stratified "
-             "bootstrap 95% intervals (none with one seed).", "",
-             "| adapter | agent | seeds | IQM | mean |", "|---|---|---|---|---|"]
-    for (adapter, agent), by_seed in scores.items():
-        estimates = aggregate_estimates(np.array(list(by_seed.values()))[:, None])
-        lines.append(f"| {adapter} | {agent} | {len(by_seed)} | {_estimate(estimates['iqm'])} "
-                     f"| {_estimate(estimates['mean'])} |")
-    return "\n".join(lines) + "\n"

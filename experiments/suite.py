@@ -39,8 +39,8 @@ import yaml
 from ..environments.babyai_goals import GOAL_TYPES
 from .balrog import BALROG_BABYAI
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
-from .costs import Cost, folder_costs
 from .one_run import make_env
+from .plots import plot_performance_profile
 from .report import text_cell, write_report
 from .results import (
     ResultsFolderError,
@@ -53,7 +53,7 @@ from .results import (
     writing,
 )
 from .runner import run_experiment
-from .stats import aggregate_estimates, plot_performance_profile, require_rliable
+from .stats import Cost, aggregate_estimates, folder_costs, require_rliable
 
 __all__ = ["BALROG_BABYAI", "SUITE_FILE", "merge_suites", "run_suite", "task_configs",
            "write_suite_report"]

@@ -18,7 +18,7 @@ from langadapt.experiments.config import ConfigError, experiment_from_dict, load
 from langadapt.experiments.report import write_report
 from langadapt.experiments.results import read_episodes
 from langadapt.experiments.runner import finished_runs, run_experiment, runs_of
-from langadapt.experiments.summary import summarise
+from langadapt.experiments.stats import summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

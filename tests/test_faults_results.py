@@ -26,8 +26,8 @@ from fake_ollama import FakeOllama, example_for
 from langadapt.experiments import cli, one_run, results
 from langadapt.experiments import report as report_module
 from langadapt.experiments.config import ConfigError, experiment_from_dict
-from langadapt.experiments.executors_ray import RayUnavailableError, check_reachable
-from langadapt.experiments.report import write_report
+from langadapt.experiments.executors import RayUnavailableError, check_reachable
+from langadapt.experiments.report import run_curves, write_report
 from langadapt.experiments.results import (
     LOCK_FILE,
     ResultsFolderError,
@@ -35,7 +35,6 @@ from langadapt.experiments.results import (
     read_run_record,
 )
 from langadapt.experiments.runner import check_results, finished_runs, run_experiment, runs_of
-from langadapt.experiments.search_report import run_curves
 
 
 @pytest.fixture()

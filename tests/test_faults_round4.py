@@ -143,7 +143,7 @@ def test_a_comparison_checks_each_episodes_csv_against_its_runs(two_folders, tmp
 def test_names_that_start_like_formulas_are_text_in_summary_csv(tmp_path):
     import csv
 
-    from langadapt.experiments.compare import compare_folders
+    from langadapt.experiments.report import compare_folders
 
     folders = [_finished(tmp_path, name) for name in ("=cmd|' -C calc'!A0", "@SUM(1+1)")]
     compare_folders(folders, tmp_path / "cmp")
@@ -349,7 +349,7 @@ def test_sb3_keywords_of_the_right_types_still_pass(tmp_path):
 def test_an_llms_text_in_rounds_csv_is_text_not_a_formula(tmp_path, monkeypatch):
     import csv
 
-    from langadapt.experiments import search_report
+    from langadapt.experiments import report as search_report
 
     out = _finished(tmp_path, "search")
     entry = dict.fromkeys(search_report.ROUND_COLUMNS, 0) | {

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from langadapt.experiments.report import summary_markdown
 from langadapt.experiments.results import Episode
-from langadapt.experiments.summary import mean_and_interval, median_to_threshold, summarise
+from langadapt.experiments.stats import mean_and_interval, median_to_threshold, summarise
 
 
 @settings(max_examples=200, deadline=None)

@@ -189,7 +189,7 @@ def test_the_suite_report_gives_per_task_success_the_suite_iqm_and_balrogs_figur
 def test_without_rliable_the_suite_names_the_extra_and_summaries_say_so(monkeypatch, tmp_path):
     import sys
 
-    from langadapt.experiments.stats import seed_scores_markdown
+    from langadapt.experiments.report import seed_scores_markdown
     from langadapt.experiments.suite import run_suite
 
     monkeypatch.setitem(sys.modules, "rliable", None)  # import rliable now fails
