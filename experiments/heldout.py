@@ -1,16 +1,7 @@
-"""Held-out evaluation episodes: seeds no training episode uses, the same for every run.
-
-With ``evaluation.heldout_seeds: {first: F, count: N}`` the final evaluation of every run —
-every representation, every agent, every training seed, the zero-shot LLM — plays the same
-``N`` episodes: episode ``i`` resets the environment with seed ``F + i``
-(:class:`HeldOutEpisodes`). Training never resets with those seeds: a run's training
-episodes start from one reset seeded with the run's seed (copy ``i`` of ``n_envs`` copies
-with ``seed + i``) and continue the environment's random stream, and its evaluations during
-training (which choose the ``keep_best`` policy) start from ``seed + EVAL_SEED_OFFSET``;
-:func:`seeds_used_in_training` lists them all, and an
-experiment whose held-out range holds any of them is refused with the overlap named
-(:func:`check_heldout`). Held-out *seeds* are not always unseen *layouts*: a level with few
-layouts (one object in one room) can draw a held-out layout from a training seed too.
+"""Held-out evaluation episodes: the same seeds ``F + i`` for every run's final evaluation
+(:class:`HeldOutEpisodes`), refused when they overlap a seed training uses
+(:func:`check_heldout`, :func:`seeds_used_in_training`). Explained in
+``docs/configuration.md`` (Held-out episodes).
 """
 
 from __future__ import annotations
@@ -59,12 +50,11 @@ def check_heldout(heldout: range, run_seeds: Sequence[int], evaluates_in_trainin
 class HeldOutEpisodes(gymnasium.Wrapper):
     """Plays the held-out episodes in order: a reset with a seed (any seed: an evaluation
     starting) restarts at ``seeds[0]``, a reset without one takes the next seed. Resetting
-    past the last seed is an error (the evaluation asked for more episodes than held out)."""
+    past the last seed is an error (the evaluation asked for more episodes than held out).
+    ``seeds``: the config's held-out seeds (never empty: checked at config load)."""
 
     def __init__(self, env: gymnasium.Env, seeds: Sequence[int]) -> None:
         super().__init__(env)
-        if not seeds:
-            raise ValueError("no held-out seeds")
         self.seeds = list(seeds)
         self.next_index = 0
 

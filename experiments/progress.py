@@ -1,13 +1,7 @@
-"""Progress inside the runs of an experiment, read by the driver from each run's
-``runs/<run>/episodes.csv`` (every row is flushed as its episode ends, in a worker process
-as in the driver): per run in flight, the training done of its budget (steps or episodes)
-or the final evaluation's episodes, the current success, LLM calls, wall seconds per LLM
-call (the episodes' wall time over their calls) and an estimate of the phase's time left.
-
-With standard error on a terminal the status is the postfix of the runs' progress bar,
-refreshed every :data:`POLL_SECONDS`; with standard output elsewhere (a log file, a pipe)
-it is also a line every :data:`LINE_SECONDS`. A run's progress shows once its first
-episode ends (Ray runs write their rows at the end: they show only as finished runs).
+"""Progress inside the runs of an experiment, read by the driver from each run's flushed
+``runs/<run>/episodes.csv``: per run in flight, its phase, budget done, success, LLM calls
+and time left, as the progress bar's postfix on a terminal, else a line every
+:data:`LINE_SECONDS`. Explained in ``docs/configuration.md`` (Progress inside the runs).
 """
 
 from __future__ import annotations

@@ -468,12 +468,10 @@ def unnamed_modules(config: ExperimentConfig, named: list[str]) -> list[str]:
 
 
 def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force: bool) -> None:
-    """Create the results folder, refusing another experiment's, a foreign one, or links;
-    ``force`` empties a langadapt folder of what the runner writes. Hold the lock."""
+    """Create the results folder, refusing another experiment's or links; ``force`` empties
+    a langadapt folder of what the runner writes. Call it holding the lock, after
+    :func:`refuse_foreign` (``run_experiment`` refuses a file or a foreign folder first)."""
     config_file = out_dir / "config.yaml"
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{out_dir} is a file; expected a results folder")
-    refuse_foreign(out_dir)
     if force and is_results_folder(out_dir):
         _remove_results(out_dir)
     refuse_links(out_dir)
