@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from .cli_common import UsageError, add_import_option, import_modules
+from .cli_run import add_import_option, import_modules
+from .config_base import UsageError, resolve_env_id
 
 if TYPE_CHECKING:
     import argparse
@@ -27,45 +28,45 @@ def add_parsers(commands: Any) -> None:
         description="Print the descriptions an adapter gives: of the states along a short "
         "random rollout, or of the states given with --state.",
     )
-    describe.add_argument("env", help="sailing, maze, cartpole or a gymnasium id")
+    _env_options(describe, "a raw observation, numbers separated by commas or spaces (maze: "
+                 "'row,col'; sailing: 'x,theta'; a Dict or Tuple observation in JSON: "
+                 "'{\"cell\": 1}'); repeatable", many=True)
     describe.add_argument("--adapter", choices=("language", "llm"), default="language")
-    describe.add_argument("--maze", default=None,
-                          help="maze layout (umaze, double_t_maze, medium, large, random)")
-    describe.add_argument("--state", action="append", default=[], metavar="VALUES",
-                          help="a raw observation, numbers separated by commas or spaces "
-                          "(maze: 'row,col'; sailing: 'x,theta'; a Dict or Tuple observation "
-                          "in JSON: '{\"cell\": 1}'); repeatable")
     describe.add_argument("--steps", type=int, default=5,
                           help="rollout length when no --state is given (default 5)")
     describe.add_argument("--seed", type=int, default=0)
-    describe.add_argument("--backend", default="auto",
-                          choices=("auto", "llamacpp", "ollama", "openai"),
-                          help="LLM backend for --adapter llm (default auto)")
-    describe.add_argument("--model", default=None,
-                          help="LLM model: an Ollama name, a GGUF file for llama.cpp (with "
-                          "--backend auto a GGUF file goes to llama.cpp), or the name an "
-                          "OpenAI-compatible server knows")
-    describe.add_argument("--host", default=None, help="Ollama host (default $OLLAMA_HOST)")
-    describe.add_argument("--base-url", default=None, help="--backend openai: the server's "
-                          "API root, e.g. http://127.0.0.1:8000/v1")
-    add_import_option(describe)
+    _llm_options(describe, "auto", "LLM backend for --adapter llm (default auto)")
 
     prompt = commands.add_parser(
         "prompt", help="show the LLM policy / advisor / shaper prompt and reply for one state",
         description="Print the prompt an LLM role sends for one state and the reply it gets.")
-    prompt.add_argument("env", help="sailing, maze, cartpole or a gymnasium id")
+    _env_options(prompt, "raw observation (default: the reset; a Dict or Tuple one in JSON)")
     prompt.add_argument("--role", choices=("policy", "advisor", "shaper"), default="policy")
-    prompt.add_argument("--maze", default=None, help="maze layout (maze only)")
-    prompt.add_argument("--state", default=None, help="raw observation (default: the "
-                        "reset; a Dict or Tuple one in JSON)")
     prompt.add_argument("--decoding", choices=("structured", "text"), default="structured")
-    prompt.add_argument("--backend", default="llamacpp", choices=("llamacpp", "ollama", "openai"))
-    prompt.add_argument("--model", default=None, help="Ollama model name, GGUF path, or the "
-                        "model name of an OpenAI-compatible server")
-    prompt.add_argument("--host", default=None, help="Ollama host")
-    prompt.add_argument("--base-url", default=None, help="--backend openai: the server's API "
-                        "root, e.g. http://127.0.0.1:8000/v1")
-    add_import_option(prompt)
+    _llm_options(prompt, "llamacpp", "LLM backend (default llamacpp)")
+
+
+def _env_options(command: Any, state_help: str, many: bool = False) -> None:
+    """The environment, ``--maze``, ``--state`` and ``--import`` of describe and prompt."""
+    command.add_argument("env", help="sailing, maze, cartpole or a gymnasium id")
+    command.add_argument("--maze", default=None,
+                         help="maze layout (umaze, double_t_maze, medium, large, random)")
+    command.add_argument("--state", action="append" if many else "store",
+                         default=[] if many else None, metavar="VALUES", help=state_help)
+    add_import_option(command)
+
+
+def _llm_options(command: Any, default: str, backend_help: str) -> None:
+    """``--backend``, ``--model``, ``--host`` and ``--base-url`` (checked by :func:`llm_spec`)."""
+    choices = ("llamacpp", "ollama", "openai")
+    command.add_argument("--backend", default=default, help=backend_help,
+                         choices=("auto", *choices) if default == "auto" else choices)
+    command.add_argument("--model", default=None,
+                         help="LLM model: an Ollama name, a GGUF file for llama.cpp, or the "
+                         "name an OpenAI-compatible server knows")
+    command.add_argument("--host", default=None, help="Ollama host (default $OLLAMA_HOST)")
+    command.add_argument("--base-url", default=None, help="--backend openai: the server's "
+                         "API root, e.g. http://127.0.0.1:8000/v1")
 
 
 # ----------------------------------------------------------------- option checks
@@ -209,8 +210,6 @@ def _make_env(name: str, maze: str | None) -> gymnasium.Env:
     """The environment a command names (an alias such as ``maze`` or a gymnasium id), with
     ``--maze`` for the maze only; a UsageError naming the value otherwise."""
     import gymnasium
-
-    from .env_ids import resolve_env_id
 
     try:
         env_id = resolve_env_id(ENV_ALIASES.get(name.lower(), name))

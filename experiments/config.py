@@ -1,22 +1,43 @@
-"""The experiment file: loading one YAML file into an :class:`ExperimentConfig` with clear
-errors, and the keys in which two experiments differ.
-
-The schema is in :mod:`.schema`, the error messages in :mod:`.config_errors`, the checks
-of agent and adapter settings in :mod:`.config_checks`; every public name is importable
-from here. Every error names the file, the key path and what was expected.
+"""The experiment file: loaded, changed by the command line's overrides, and validated once
+into an :class:`ExperimentConfig` (the schema of :mod:`.schema`, then the agents' and
+adapters' settings against their own pydantic models); every error names the file, the key
+path and what was expected. See docs/configuration.md.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import gymnasium
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from .config_checks import check_component_settings
-from .config_errors import ConfigError, format_validation_error, shown
-from .safe_yaml import MAX_YAML_VALUES, load_yaml
+from ..adapters import LanguageAdapter
+from ..adapters.llm import llm_setting_models
+from ..adapters.representation import check_representation
+from ..agents import AGENTS, SB3Agent
+from ..agents.base import Agent
+from ..agents.loop import check_demonstrations
+from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
+from ..llm import BACKENDS
+from ..roles.advisor import AdvisorConfig
+from ..roles.instructions import InstructionsConfig, load_instruction_set
+from ..roles.llm_policy import LLMPolicy
+from ..roles.policy_search import LLMPolicySearch
+from ..roles.reward_shaping import RewardShapingConfig
+from .config_base import (
+    MAX_YAML_VALUES,
+    ConfigError,
+    UsageError,
+    format_validation_error,
+    import_user_modules,
+    load_yaml,
+    shown,
+    suggest,
+)
 from .schema import (
     MAX_SEED,
     MAX_SEED_COUNT,
@@ -28,12 +49,14 @@ from .schema import (
     ExperimentConfig,
     HeldOutSeeds,
     TrainingSpec,
+    _Strict,
 )
 
 __all__ = [  # the public names, wherever they are defined
     "MAX_SEED", "MAX_SEED_COUNT", "MAX_YAML_VALUES", "AdapterSpec", "AgentSpec", "ConfigError",
     "EnvironmentSpec", "EvaluationSpec", "ExecutorSpec", "ExperimentConfig", "HeldOutSeeds",
-    "TrainingSpec", "changed_keys", "experiment_from_dict", "load_config", "load_yaml",
+    "TrainingSpec", "UsageError", "apply_set", "changed_keys", "experiment_from_dict",
+    "load_config", "load_yaml", "read_file", "select_tasks", "set_backend", "worker_config",
 ]
 
 MAX_FILE_BYTES = 4_000_000
@@ -61,9 +84,23 @@ def experiment_from_dict(data: Any, source: Path | str = "<config>",
     return config
 
 
+def worker_config(data: dict[str, Any]) -> ExperimentConfig:
+    """A config the driver validated (its :meth:`~ExperimentConfig.resolved` data), rebuilt
+    in a worker process: its ``imports`` imported (they register the user's environments in
+    a fresh process), the settings and the store not checked again."""
+    import_user_modules(data.get("imports") or [])
+    return experiment_from_dict(data, "config.yaml", data_only=True)
+
+
 def load_config(path: str | Path, data_only: bool = False) -> ExperimentConfig:
     """Read and validate an experiment YAML file (``data_only``: see
     :func:`experiment_from_dict`)."""
+    return experiment_from_dict(read_file(path), path, data_only)
+
+
+def read_file(path: str | Path) -> Any:
+    """The YAML data of an experiment file, not validated yet (a ConfigError naming the file
+    when it is missing, too large, not UTF-8 or not YAML)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such experiment file")
@@ -72,14 +109,13 @@ def load_config(path: str | Path, data_only: bool = False) -> ExperimentConfig:
         raise ConfigError(f"{path}: {size:,} bytes; expected an experiment file of at most "
                           f"{MAX_FILE_BYTES:,} bytes")
     try:
-        data = load_yaml(path.read_bytes().decode("utf-8"), path)
+        return load_yaml(path.read_bytes().decode("utf-8"), path)
     except UnicodeDecodeError as error:
         raise ConfigError(
             f"{path}: not a UTF-8 text file (byte {error.start}: {error.reason}); save it as UTF-8"
         ) from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
-    return experiment_from_dict(data, path, data_only)
 
 
 def changed_keys(old: ExperimentConfig, new: ExperimentConfig, most: int = 5) -> list[str]:
@@ -112,3 +148,266 @@ def _diff(old: Any, new: Any, where: str, changes: list[str]) -> None:
 def _brief(value: Any, width: int = 40) -> str:
     text = shown(value)
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# ------------------------------------------------ agents' and adapters' settings
+
+
+def check_component_settings(config: ExperimentConfig, source: Path | str) -> None:
+    """Validate agent hyperparameters and adapter settings against the pydantic models of
+    the agents and adapters themselves, so a typo fails before anything is written."""
+    for index, spec in enumerate(config.agents):
+        checks = [("params", spec.params)] + [
+            (f"per_adapter.{name}", spec.params_for(name)) for name in spec.per_adapter
+        ]
+        for where, params in checks:
+            _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
+        _check_llm_roles(config, index, spec, source)
+        _check_copies(config, index, spec, source)
+        if spec.type == "sb3" and config.training_for(spec).steps is None:
+            raise ConfigError(f"{source}: agents.{index}: an sb3 agent trains for a number of "
+                              "environment steps (SB3's total_timesteps); give it training: "
+                              "{steps: N} (its own block or the file's)")
+    for index, adapter in enumerate(config.adapters):
+        where = f"adapters.{index}.settings."
+        try:
+            check_representation(adapter.settings, adapter.type)
+        except ValueError as error:
+            raise ConfigError(f"{source}: invalid experiment file\n  {where}{error}") from None
+        if adapter.type == "raw" and adapter.settings:
+            raise ConfigError(
+                f"{source}: invalid experiment file\n  {where}{next(iter(adapter.settings))}: "
+                "unknown key (the raw adapter takes no settings)"
+            )
+        if adapter.type == "llm" and isinstance(adapter.settings.get("backend"), dict):
+            raise ConfigError(
+                f"{source}: invalid experiment file\n  {where}backend: an llm adapter takes the "
+                "backend's keys flat, beside its own settings (backend: openai, base_url: ..., "
+                "model: ...), not a nested block")
+        for model, settings in _adapter_setting_models(adapter):
+            _validate(model, settings, source, where)
+
+
+def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
+    """The advisor and reward-shaping blocks, and llm_policy agents only on raw states."""
+    if spec.advisor is not None:
+        if issubclass(AGENTS[spec.type], (LLMPolicy, LLMPolicySearch, SB3Agent)):
+            raise ConfigError(
+                f"{source}: agents.{index}.advisor: an advisor replaces some of the actions an "
+                f"agent learns from step by step, but {spec.type} does not learn from steps "
+                "in langadapt's loop; "
+                "remove the advisor block (advisors suit qlearning and dqn)")
+        _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
+        try:
+            check_demonstrations(AGENTS[spec.type],
+                                 spec.advisor.get("learn_as") == "demonstrations"
+                                 or bool(spec.advisor.get("until_confident")))
+        except ValueError as error:
+            raise ConfigError(f"{source}: agents.{index}.advisor.learn_as: {error}") from None
+    if spec.reward_shaping is not None:
+        _validate(RewardShapingConfig, spec.reward_shaping, source,
+                  f"agents.{index}.reward_shaping.")
+    if index == 0 and config.environment.reward_shaping is not None:
+        _validate(RewardShapingConfig, config.environment.reward_shaping, source,
+                  "environment.reward_shaping.")
+    if index == 0 and config.environment.instructions is not None:
+        _validate(InstructionsConfig, config.environment.instructions, source,
+                  "environment.instructions.")
+        _check_instruction_maze(config, source)
+    others = [a.name for a in config.adapters if a.type != "raw"]
+    if spec.type in ("llm_policy", "grpo") and others:
+        raise ConfigError(
+            f"{source}: agents.{index}: {spec.type} reads the raw state itself, so it runs only "
+            f"with adapters of type raw; got {', '.join(others)} (list it in an experiment "
+            "with only a raw adapter)"
+        )
+    if spec.type == "grpo":
+        _check_grpo(config, index, spec, source)
+
+
+def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
+    """``n_envs`` > 1 only for an agent whose learner takes copies (qlearning, dqn, random,
+    sb3), without an advisor or instructions."""
+    n_envs = config.training_for(spec).n_envs
+    if n_envs == 1:
+        return
+    key = f"agents.{index}.training.n_envs" if spec.training is not None else "training.n_envs"
+    cls = AGENTS[spec.type]
+    if (spec.type == "grpo" or cls.learner is not Agent.learner
+            and not issubclass(cls, SB3Agent)
+            or issubclass(cls, (LLMPolicy, LLMPolicySearch))):
+        raise ConfigError(f"{source}: {key}: {n_envs} copies of the environment need an agent "
+                          "whose learner takes copies (qlearning, dqn, random, sb3), "
+                          f"but agents.{index} is {spec.type}; set n_envs: 1 for it")
+    if spec.advisor is not None:
+        raise ConfigError(f"{source}: {key}: an advisor advises one environment, but "
+                          f"agents.{index} has an advisor block and n_envs {n_envs}; set "
+                          "n_envs: 1 or remove the advisor")
+    if config.environment.instructions is not None:
+        raise ConfigError(f"{source}: {key}: instructions follow one environment, but the file "
+                          f"has environment.instructions and n_envs {n_envs}; set n_envs: 1 or "
+                          "remove the instructions")
+
+
+def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
+    """A grpo agent only on an environment with a language spec that GRPO can restart
+    (a maze, FrozenLake, a MiniGrid or BabyAI level), with a reward to learn from and, on a
+    slippery lake, its held-out seeds named (`finetune.agent.check_grpo`)."""
+    env_spec = config.environment
+    try:
+        env = gymnasium.make(env_spec.id, **env_spec.params).unwrapped
+    except (TypeError, ValueError, gymnasium.error.Error):
+        return  # bad environment params are reported when the run starts
+    if spec.reward_shaping or env_spec.reward_shaping or env_spec.instructions:
+        raise ConfigError(f"{source}: agents.{index}: grpo trains on the environment's own "
+                          "reward (params.shaping: oracle on a maze); remove the "
+                          "reward_shaping and instructions blocks")
+    try:
+        check_grpo(env, spec.params)
+    except ValueError as error:
+        raise ConfigError(f"{source}: agents.{index} (grpo on {env_spec.id}): {error}") from None
+
+
+def _check_instruction_maze(config: ExperimentConfig, source: Any) -> None:
+    """An entry of the shipped instruction set only on the maze its ground truth is for."""
+    set_id = config.environment.instructions.get("set_id")
+    if set_id is None:
+        return
+    item = next(i for i in load_instruction_set() if i.id == set_id)
+    maze = config.environment.params.get("maze", "umaze")
+    if config.environment.id != "langadapt/Maze-v0" or maze != item.maze:
+        raise ConfigError(
+            f"{source}: invalid experiment file\n  environment.instructions.set_id: "
+            f"{set_id!r} is an instruction for the {item.maze} maze (its ground-truth cells), "
+            f"but the environment is {config.environment.id} {config.environment.params}; "
+            f"expected langadapt/Maze-v0 with maze: {item.maze}")
+
+
+def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], dict[str, Any]]]:
+    """(pydantic model, settings it must accept) pairs for one adapter entry."""
+    if spec.type == "raw":
+        return []
+    if spec.type == "language":
+        return [(LanguageAdapter, spec.settings)]
+    backend = spec.settings.get("backend", "auto")
+    if backend not in (*BACKENDS, "auto"):
+        return [(_BackendSetting, {"backend": backend})]
+    # auto: the settings must suit whichever backend is picked
+    return llm_setting_models(spec.settings)
+
+
+@functools.cache
+def _settings_model(model: type[BaseModel]) -> type[BaseModel]:
+    """``model``'s fields (types, bounds, unknown keys) as a model of its own, for a model
+    whose constructor needs more than its settings (an adapter needs its environment)."""
+    own = [base for base in model.__mro__ if issubclass(base, BaseModel) and base is not BaseModel]
+    if all("__init__" not in vars(base) for base in own):
+        return model
+    fields = {name: (field.annotation, field) for name, field in model.model_fields.items()}
+    config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    return create_model(f"{model.__name__}Settings", __config__=config, **fields)
+
+
+class _BackendSetting(_Strict):
+    backend: Literal["ollama", "llamacpp", "openai", "transformers", "auto"]
+
+
+def _validate(
+    model: type[BaseModel], data: dict[str, Any], source: Path | str, loc_prefix: str
+) -> None:
+    settings_model = _settings_model(model)
+    try:
+        settings_model.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(
+            format_validation_error(source, error, settings_model, loc_prefix)) from None
+
+
+# ------------------------------------------------ command-line overrides (before validation)
+
+
+ROLE_BACKEND_PARAMS = {"llm_policy": "backend", "llm_policy_search": "llm"}
+"""The agent parameter holding the backend spec, per LLM agent type."""
+
+
+def apply_set(data: dict[str, Any], assignment: str) -> None:
+    """Apply one ``KEY=VALUE`` to ``data`` (the experiment's mapping) in place."""
+    key, equals, text = assignment.partition("=")
+    parts = key.strip().split(".")
+    if not equals or not all(parts):
+        raise UsageError(f"--set {assignment!r}: expected KEY=VALUE with a dotted KEY, e.g. "
+                         "--set training.steps=3000")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError as error:
+        raise UsageError(f"--set {key}: {text!r} is not a YAML value "
+                         f"({' '.join(str(error).split())})") from None
+    current: Any = data
+    for depth, part in enumerate(parts):
+        where = ".".join(parts[:depth]) or "the file"
+        last = depth == len(parts) - 1
+        if isinstance(current, list):
+            index = _item(current, part, key, where)
+            if last:
+                current[index] = value
+            current = current[index]
+        elif isinstance(current, dict):
+            if last:
+                current[part] = value  # an unknown key is named by the validation
+            elif current.get(part) is None:
+                current[part] = {}
+            current = current[part]
+        else:
+            raise UsageError(f"--set {key}: {where} is {json.dumps(current)}, not a mapping or a "
+                             f"list, so it has no key {part!r}")
+
+
+def _item(items: list[Any], part: str, key: str, where: str) -> int:
+    """The position in ``items`` that ``part`` names: a number, or an item's label/type."""
+    if part.isdigit() and int(part) < len(items):
+        return int(part)
+    names = [agent_name(item) for item in items]
+    if part in names:
+        return names.index(part)
+    known = [n for n in names if n]
+    raise UsageError(f"--set {key}: {where} has no item {part!r}{suggest(part, known)}; "
+                     f"give a position 0..{len(items) - 1} or a name: {', '.join(known)}")
+
+
+def agent_name(item: Any) -> str:
+    if not isinstance(item, dict):
+        return ""
+    return str(item.get("label") or item.get("type") or "")
+
+
+def select_tasks(data: dict[str, Any], text: str, source: str) -> None:
+    """Keep only the tasks ``text`` names (comma-separated), in that order."""
+    tasks = data.get("tasks") or {}
+    if not tasks:
+        raise UsageError(f"--tasks: {source} is not a suite (it has no tasks block)")
+    wanted = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in tasks]
+    if unknown or not wanted:
+        raise UsageError(f"--tasks {text}: {source} has no task "
+                         f"{', '.join(map(repr, unknown)) or 'named'}; its tasks: "
+                         f"{', '.join(tasks)}")
+    data["tasks"] = {name: tasks[name] for name in dict.fromkeys(wanted)}
+
+
+def set_backend(data: dict[str, Any], spec: dict[str, Any], source: str) -> int:
+    """Replace the backend spec of every LLM agent and advisor by ``spec``; returns how
+    many were replaced (a UsageError when the file has none)."""
+    changed = 0
+    for agent in data.get("agents") or []:
+        key = ROLE_BACKEND_PARAMS.get(agent.get("type"))
+        if key is not None:
+            agent.setdefault("params", {})[key] = dict(spec)
+            changed += 1
+        if isinstance(agent.get("advisor"), dict):
+            agent["advisor"]["backend"] = dict(spec)
+            changed += 1
+    if not changed:
+        raise UsageError(f"--backend: {source} has no LLM agent ({', '.join(ROLE_BACKEND_PARAMS)}) "
+                         "and no advisor whose backend it could set; set an llm adapter's or "
+                         "reward shaping's backend with --set")
+    return changed

@@ -2,18 +2,9 @@
 evaluate, and hand back its episode rows and the summary ``done.json`` records.
 
 :func:`execute_run` is what a process-pool worker (or the driver, with one job) calls;
-:func:`train_run` is the part the Ray executor's workers share.
-
-**Caches.** With the experiment's ``cache_dir`` set, every embedding and every LLM answer
-of the run is kept in one store there, :data:`CACHE_FILE` — the adapters' vectors, the llm
-adapter's descriptions and the answers of every LLM role: ``llm_policy`` (agent param
-``backend``), ``llm_policy_search`` (``llm``), the ``advisor`` block's ``backend`` and
-``reward_shaping``'s ``backend``. A role's backend spec (a name such as ``"llamacpp"`` or
-a dict) gets ``cache_path`` set to that file unless it names its own ``cache_path``
-(``null`` keeps answers in memory only); the user cache (``~/.cache/langadapt``) is used
-only when ``cache_dir`` is empty. The keys carry the backend, model identity, options and
-prompt (answers) or the encoder and text (embeddings), so one store serves them all. The
-files of the previous layout (:data:`OLD_CACHE_FILES`) are copied into it once.
+:func:`train_run` is the part the Ray executor's workers share. Every embedding and LLM
+answer of the run goes to the one store in ``cache_dir`` (:data:`CACHE_FILE`;
+docs/configuration.md, "Your own environment": `cache_dir`).
 """
 
 from __future__ import annotations
@@ -37,7 +28,14 @@ from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
 from ..roles.reward_shaping import RewardShaping, RewardShapingConfig
-from .config import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, experiment_from_dict
+from .config import (
+    ROLE_BACKEND_PARAMS,
+    AdapterSpec,
+    AgentSpec,
+    ConfigError,
+    ExperimentConfig,
+    worker_config,
+)
 from .heldout import HeldOutEpisodes
 from .results import Run, find_run, fresh_run_dir, run_rows, write_json
 
@@ -51,8 +49,6 @@ CACHE_FILE = "cache.sqlite"
 OLD_CACHE_FILES = ("descriptions.sqlite", "embeddings.sqlite")
 """The answer and embedding files of the previous layout (adopted into :data:`CACHE_FILE`)."""
 
-ROLE_BACKEND_PARAMS = {"llm_policy": "backend", "llm_policy_search": "llm"}
-"""The agent parameter that holds the backend spec, per LLM agent type."""
 
 
 # ----------------------------------------------------------------------------- building
@@ -75,6 +71,7 @@ def make_env(config: ExperimentConfig, render_mode: str | None = None,
 
 
 def _cache_folder(cache_dir: str) -> Path:
+    """The cache folder, made; one line if it became a file after the config was loaded."""
     folder = Path(cache_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -100,8 +97,8 @@ def adapter_settings(spec: AdapterSpec, cache_dir: str) -> dict[str, Any]:
 
 
 def backend_with_cache(spec: Any, cache_dir: str) -> Any:
-    """A role's backend spec whose answers go to ``cache_dir``'s :data:`CACHE_FILE` (see
-    the module docstring); unchanged without ``cache_dir``, when it names its own
+    """A role's backend spec whose answers go to ``cache_dir``'s :data:`CACHE_FILE`;
+    unchanged without ``cache_dir``, when it names its own
     ``cache_path``, or when it is not a name or a dict."""
     if not cache_dir:
         return spec
@@ -409,7 +406,7 @@ def _retention(config: ExperimentConfig) -> dict[str, Any]:
 def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict[str, Any]:
     """Train one combination into ``out_dir/runs/<key>/``, each episode's row flushed as it
     ends, and ``done.json`` last. Takes plain data so that it can run in a worker process."""
-    config = experiment_from_dict(config_data, "config.yaml")
+    config = worker_config(config_data)
     run = find_run(config, run_key)
     folder = Path(out_dir)
     run_dir = fresh_run_dir(folder, run.key)

@@ -1,33 +1,9 @@
-"""Run an experiment: every (adapter x agent x seed) combination, written to disk as it goes.
-
-The modules of this package, each importing only those before it::
-
-    heldout        held-out evaluation episodes (imported by config: it checks the seeds)
-    config         the experiment file (pydantic models, loading, errors naming the key)
-    results        the results folder: layout, safe writing, lock, reading and checking it
-    summary        the statistics of the episodes (bootstrap intervals, threshold)
-    stats          IQM, stratified bootstrap intervals, performance profiles (rliable)
-    plots          learning curves, final returns, best-so-far curves
-    report         summary.csv, summary.md and the plots of a results folder
-    search_report  the best-so-far report of LLM policy search runs
-    one_run        one run: environment, adapter, agent, LLM roles, training, its files
-    executors      where runs execute: the process pool; shipped adapter tables
-    executors_ray  the Ray executor (Ray imported only when used)
-    progress       progress inside the runs in flight, read from their episodes.csv
-    runner         this module: prerendering and the whole experiment
-    suite          a suite: one experiment per task, the report across tasks
-    cli            the ``langadapt`` command
-
-The layout of a results folder is described in :mod:`langadapt.experiments.results`, how it
-is written safely (only inside itself, whole files, one writer at a time, a full disk as one
-line) in :mod:`langadapt.experiments.results_io`. A crash loses at most the runs in flight;
-``resume=True`` keeps every finished run and redoes the others from their start (an
-agent's half-trained weights are not saved).
-
-**Stopping.** While :func:`run_experiment` runs in the main thread, SIGTERM and SIGHUP (when
-nothing else handles them) raise :class:`Interrupted`, a ``KeyboardInterrupt``, like
-SIGINT: the executor stops its workers (see :mod:`langadapt.experiments.executors`), the
-folder's lock is released and ``--resume`` continues.
+"""Run an experiment: every (adapter x agent x seed) combination, written to disk as it goes
+(the results folder: :mod:`.results`). A crash loses at most the runs in flight;
+``resume=True`` keeps every finished run and redoes the others from their start. While
+:func:`run_experiment` runs in the main thread, SIGTERM and SIGHUP raise
+:class:`Interrupted` (a ``KeyboardInterrupt``, like SIGINT): the workers stop, the lock is
+released, ``--resume`` continues. See docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -43,8 +19,7 @@ from tqdm.auto import tqdm
 
 from ..adapters.prerender import reachable_inputs
 from .config import ConfigError, ExperimentConfig
-from .executors import ProcessExecutor
-from .executors_ray import RayExecutor
+from .executors import ProcessExecutor, RayExecutor
 from .one_run import make_adapter, make_env
 from .progress import watching
 from .report import write_report, write_search_report

@@ -1,14 +1,7 @@
-"""The experiment file's schema: one pydantic model per block.
-
-An experiment names one environment, the adapters to compare, the agents, how long to
-train, the seeds, how to evaluate and where to run. Every (adapter x agent x seed)
-combination is one run. Unknown keys are errors. Every count has an upper bound (the
-``MAX_*`` constants, listed in docs/configuration.md) so that a typo fails here, before
-anything is written.
-
-A new block is a pydantic model (subclass ``_Strict``) and one field of
-:class:`ExperimentConfig`; settings that do not change results belong in
-:data:`RESULT_NEUTRAL_KEYS` (or, for a whole block, :data:`RESULT_NEUTRAL_BLOCKS`).
+"""The experiment file's schema: one strict pydantic model per block, validated once at load
+(:mod:`.config`). Unknown keys are errors; every count has an upper bound (the ``MAX_*``
+constants, docs/configuration.md). Settings that do not change results are in
+:data:`RESULT_NEUTRAL_KEYS` / :data:`RESULT_NEUTRAL_BLOCKS` (left out of the fingerprint).
 """
 
 from __future__ import annotations
@@ -20,64 +13,46 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .. import environments  # noqa: F401  (registers the langadapt gymnasium ids)
 from ..llm.store import check_store_file
-from .config_errors import shown
-from .env_ids import import_user_modules, resolve_env_id
-from .heldout import check_heldout
-from .schema_run import (  # noqa: F401  (the executor and logging blocks, public here too)
+from .config_base import (  # noqa: F401  (the executor and logging blocks, public here too)
     MAX_CPUS_PER_RUN,
+    MAX_EVALUATION_EPISODES,
     MAX_GPUS_PER_RUN,
+    MAX_HELDOUT_SEED,
     MAX_JOBS,
+    MAX_N_ENVS,
+    MAX_PATH,
+    MAX_PATH_NAME,
     MAX_RETRIES,
+    MAX_RUNS,
+    MAX_SEED,
+    MAX_SEED_COUNT,
+    MAX_TORCH_THREADS,
+    MAX_TRAINING_EPISODES,
+    MAX_TRAINING_STEPS,
+    RESULT_NEUTRAL_BLOCKS,
+    RESULT_NEUTRAL_KEYS,
+    STORE_FILE,
+    Bool,
     ExecutorSpec,
+    Float,
+    Int,
+    Label,
     LoggingSpec,
+    _Strict,
+    import_user_modules,
+    resolve_env_id,
+    shown,
 )
-from .schema_types import Bool, Float, Int, Label, _Strict
-
-MAX_SEED_COUNT = 1_000
-MAX_SEED = 1_000_000_000
-MAX_RUNS = 100_000
-MAX_TRAINING_EPISODES = 10_000_000
-MAX_TRAINING_STEPS = 1_000_000_000
-MAX_EVALUATION_EPISODES = 100_000
-MAX_TORCH_THREADS = 256
-MAX_HELDOUT_SEED = 2**31 - 1
-MAX_N_ENVS = 1_024
-MAX_PATH, MAX_PATH_NAME = 4_096, 255
-STORE_FILE = "cache.sqlite"
-"""The store of ``cache_dir`` (LLM answers and embeddings)."""
-
-RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor", "logging")
-"""Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
-
-RESULT_NEUTRAL_KEYS = frozenset(
-    {
-        "host", "timeout", "keep_alive", "retries", "backoff", "max_backoff", "stream",
-        "concurrency", "n_threads", "cache_path", "embedding_cache_path", "cache_capacity",
-        "embedding_cache_capacity",
-        "memo_capacity", "memo_size", "progress", "verbose", "api_key_env", "deadline",
-        "max_retry_after",
-    }
-)
-"""Settings that change where answers come from or how fast, never what they are: left
-out of the fingerprint at any depth of the adapter and agent blocks (the LLM cache keys
-carry the model's identity, so another host serving the same model gives the same
-answers)."""
+from .heldout import check_heldout
 
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 
 
 def data_only(info: ValidationInfo) -> bool:
-    """Whether the file is validated as data (``context={"data_only": True}``: a results
-    folder's ``config.yaml``): no module it names is imported."""
+    """Whether the file is a results folder's, read as data: nothing it names imported."""
     return bool(info.context and info.context.get("data_only"))
 
 
@@ -106,12 +81,8 @@ class EnvironmentSpec(_Strict):
 
 
 class AdapterSpec(_Strict):
-    """One state representation to compare: ``raw``, ``language`` or ``llm``.
-
-    ``settings`` go to ``adapters.make(type, env, **settings)``; for ``llm`` they include
-    ``backend`` (``llamacpp``, ``ollama`` or ``auto``), ``model``, ``host`` and the
-    generation options.
-    """
+    """One state representation to compare; ``settings`` go to ``adapters.make(type, env,
+    **settings)``."""
 
     type: Literal["raw", "language", "llm"]
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
@@ -123,8 +94,7 @@ class AdapterSpec(_Strict):
 
 
 class AgentSpec(_Strict):
-    """One learner (``qlearning``, ``dqn``, ``random``, an LLM role, ``grpo``) and its
-    hyperparameters."""
+    """One learner and its hyperparameters."""
 
     type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo", "sb3",
                   "ars"]
@@ -155,8 +125,7 @@ class AgentSpec(_Strict):
 
 
 class TrainingSpec(_Strict):
-    """How long each run trains: a number of episodes or of environment steps; and on how
-    many copies of the environment at once."""
+    """How long each run trains (episodes or steps), on how many copies of the env."""
 
     episodes: Annotated[Int, Field(gt=0, le=MAX_TRAINING_EPISODES)] | None = None
     steps: Annotated[Int, Field(gt=0, le=MAX_TRAINING_STEPS)] | None = None
@@ -306,8 +275,7 @@ class ExperimentConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _import_user_modules(cls, data: Any, info: ValidationInfo) -> Any:
-        """The ``imports`` first: the environment id may be one they register (never when
-        the file is read as data: a results folder's)."""
+        """The ``imports`` first: the environment id may be one they register."""
         names = data.get("imports") if isinstance(data, dict) else None
         if isinstance(names, list) and not data_only(info):
             import_user_modules(names)
@@ -316,8 +284,7 @@ class ExperimentConfig(_Strict):
     @field_validator("output", "cache_dir")
     @classmethod
     def _path_fits(cls, value: str) -> str:
-        """A path the file system can hold: names of at most NAME_MAX bytes, the whole of at
-        most PATH_MAX (Linux's 255 and 4096)."""
+        """A path the file system can hold (Linux's NAME_MAX 255 and PATH_MAX 4096)."""
         encoded = os.fsencode(value)
         longest = max((len(part) for part in encoded.split(b"/")), default=0)
         if longest > MAX_PATH_NAME or len(encoded) > MAX_PATH:
@@ -367,8 +334,7 @@ class ExperimentConfig(_Strict):
     @field_validator("seeds", mode="before")
     @classmethod
     def _integer_seeds(cls, value: Any) -> Any:
-        """One clear error for seeds that are not integers (the union of list and count
-        would otherwise report each alternative)."""
+        """One clear error for seeds that are not integers (not one per union member)."""
         items = value if isinstance(value, list) else [value]
         for position, item in enumerate(items):
             if isinstance(item, bool) or not isinstance(item, int):

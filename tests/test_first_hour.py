@@ -139,11 +139,11 @@ def test_overrides_are_recorded_in_the_results_folder(tmp_path, capsys):
 
 def test_backend_options_put_a_users_model_in_every_llm_agent_and_no_key(tmp_path, capsys,
                                                                           monkeypatch):
-    from langadapt.experiments import cli_experiments
+    from langadapt.experiments import cli_run
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     seen = {}
-    monkeypatch.setattr(cli_experiments, "_build_environments",
+    monkeypatch.setattr(cli_run, "_build_environments",
                         lambda config: seen.setdefault("config", config))
     code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", "--backend", "openai",
                            "--model", "my-model", "--base-url", "http://127.0.0.1:9/v1")

@@ -22,7 +22,7 @@ import yaml
 from fake_ollama import FakeOllama
 
 from langadapt.experiments.config import experiment_from_dict
-from langadapt.experiments.executors_ray import RayUnavailableError
+from langadapt.experiments.executors import RayUnavailableError
 from langadapt.experiments.runner import (
     RunsFailedError,
     check_results,
@@ -104,12 +104,12 @@ class _OtherNode:
 
 def test_a_worker_on_another_node_copies_the_store_and_returns_what_it_added(
         tmp_path, monkeypatch):
-    from langadapt.experiments import executors_ray
+    from langadapt.experiments import executors
     from langadapt.experiments.runner import prerender
     from langadapt.llm import SQLiteStore
 
-    monkeypatch.setattr(executors_ray, "import_ray", _OtherNode)
-    monkeypatch.setattr(executors_ray.tempfile, "tempdir", str(tmp_path / "node"))
+    monkeypatch.setattr(executors, "import_ray", _OtherNode)
+    monkeypatch.setattr(executors.tempfile, "tempdir", str(tmp_path / "node"))
     for env, prerendered in [({"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}}, True),
                              ({"id": "langadapt/CartPole-v0", "params": {}}, False)]:
         data = experiment(tmp_path, environment=env, adapters=[{"type": "language"}], seeds=1,
@@ -119,7 +119,7 @@ def test_a_worker_on_another_node_copies_the_store_and_returns_what_it_added(
         driver = SQLiteStore(Path(config.cache_dir) / "cache.sqlite")
         shipped = ({**config.resolved(), "cache_dir": config.cache_dir}, list(driver.rows()))
         (run,) = runs_of(config)
-        result = executors_ray.run_on_worker(shipped, run.key, "the driver's node")
+        result = executors.run_on_worker(shipped, run.key, "the driver's node")
         stats = result["summary"]["adapter_stats"]
         if prerendered:  # every state was in the driver's store: nothing new comes back
             assert stats["encoder_calls"] == 0 and result["store_rows"] == []

@@ -78,13 +78,13 @@ def test_a_langadapt_bug_keeps_its_traceback(broken, capsys, monkeypatch):
 
 
 def test_a_users_module_beside_the_checkouts_packages_is_theirs(monkeypatch):
-    from langadapt.experiments import cli_common
+    from langadapt.experiments import cli
 
-    top = Path(cli_common.__file__).resolve().parents[1]
-    assert cli_common._library_file(str(top / "environments" / "language.py"))
-    assert cli_common._library_file(str(top / "__init__.py"))
-    assert not cli_common._library_file(str(top / "my_corridor.py"))
-    assert not cli_common._library_file(str(top / "tests" / "my_corridor.py"))
+    top = Path(cli.__file__).resolve().parents[1]
+    assert cli._library_file(str(top / "environments" / "language.py"))
+    assert cli._library_file(str(top / "__init__.py"))
+    assert not cli._library_file(str(top / "my_corridor.py"))
+    assert not cli._library_file(str(top / "tests" / "my_corridor.py"))
 
 
 def test_an_unknown_option_names_the_nearest(capsys):

@@ -54,7 +54,7 @@ def run(quick: bool = False, jobs: int = 2) -> dict[str, float | str]:
         print(message)
         return {"ray_vs_pool_runs_per_s": message}
     from ..config import ExecutorSpec
-    from ..executors_ray import RayExecutor
+    from ..executors import RayExecutor
 
     runs, episodes = (4, 100) if quick else (8, 300)
     with tempfile.TemporaryDirectory(prefix="langadapt-executors-bench-") as scratch:

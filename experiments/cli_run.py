@@ -1,18 +1,21 @@
-"""``langadapt run`` (alias ``finetune``), ``prerender`` and ``report``: the commands of an
-experiment file and its results folder."""
+"""``langadapt run`` (alias ``finetune``), ``init``, ``prerender`` and ``report``: the commands
+of an experiment file and its results folder, with the options they share with the other
+commands (``--import``, the overrides ``--set``, ``--tasks``, ``--backend``; see
+docs/configuration.md, "Overrides from the command line")."""
 
 from __future__ import annotations
 
 import argparse
 import atexit
 import contextlib
+import copy
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .cli_common import UsageError, add_import_option, import_modules, quiet_model_loading
-from .overrides import add_override_options, apply_overrides
+from .config_base import UsageError, import_user_modules, suggest
 
 
 def add_parsers(commands: Any) -> None:
@@ -79,6 +82,72 @@ def add_parsers(commands: Any) -> None:
     report.add_argument("folder", type=Path, nargs="+")
     report.add_argument("--out", type=Path, help="with several folders: where the comparison "
                         "goes (default: comparison)")
+
+
+def add_import_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--import", dest="imports", action="append", default=[],
+                         metavar="MODULE", help="import this module first (it registers your "
+                         "environment and its language spec); repeatable. An id written "
+                         "as MODULE:EnvId imports MODULE by itself")
+
+
+def import_modules(names: list[str]) -> None:
+    try:
+        import_user_modules(names, where="--import")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def quiet_model_loading() -> None:
+    """No Hugging Face download or weight-loading bars in this process (before any model
+    loads): transformers' switch, which turns huggingface_hub's bars off too."""
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:  # no transformers: only huggingface_hub could show a bar
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        return
+    transformers_logging.disable_progress_bar()
+
+
+def add_override_options(command: Any) -> None:
+    """``--set``, ``--tasks`` and the backend options of ``langadapt run``."""
+    command.add_argument("--set", dest="assignments", action="append", default=[],
+                         metavar="KEY=VALUE", help="change one key of the file, validated like "
+                         "the file (e.g. --set training.steps=3000 --set seeds=1; into a list "
+                         "by name: --set agents.dqn.params.gamma=0.9); repeatable")
+    command.add_argument("--tasks", metavar="A,B", help="a suite: only these tasks")
+    command.add_argument("--backend", help="the LLM of every LLM agent and advisor of the file: "
+                         "a backend name (openai, ollama, llamacpp, ...)")
+    command.add_argument("--model", help="with --backend: the model name")
+    command.add_argument("--base-url", help="with --backend openai: the server's API root, "
+                         "e.g. http://127.0.0.1:8000/v1 (the key: $OPENAI_API_KEY)")
+
+
+def apply_overrides(data: dict[str, Any], args: Any, source: str) -> list[str]:
+    """Apply the override options of ``args`` to ``data``; returns them as written, for the
+    error messages' source (empty when there are none)."""
+    from .config import agent_name, apply_set, select_tasks, set_backend  # lazy: a fast start
+
+    written = [f"--set {a}" for a in args.assignments]
+    for assignment in args.assignments:
+        apply_set(data, assignment)
+    own = [agent_name(a) for a in data.get("agents") or []
+           if isinstance(a, dict) and a.get("training")]
+    if own and any(a.startswith("training.") or a.startswith("training=")
+                   for a in args.assignments):
+        print(f"note: {', '.join(own)} keep their own training block; change it with --set "
+              f"agents.{own[0]}.training.steps=...")
+    if args.tasks is not None:
+        select_tasks(data, args.tasks, source)
+        written.append(f"--tasks {args.tasks}")
+    if args.backend is None and (args.model is not None or args.base_url is not None):
+        raise UsageError("--model and --base-url go with --backend (e.g. --backend openai "
+                         "--model gpt-4o-mini --base-url https://api.openai.com/v1)")
+    if args.backend is not None:
+        spec = {"backend": args.backend, "model": args.model, "base_url": args.base_url}
+        set_backend(data, {k: v for k, v in spec.items() if v is not None}, source)
+        written.append(f"--backend {args.backend}")
+    return written
 
 
 # ----------------------------------------------------------------- packaged experiment files
@@ -161,24 +230,10 @@ def _print_packaged(grpo_only: bool) -> int:
 def command_run(args: argparse.Namespace) -> int:
     if args.list:
         return _print_packaged(grpo_only=args.command == "finetune")
-    from .config import experiment_from_dict, load_yaml
     from .runner import run_experiment
 
     path = _config_file(args.file)
-    config = _load_experiment(path, args.imports)
-    data = load_yaml(path.read_text(encoding="utf-8"), path)  # as written (valid: loaded)
-    if args.seeds is not None:
-        data["seeds"] = args.seeds
-    executor = data.setdefault("executor", {})
-    if args.executor is not None:
-        executor["type"] = args.executor
-    if args.address is not None:
-        executor["address"] = args.address
-    if args.jobs is not None:
-        executor["jobs"] = args.jobs
-    changes = apply_overrides(data, args, str(args.file))
-    config = experiment_from_dict(data, f"{args.file} with {' '.join(changes)}" if changes
-                                  else f"{args.file} with the command-line options")
+    config = _load_experiment(path, args.imports, lambda data: _apply_options(data, args))
     if args.check:
         _build_environments(config)
         tasks = len(config.tasks or [None])
@@ -204,27 +259,48 @@ def command_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_experiment(path: Path, imports: list[str]) -> Any:
-    """The experiment of ``path`` after the ``--import`` modules. A results folder's file is
-    data: it is read without importing anything it names, and used only when every module
-    it names was named on the command line (:func:`.results_folder.results_folder_of`)."""
-    from .config import experiment_from_dict, load_config
+def _apply_options(data: dict[str, Any], args: argparse.Namespace) -> str:
+    """``run``'s options that change the file (``--seeds``, the executor's, the overrides)
+    applied to its data; the source its errors name."""
+    if args.seeds is not None:
+        data["seeds"] = args.seeds
+    executor = {key: value for key, value in (
+        ("type", args.executor), ("address", args.address), ("jobs", args.jobs))
+        if value is not None}
+    if executor:
+        data["executor"] = {**(data.get("executor") or {}), **executor}
+    changes = apply_overrides(data, args, str(args.file))
+    return (f"{args.file} with {' '.join(changes)}" if changes
+            else f"{args.file} with the command-line options")
+
+
+def _load_experiment(path: Path, imports: list[str],
+                     change: Callable[[dict[str, Any]], str] | None = None) -> Any:
+    """The experiment of ``path`` after the ``--import`` modules and ``change`` (the command
+    line's changes to its data; it returns the source the errors then name), validated
+    once. A results folder's file is data: read first without importing anything it
+    names, and used only when every module it names was named on the command line
+    (:func:`.results.results_folder_of`)."""
+    from .config import experiment_from_dict, read_file
     from .results import results_folder_of, unnamed_modules
 
     import_modules(imports)
-    folder = results_folder_of(path)
-    if folder is None:
-        return load_config(path)
-    config = load_config(path, data_only=True)
-    unnamed = unnamed_modules(config, imports)
-    if unnamed:
-        options = " ".join(f"--import {name}" for name in unnamed)
-        raise UsageError(f"{path} is a results folder's file, read as data: the modules it "
-                         f"names ({', '.join(unnamed)}) are not imported; pass {options} to "
-                         "import them, only if you trust that folder's code")
-    named = f" (imported as named: {', '.join(imports)})" if imports else ""
-    print(f"{path}: a results folder's file; nothing it names is imported{named}")
-    return experiment_from_dict(config.model_dump(mode="json"), path)
+    data = read_file(path)
+    if results_folder_of(path) is not None:
+        unnamed = unnamed_modules(experiment_from_dict(data, path, data_only=True), imports)
+        if unnamed:
+            options = " ".join(f"--import {name}" for name in unnamed)
+            raise UsageError(f"{path} is a results folder's file, read as data: the modules "
+                             f"it names ({', '.join(unnamed)}) are not imported; pass "
+                             f"{options} to import them, only if you trust that folder's code")
+        named = f" (imported as named: {', '.join(imports)})" if imports else ""
+        print(f"{path}: a results folder's file; nothing it names is imported{named}")
+    source: Any = path
+    if change is not None and isinstance(data, dict):
+        written = copy.deepcopy(data)
+        changed_source = change(data)
+        source = path if data == written else changed_source
+    return experiment_from_dict(data, source)
 
 
 def _build_environments(config: Any) -> None:
@@ -307,8 +383,6 @@ def command_init(args: argparse.Namespace) -> int:
     packaged = _packaged_configs()
     name = args.name[: -len(".yaml")] if args.name.endswith(".yaml") else args.name
     if name not in packaged:
-        from .env_ids import suggest  # lazy: it imports gymnasium
-
         raise UsageError(f"{args.name!r} is not a packaged experiment"
                          f"{suggest(name, packaged)}; packaged experiments: "
                          f"{', '.join(packaged) or 'none'}")

@@ -1,0 +1,337 @@
+"""The ground of the experiment file (:mod:`.schema`, :mod:`.config`): its errors
+(:class:`ConfigError`, one line per bad key naming what was expected), the bounded YAML
+reader, environment ids and ``imports``, the strict value types, and the executor and logging
+blocks. See docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import gymnasium
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .. import environments
+from ..environments.extras import missing_extra
+
+
+class ConfigError(ValueError):
+    """An experiment file that cannot be used; the message names the file and the key."""
+
+
+class UsageError(ValueError):
+    """A command-line value that cannot be used."""
+
+_STRICT_TYPES = {
+    "int_type": "expected an integer",
+    "float_type": "expected a number",
+    "bool_type": "expected true or false",
+}
+
+_BOUNDS = ("less_than_equal", "less_than", "greater_than_equal", "greater_than")
+
+
+def shown(value: Any) -> str:
+    """A value as the YAML file spells it (``true``, ``"3"``, ``2.5``)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at ``loc`` inside ``model`` accepts ([] where none is a model)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an item of a list
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        current = _model_in(fields[part].annotation)
+    fields = getattr(current, "model_fields", None)
+    return list(fields) if fields else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside ``annotation`` (``list[M]``, ``M | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def format_validation_error(
+    path: Path | str, error: ValidationError, model: type[BaseModel], loc_prefix: str = ""
+) -> str:
+    lines = [f"{path}: invalid experiment file"]
+    for item in error.errors():
+        where = (loc_prefix + ".".join(str(part) for part in item["loc"])).rstrip(".") \
+            or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            known = _keys_at(model, tuple(item["loc"][:-1]))
+            message = "unknown key" + suggest(str(item["loc"][-1]), known)
+        elif item["type"] == "value_error":
+            message = str(item.get("ctx", {}).get("error", message))
+        elif item["type"] == "literal_error":
+            message = f"got {item.get('input')!r}; {message.lower()}"
+        elif item["type"] in _STRICT_TYPES:
+            message = f"{_STRICT_TYPES[item['type']]}, got {shown(item.get('input'))}"
+        elif item["type"] in _BOUNDS:
+            message = f"{message}, got {shown(item.get('input'))}"
+        lines.append(f"  {where}: {message}")
+    return "\n".join(lines)
+
+
+
+
+def suggest(word: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``known`` to ``word``, else ``""``."""
+    close = difflib.get_close_matches(word, list(known), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)"
+
+
+def import_user_modules(names: Iterable[str], where: str = "imports") -> None:
+    """Import each module of ``names``; ValueError naming the module and the import error."""
+    folder = os.getcwd()
+    if folder not in sys.path:
+        sys.path.append(folder)  # last: installed packages win over same-named folders here
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{where}: {name!r} is not a module name")
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # noqa: BLE001  (any failure of user code is one line)
+            raise ValueError(f"{where}: cannot import module {name!r}: "
+                             f"{type(error).__name__}: {error}") from None
+
+
+def resolve_env_id(text: str, imports: bool = True) -> str:
+    """The gymnasium id ``text`` names (a registered id, a MiniGrid/BabyAI level, or
+    ``module:EnvId`` with ``module`` imported first); ValueError naming the id,
+    the closest known ids and the import error of a ``module:EnvId``. With ``imports``
+    False nothing is imported: an id naming a module not imported yet is returned as it is."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"environment id {text!r}: expected a gymnasium id such as "
+                         "langadapt/Maze-v0 or my_package:MyEnv-v0")
+    if ":" in text:
+        module, _, env_id = text.partition(":")
+        if not imports and module not in sys.modules:
+            return text
+        import_user_modules([module], where=f"environment {text!r}")
+        if env_id not in gymnasium.registry:
+            raise ValueError(f"module {module!r} was imported but registers no environment "
+                             f"{env_id!r}{suggest(env_id, gymnasium.registry)}")
+        return text  # gymnasium.make imports the module again (a no-op) and finds env_id
+    if environments.minigrid.is_minigrid_id(text):
+        text = "langadapt/" + text.removeprefix("langadapt/")  # the bridged level
+    if text not in gymnasium.registry:
+        ours = sorted(k for k in environments.ENV_IDS)
+        raise ValueError(
+            f"unknown environment {text!r}{suggest(text, gymnasium.registry)}; expected one "
+            f"of {', '.join(ours)}, a MiniGrid or BabyAI level, any other registered "
+            "gymnasium id, or your own as my_module:MyEnv-v0 (the module is imported first)")
+    missing = missing_extra(text) if imports else None
+    if missing:
+        raise ValueError(missing)
+    return text
+
+
+MAX_YAML_VALUES = 100_000
+"""Most values (scalars, lists, mappings) an experiment file may hold with its YAML aliases
+expanded: nine levels of nine aliases are 637 bytes but 387 million values."""
+
+
+def load_yaml(text: str, source: Path | str = "<config>") -> Any:
+    """``yaml.safe_load(text)``, refusing (ConfigError naming ``source``) a document of more
+    than :data:`MAX_YAML_VALUES` values once its aliases are expanded, a recursive alias and
+    nesting too deep to read: an alias is cheap to write but every later step (validation,
+    the fingerprint, ``config.yaml``) walks the expanded tree."""
+    too_many = ConfigError(
+        f"{source}: the YAML holds more than {MAX_YAML_VALUES:,} values once its aliases "
+        f"(*name) are expanded; expected at most {MAX_YAML_VALUES:,}: write the values out, "
+        "or use fewer aliases")
+    loader = _CountingLoader(text, too_many)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}, set(), source) > MAX_YAML_VALUES:
+            raise too_many
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(f"{source}: the YAML is nested too deeply to read; expected an "
+                          "experiment file of ordinary depth") from None
+    finally:
+        loader.dispose()
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """A safe loader that stops composing past :data:`MAX_YAML_VALUES` nodes (so memory is
+    bounded before aliases are counted)."""
+
+    def __init__(self, text: str, too_many: ConfigError) -> None:
+        super().__init__(text)
+        self.composed, self.too_many = 0, too_many
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.composed += 1
+        if self.composed > MAX_YAML_VALUES:
+            raise self.too_many
+        return super().compose_node(parent, index)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int],
+                   source: Path | str) -> int:
+    """Values under ``node`` with aliases expanded (a shared node counted at every use),
+    stopping past :data:`MAX_YAML_VALUES`."""
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if id(node) in open_nodes:
+        raise ConfigError(f"{source}: a recursive YAML alias (line {node.start_mark.line + 1}); "
+                          "expected a file without cycles")
+    open_nodes.add(id(node))
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        children = []
+    for child in children:
+        size += _expanded_size(child, sizes, open_nodes, source)
+        if size > MAX_YAML_VALUES:
+            break
+    open_nodes.discard(id(node))
+    sizes[id(node)] = size
+    return size
+
+
+Int = Annotated[int, Strict()]
+"""An integer that must be written as one: ``true``, ``2.5`` or ``"3"`` are errors, not 1, 2
+or 3 (pydantic's lax mode would coerce them silently)."""
+Float = Annotated[float, Strict()]
+"""A number (an integer is fine); ``true`` or ``"0.5"`` are errors."""
+Bool = Annotated[bool, Strict()]
+"""``true`` or ``false``; ``1``, ``"yes"`` are errors."""
+
+Label = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9.+-]*(_[A-Za-z0-9.+-]+)*$",
+        description="letters, digits and _ . + - (no '__'): it names the run folders",
+    ),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+MAX_SEED_COUNT = 1_000
+MAX_SEED = 1_000_000_000
+MAX_RUNS = 100_000
+MAX_TRAINING_EPISODES = 10_000_000
+MAX_TRAINING_STEPS = 1_000_000_000
+MAX_EVALUATION_EPISODES = 100_000
+MAX_TORCH_THREADS = 256
+MAX_HELDOUT_SEED = 2**31 - 1
+MAX_N_ENVS = 1_024
+MAX_PATH, MAX_PATH_NAME = 4_096, 255
+STORE_FILE = "cache.sqlite"
+"""The store of ``cache_dir`` (LLM answers and embeddings)."""
+
+RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor", "logging")
+"""Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
+
+RESULT_NEUTRAL_KEYS = frozenset(
+    {
+        "host", "timeout", "keep_alive", "retries", "backoff", "max_backoff", "stream",
+        "concurrency", "n_threads", "cache_path", "embedding_cache_path", "cache_capacity",
+        "embedding_cache_capacity",
+        "memo_capacity", "memo_size", "progress", "verbose", "api_key_env", "deadline",
+        "max_retry_after",
+    }
+)
+"""Settings that change where answers come from or how fast, never what they are: left
+out of the fingerprint at any depth of the adapter and agent blocks (the LLM cache keys
+carry the model's identity, so another host serving the same model gives the same
+answers)."""
+
+MAX_JOBS = 1_024
+MAX_CPUS_PER_RUN = 1_024
+MAX_GPUS_PER_RUN = 64
+MAX_RETRIES = 100
+
+
+class ExecutorSpec(_Strict):
+    """Where the runs execute: a local process pool (default) or a Ray cluster."""
+
+    type: Literal["process", "ray"] = "process"
+    address: str | None = Field(
+        default=None,
+        min_length=1,
+        description="ray only: 'auto' (the cluster running on this machine), 'HOST:PORT' of "
+        "a head node, or 'ray://HOST:PORT'; default: start a local cluster",
+    )
+    jobs: Annotated[Int, Field(gt=0, le=MAX_JOBS)] | None = Field(
+        default=None,
+        description="runs at a time: processes of the pool (default 1); with ray, most runs "
+        "in flight (default: as many as the cluster has room for)",
+    )
+    cpus_per_run: Annotated[Float, Field(gt=0, le=MAX_CPUS_PER_RUN)] = Field(
+        default=1, description="ray only: CPUs each run requests"
+    )
+    gpus_per_run: Annotated[Float, Field(ge=0, le=MAX_GPUS_PER_RUN)] = Field(
+        default=0, description="ray only: GPUs each run requests"
+    )
+    max_retries: Annotated[Int, Field(ge=0, le=MAX_RETRIES)] = Field(
+        default=2, description="ray only: retries of a run whose worker process died"
+    )
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> ExecutorSpec:
+        if self.type == "process" and self.address is not None:
+            raise ValueError(
+                f"address {self.address!r} is for the ray executor; set type: ray or drop it"
+            )
+        return self
+
+
+class LoggingSpec(_Strict):
+    """What each run logs besides its rows of episodes.csv."""
+
+    tensorboard: Bool = Field(
+        default=False, description="TensorBoard scalars of each run in runs/<run>/tb/ (the "
+        "tensorboard extra; the process executor)")
+
+    @field_validator("tensorboard")
+    @classmethod
+    def _installed(cls, value: bool) -> bool:
+        if value and importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("tensorboard is not installed: pip install 'langadapt[tensorboard]'")
+        return value
