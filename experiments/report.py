@@ -84,7 +84,7 @@ def write_summary_csv(rows: list[SummaryRow], path: Path) -> None:
         writer.writerows([_cell(v) for v in dataclasses.asdict(row).values()] for row in rows)
 
 
-def _ci(point: float, low: float = math.nan, high: float = math.nan, form: str = ".3f",
+def ci_text(point: float, low: float = math.nan, high: float = math.nan, form: str = ".3f",
         scale: float = 1.0, none: str = "") -> str:
     """``point [low, high]`` (``none`` for a nan point, no interval for a nan ``low``)."""
     if math.isnan(point):
@@ -112,18 +112,19 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
              + "---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         to_threshold = (f"never (0/{r.seeds})" if r.seeds_reaching_threshold == 0 else
-                        f"{_ci(r.episodes_to_threshold, form='.0f', none='never')} "
+                        f"{ci_text(r.episodes_to_threshold, form='.0f', none='never')} "
                         f"({r.seeds_reaching_threshold}/{r.seeds})")
-        best = (f" {_ci(r.best_return_mean, r.best_return_low, r.best_return_high)} |"
-                f" {_ci(r.best_success_rate, form='.0%')} | {_ci(r.best_chosen_at, form='.0f')} |"
+        best = (f" {ci_text(r.best_return_mean, r.best_return_low, r.best_return_high)} |"
+                f" {ci_text(r.best_success_rate, form='.0%')} |"
+                f" {ci_text(r.best_chosen_at, form='.0f')} |"
                 if retained else "")
         lines.append(
             f"| {r.adapter} | {r.agent} | {r.seeds} | "
-            f"{_ci(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
+            f"{ci_text(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
             f"{r.final_success_rate:.0%} |{best} {to_threshold} | "
-            f"{_ci(r.steps_to_threshold, form=',.0f', none='never')} | "
-            f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {_ci(r.llm_seconds, form='.1f')} | "
-            f"{_ci(r.cpu_seconds, form='.1f')} | {r.cache_hits} |")
+            f"{ci_text(r.steps_to_threshold, form=',.0f', none='never')} | "
+            f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {ci_text(r.llm_seconds, form='.1f')} | "
+            f"{ci_text(r.cpu_seconds, form='.1f')} | {r.cache_hits} |")
     lines += ["", "Intervals: 95% percentile bootstrap over seeds of each seed's mean return. "
               "LLM calls, LLM s (waiting for answers), CPU s and cache hits: totals over "
               "the seeds' runs."]
@@ -155,7 +156,7 @@ def seed_scores_markdown(episodes: Sequence[Episode]) -> str:
              "| adapter | agent | seeds | IQM | mean |", "|---|---|---|---|---|"]
     for (adapter, agent), by_seed in scores.items():
         estimates = aggregate_estimates(np.array(list(by_seed.values()))[:, None])
-        iqm, mean = (_ci(*estimates[k], form=".1f", scale=100) for k in ("iqm", "mean"))
+        iqm, mean = (ci_text(*estimates[k], form=".1f", scale=100) for k in ("iqm", "mean"))
         lines.append(f"| {adapter} | {agent} | {len(by_seed)} | {iqm} | {mean} |")
     return "\n".join(lines) + "\n"
 
@@ -349,9 +350,9 @@ def run_curves(out_dir: Path) -> tuple[list[RunCurve], list[dict]]:
     return curves, rounds
 
 
-def _mean_ci(values: list[float]) -> str:
+def _meanci_text(values: list[float]) -> str:
     values = [v for v in values if not math.isnan(v)]
-    return _ci(*mean_and_interval(values), form=".3g") if values else "–"
+    return ci_text(*mean_and_interval(values), form=".3g") if values else "–"
 
 
 def search_markdown(curves: list[RunCurve], title: str) -> str:
@@ -378,7 +379,7 @@ def search_markdown(curves: list[RunCurve], title: str) -> str:
                  for key in ("skipped_rounds", "llm_calls", "llm_cache_hits", "llm_seconds")}
         lines.append(
             f"| {agent} | {len(mine)} | "
-            + " | ".join(_mean_ci([c.best_at(0, k) for c in mine]) for k in calls)
+            + " | ".join(_meanci_text([c.best_at(0, k) for c in mine]) for k in calls)
             + f" | {np.nanmean(steps):.0f} | {total['skipped_rounds']:.0f} | "
             f"{total['llm_calls']:.0f} ({total['llm_cache_hits']:.0f}) | "
             f"{total['llm_seconds']:.0f} |")
@@ -396,7 +397,7 @@ def search_markdown(curves: list[RunCurve], title: str) -> str:
         for agent in agents:
             mine = [c for c in curves if c.agent == agent]
             lines.append(f"| {agent} | {len(mine)} | " + " | ".join(
-                _mean_ci([c.best_at(1, steps) for c in mine]) for _, steps in marks) + " |")
+                _meanci_text([c.best_at(1, steps) for c in mine]) for _, steps in marks) + " |")
     return "\n".join(lines) + "\n"
 
 

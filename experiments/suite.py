@@ -41,7 +41,7 @@ from .balrog import BALROG_BABYAI
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
 from .one_run import make_env
 from .plots import plot_performance_profile
-from .report import text_cell, write_report
+from .report import ci_text, text_cell, write_report
 from .results import (
     ResultsFolderError,
     check_results,
@@ -125,11 +125,7 @@ def _outcomes(out_dir: Path, tasks: list[str]) -> dict[tuple[str, str], Outcomes
 
 
 def _pct(point: float, low: float = float("nan"), high: float = float("nan")) -> str:
-    if np.isnan(point):
-        return "—"
-    if np.isnan(low):
-        return f"{100 * point:.1f}"
-    return f"{100 * point:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
+    return ci_text(point, low, high, form=".1f", scale=100, none="—")
 
 
 def _method_row(outcomes: Outcomes, tasks: list[str]) -> tuple[list[str], str, str, int, str]:
@@ -295,21 +291,29 @@ def write_suite_report(out_dir: Path | str, log: Callable[[str], None] | None = 
             if (out_dir / task / "episodes.csv").is_file():
                 write_report(out_dir / task, log=None)
     markdown, rows, profiles = suite_markdown(config, out_dir)
-    with writing(out_dir, f"free some space and rebuild: langadapt report {out_dir}"), \
-            folder_lock(out_dir):  # one writer, as in a results folder
+    _write_suite(out_dir, f"free some space and rebuild: langadapt report {out_dir}",
+                 markdown, rows, profiles, config.name, log)
+    return markdown
+
+
+def _write_suite(out_dir: Path, again: str, markdown: str, rows: list[list[str]],
+                 profiles: dict[str, np.ndarray], title: str,
+                 log: Callable[[str], None] | None) -> None:
+    """``suite.csv`` (names as text, never formulas), ``suite.md`` and the profile, holding
+    the folder's lock (one writer, as in a results folder)."""
+    with writing(out_dir, again), folder_lock(out_dir):
         text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerows(  # names as text, never formulas
+        csv.writer(text, lineterminator="\n").writerows(
             [[text_cell(c) for c in row[:3]] + row[3:] for row in rows])
         write_text(out_dir, "suite.csv", text.getvalue())
         write_text(out_dir, "suite.md", markdown)
         if profiles:
             with replacing(out_dir, "performance_profile.png") as temporary:
-                plot_performance_profile(profiles, temporary, title=config.name)
+                plot_performance_profile(profiles, temporary, title=title)
     if log is not None:
         log(markdown)
-        log(f"written: {out_dir}/suite.md, suite.csv" +
-            (", performance_profile.png" if profiles else ""))
-    return markdown
+        log(f"written: {out_dir}/suite.md, suite.csv"
+            + (", performance_profile.png" if profiles else ""))
 
 
 def merge_suites(folders: list[Path], out_dir: Path,
@@ -346,19 +350,8 @@ def merge_suites(folders: list[Path], out_dir: Path,
     sources = [(config, folder, f"{folder.name}/")
                for folder, config in zip(folders, configs, strict=True)]
     markdown, rows, profiles = suite_tables(sources, "# suites: " + ", ".join(names))
-    with writing(out_dir, f"free some space and merge again into --out {out_dir}"):
+    again = f"free some space and merge again into --out {out_dir}"
+    with writing(out_dir, again):
         inside(out_dir.parent, out_dir.name).mkdir(parents=True, exist_ok=True)
-        with folder_lock(out_dir):
-            text = io.StringIO()
-            csv.writer(text, lineterminator="\n").writerows(
-                [[text_cell(c) for c in row[:3]] + row[3:] for row in rows])
-            write_text(out_dir, "suite.csv", text.getvalue())
-            write_text(out_dir, "suite.md", markdown)
-            if profiles:
-                with replacing(out_dir, "performance_profile.png") as temporary:
-                    plot_performance_profile(profiles, temporary, title=", ".join(names))
-    if log is not None:
-        log(markdown)
-        log(f"written: {out_dir}/suite.md, suite.csv"
-            + (", performance_profile.png" if profiles else ""))
+    _write_suite(out_dir, again, markdown, rows, profiles, ", ".join(names), log)
     return markdown
