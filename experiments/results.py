@@ -354,8 +354,10 @@ def finished_runs(out_dir: Path) -> dict[str, int]:
         if record is None or not path.is_file() or not bounded(path, MAX_EPISODES_BYTES):
             continue  # (too large: raised)
         try:
-            rows = len(read_episodes(path))
-        except (OSError, ValueError):
+            with open(path, newline="") as handle:  # merged as they are: the runner's columns
+                exact = tuple(next(csv.reader(handle), ())) == EPISODE_COLUMNS
+            rows = len(read_episodes(path)) if exact else 0
+        except (OSError, ValueError, csv.Error):
             continue
         if rows and record.get("rows", rows) == rows:
             finished[done_file.parent.name] = rows
