@@ -194,7 +194,7 @@ def _episodes_text(config: ExperimentConfig) -> str:
 
 
 def suite_costs(config: ExperimentConfig, out_dir: Path) -> dict[tuple[str, str], Cost]:
-    """Per adapter x agent, what its runs cost over the suite's tasks (:mod:`.costs`)."""
+    """Per adapter x agent, what its runs cost over the suite's tasks (stats.folder_costs)."""
     total: dict[tuple[str, str], Cost] = {}
     for task in config.tasks or {}:
         if (out_dir / task / "config.yaml").is_file():
