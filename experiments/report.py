@@ -228,7 +228,12 @@ def write_report(out_dir: Path | str, log: Callable[[str], None] | None = print
         rows = summarise(episodes, threshold, folder_costs(config, out_dir))
         params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
         title = f"{config.name} — {config.environment.id} {params}".strip()
-        markdown = (summary_markdown(rows, title, threshold) + seed_scores_markdown(episodes)
+        sampled = [a.name for a in config.agents if (a.params or {}).get("deterministic") is False]
+        markdown = (summary_markdown(rows, title, threshold)
+                    + (f"Sampled, not greedy: {', '.join(sampled)} (`deterministic: false`) act "
+                       "in every evaluation by sampling their policy's legal actions.\n"
+                       if sampled else "")
+                    + seed_scores_markdown(episodes)
                     + goals_markdown(config, episodes, [
                         (b.model, dict(zip(GOAL_TYPES, b.tasks, strict=True)))
                         for b in BALROG_BABYAI if b.tasks is not None])

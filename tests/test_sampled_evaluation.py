@@ -52,3 +52,19 @@ def test_a_non_bool_is_refused_by_name():
     env = gym.make("langadapt/Maze-v0", maze="umaze")
     with pytest.raises(ValueError, match="deterministic"):
         agents.make_agent("sb3", env.observation_space, env.action_space, deterministic="no")
+
+
+def test_the_summary_says_which_rows_scored_sampled_actions(tmp_path):
+    from experiment_fixtures import raw_config
+
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.runner import run_experiment
+
+    params = {**PPO, "algorithm": "PPO", "deterministic": False}
+    config = experiment_from_dict(raw_config(
+        tmp_path, training={"steps": 64}, seeds=1,
+        agents=[{"type": "sb3", "label": "ppo_sampled", "params": params}, {"type": "random"}]))
+    out = run_experiment(config, progress=False, log=lambda _: None)
+    text = (out / "summary.md").read_text()
+    assert "Sampled, not greedy: ppo_sampled (`deterministic: false`)" in text
+    assert "random" not in text.split("Sampled, not greedy:")[1].splitlines()[0]
