@@ -362,8 +362,11 @@ def _babyai_done_actions() -> bool:
 def _language(env: MiniGridBridge, **options: Any) -> LanguageSpec:
     if options:
         raise TypeError(f"unexpected options {sorted(options)} (the MiniGrid spec has none)")
-    return LanguageSpec(env.describer, ACTION_NAMES, MINIGRID_TASK,
-                        lambda e: e.observation())
+    # BabyAI levels: one MiniLM vector per sentence, in slots (won on success and cost:
+    # docs/performance.md); `embedding: paragraph` is one setting away
+    babyai = (env.level or "").startswith("BabyAI-")
+    return LanguageSpec(env.describer, ACTION_NAMES, MINIGRID_TASK, lambda e: e.observation(),
+                        representation={"embedding": "sentences"} if babyai else {})
 
 
 register_language(MiniGridBridge, _language)

@@ -8,9 +8,10 @@ one run:
   uniformly random legal moves from a cold cache (an encoder that counts texts and returns
   zeros stands in for MiniLM, so every distinct text is counted once; 60,000 steps, 22,000
   with ``--quick``, scaled to 100,000).
-- ``time_ratio_<representation>``: seconds per training step of langadapt's DQN (the same
-  settings and seed) on the language observation ÷ on the raw one, cold cache (memory only,
-  MiniLM loaded before timing) — 10,000 steps each (3,000 with ``--quick``), one torch thread.
+- ``time_ratio_<learner>_<representation>``: seconds per training step of the learner
+  (langadapt's DQN, SB3's PPO; the same settings and seed) on the language observation ÷ on
+  the raw one, cold cache (memory only, MiniLM loaded before timing) — 10,000 steps each
+  (3,000 with ``--quick``), one torch thread.
 - ``encoder_<backend>_texts_per_s`` and ``encoder_<backend>_batch_difference``: each backend
   as the library builds it (OpenVINO's precision after its reproducibility check) on the same
   distinct BabyAI descriptions in batches of 32, and the largest difference between a text's
@@ -33,14 +34,19 @@ import torch
 from ...adapters import LanguageObservation, MiniLMEncoder
 from ...adapters import make as make_adapter
 from ...adapters.encoder import get_encoder, openvino_installed
-from ...agents import DQNAgent, train
+from ...agents import DQNAgent, make_agent, train
 from .encoder_bench import babyai_descriptions
 
 __all__ = ["run"]
 
 LEVEL = "langadapt/BabyAI-MixedTrainLocal-v0"
 PARAMS = {"goal": "goto", "num_dists": 0}
-REPRESENTATIONS = ("paragraph", "sentence_mean")
+REPRESENTATIONS = ("paragraph", "sentences", "sentence_mean")
+LEARNERS = {
+    "dqn": lambda obs_space, act_space: DQNAgent(obs_space, act_space, {}, seed=0),
+    "ppo": lambda obs_space, act_space: make_agent("sb3", obs_space, act_space, seed=0,
+                                                   algorithm="PPO"),
+}
 WARM_STEPS = 10_000
 
 
@@ -70,12 +76,13 @@ def calls_per_100k(embedding: str, steps: int, warm_steps: int = WARM_STEPS) -> 
     return (adapter.stats()["encoder_calls"] - warm) * 100_000 / (steps - warm_steps)
 
 
-def dqn_seconds_per_step(adapter: str, steps: int, settings: dict[str, Any]) -> float:
-    """Seconds per step of langadapt's DQN trained ``steps`` steps on ``adapter``'s view."""
+def seconds_per_step(learner: str, adapter: str, steps: int, settings: dict[str, Any]) -> float:
+    """Seconds per step of ``learner`` (a key of LEARNERS) trained ``steps`` steps on
+    ``adapter``'s view."""
     env = gym.make(LEVEL, **PARAMS)
     built = make_adapter(adapter, env, **settings)
     wrapped = LanguageObservation(env, built)
-    agent = DQNAgent(wrapped.observation_space, wrapped.action_space, {}, seed=0)
+    agent = LEARNERS[learner](wrapped.observation_space, wrapped.action_space)
     start = time.perf_counter()
     train(agent, wrapped, steps=steps, seed=0, progress=False)
     return (time.perf_counter() - start) / steps
@@ -117,13 +124,15 @@ def run(quick: bool = False) -> dict[str, float | str]:
         figures[f"calls_per_100k_{embedding}"] = calls_per_100k(embedding, walk)
         _show({f"calls_per_100k_{embedding}": figures[f"calls_per_100k_{embedding}"]})
     get_encoder().encode_many(["A sentence."])  # the model loaded before any timing
-    print(f"DQN, {steps:,} steps each, cold cache, one thread: seconds per step", flush=True)
-    raw = dqn_seconds_per_step("raw", steps, {})
-    figures["raw_seconds_per_step"] = raw
-    for embedding in REPRESENTATIONS:
-        seconds = dqn_seconds_per_step("language", steps, {"embedding": embedding})
-        figures[f"time_ratio_{embedding}"] = seconds / raw
-        _show({f"time_ratio_{embedding}": seconds / raw})
+    for learner in LEARNERS:
+        print(f"{learner}, {steps:,} steps each, cold cache, one thread: seconds per step on "
+              "language / on raw", flush=True)
+        raw = seconds_per_step(learner, "raw", steps, {})
+        figures[f"raw_seconds_per_step_{learner}"] = raw
+        for embedding in REPRESENTATIONS:
+            ratio = seconds_per_step(learner, "language", steps, {"embedding": embedding}) / raw
+            figures[f"time_ratio_{learner}_{embedding}"] = ratio
+            _show({f"time_ratio_{learner}_{embedding}": ratio})
     print(f"encoder backends on {n_texts} BabyAI descriptions, batch 32", flush=True)
     backends = backend_figures(babyai_descriptions(n_texts))
     _show(backends)
