@@ -248,9 +248,8 @@ class Agent:
 
 
 def _flag(name: str, value: Any) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)) and value in (0, 1):
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer))
+                                                and value in (0, 1)):
         return bool(value)
     raise ValueError(f"{name} is {value!r}, expected a bool")
 

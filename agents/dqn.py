@@ -153,14 +153,10 @@ class DQNAgent(Agent):
         self.horizon_steps: int | None = cfg.total_steps
         self.horizon_episodes: int | None = None
         self.last_loss: float | None = None
-        self._views = self._numpy_views()
-
-    def _numpy_views(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        """(weight, bias) numpy views of the online network's layers (None off the CPU)."""
-        if self.device.type != "cpu":
-            return None
-        linears = [m for m in self.q_net if isinstance(m, nn.Linear)]
-        return [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in linears]
+        # (weight, bias) numpy views of the online layers: acting on the CPU without torch
+        self._views = None if self.device.type != "cpu" else [
+            (m.weight.detach().numpy(), m.bias.detach().numpy())
+            for m in self.q_net if isinstance(m, nn.Linear)]
 
     # --------------------------------------------------------------- schedule
     def set_training_horizon(self, steps: int | None = None, episodes: int | None = None) -> None:

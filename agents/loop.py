@@ -114,9 +114,7 @@ class Budget:
         there is neither)."""
         if self.steps:
             return steps / self.steps
-        if self.episodes:
-            return episodes / self.episodes
-        return 0.0
+        return episodes / self.episodes if self.episodes else 0.0
 
 
 class Callback:
@@ -296,11 +294,8 @@ class StepLearner:
                 if not done and budget.steps is not None and run.steps >= budget.steps:
                     return end_run(run)  # cut short: not an episode
             run.episodes += 1
-            run.record(EpisodeRecord(
-                episode=run.episodes, return_=ret, length=length,
-                success=bool(info.get("is_success", False)),
-                wall_time=time.perf_counter() - started, phase="train", total_steps=run.steps,
-            ))
+            run.record(EpisodeRecord(run.episodes, ret, length, bool(info.get("is_success", False)),
+                                     time.perf_counter() - started, "train", run.steps))
         return end_run(run)
 
     def _learn_copies(self, envs: VectorEnv, budget: Budget,
@@ -339,11 +334,9 @@ class StepLearner:
                 run.steps += 1
                 if done:
                     run.episodes += 1
-                    run.record(EpisodeRecord(
-                        episode=run.episodes, return_=returns[i], length=lengths[i],
-                        success=bool(end_info.get("is_success", False)),
-                        wall_time=time.perf_counter() - last, phase="train",
-                        total_steps=run.steps))
+                    run.record(EpisodeRecord(run.episodes, returns[i], lengths[i],
+                                             bool(end_info.get("is_success", False)),
+                                             time.perf_counter() - last, "train", run.steps))
                     returns[i], lengths[i], last = 0.0, 0, time.perf_counter()
                     current[i], legal[i] = observe(next_obs[i], info), info.get("legal_moves")
                 else:
@@ -370,10 +363,8 @@ def evaluate(
     total_steps: int = 0,
     after_episode: int = 0,
 ) -> list[EpisodeRecord]:
-    """Run ``episodes`` greedy episodes without learning.
-
-    The first reset uses ``seed`` and later ones continue the environment's RNG, so the
-    same ``seed`` gives the same sequence of initial states."""
+    """Run ``episodes`` greedy episodes without learning; the first reset uses ``seed``, later
+    ones continue the environment's RNG (the same ``seed``: the same initial states)."""
     check_count("episodes", episodes, optional=False)
     check_count("seed", seed, minimum=0, optional=False)
     check_count("total_steps", total_steps, minimum=0, optional=False)
@@ -393,9 +384,7 @@ def evaluate(
             ret += float(reward)
             length += 1
             done = terminated or truncated
-        records.append(EpisodeRecord(
-            episode=after_episode, return_=ret, length=length,
-            success=bool(info.get("is_success", False)),
-            wall_time=time.perf_counter() - started, phase="eval", total_steps=total_steps,
-        ))
+        records.append(EpisodeRecord(after_episode, ret, length,
+                                     bool(info.get("is_success", False)),
+                                     time.perf_counter() - started, "eval", total_steps))
     return records

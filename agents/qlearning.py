@@ -154,9 +154,7 @@ class QLearningAgent(Agent):
     def q_values(self, obs: Any) -> np.ndarray:
         """A copy of the action values of ``obs`` (``initial_q`` where unseen)."""
         row = self.table.get(self.key(obs))
-        if row is None:
-            return np.full(self.n_actions, self.config.initial_q, dtype=np.float64)
-        return row.copy()
+        return np.full(self.n_actions, self.config.initial_q) if row is None else row.copy()
 
     def _row(self, key: bytes) -> np.ndarray:
         row = self.table.get(key)
@@ -204,10 +202,7 @@ class QLearningAgent(Agent):
         if not terminated:
             mask = self.legal_mask(next_legal_moves, "next_legal_moves")
             next_row = self.table.get(next_key)
-            if next_row is None:
-                best_next = self.config.initial_q
-            else:
-                best_next = float(next_row[mask].max())
+            best_next = self.config.initial_q if next_row is None else float(next_row[mask].max())
             target += self.config.gamma * best_next
         row = self._row(key)
         row[a] += self.config.alpha * (target - row[a])
