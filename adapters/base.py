@@ -1,9 +1,7 @@
-"""`BaseAdapter`: the one base of every state adapter, its input checks and its memo.
+"""`BaseAdapter`: the base of every state adapter, its input checks and its memo.
 
-``adapt(state, legal_moves, history)`` -> ``(vector, text)``: a seen input is a memo hit;
-a cold one is checked once here (`BaseAdapter.check_input`, the public boundary; nothing
-after it checks again), described (`describe_one`), embedded (`EmbeddingCache`; the memo
-`Memo` lives beside it) and returned. Vectors are shared and read-only. See docs/adapters.md.
+A cold input is checked once, in `check_input` (the public boundary); nothing after it
+checks again. Vectors are shared and read-only. See docs/adapters.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The adapter's two caches: `EmbeddingCache` (text -> vector, in the project's one keyed
-store, `langadapt.llm.store.open_store`) and `Memo` (checked input -> ``(vector, text)``).
-
-An embedding is keyed by the encoder's name and the text's SHA-256; a stored vector of the
-wrong length, not finite or longer than `MAX_VECTOR_NORM` is encoded again, never returned.
-Vectors handed out are shared and read-only. See docs/adapters.md.
+"""The adapter's two caches: `EmbeddingCache` (text -> vector, in the one keyed store) and
+`Memo` (checked input -> ``(vector, text)``). See docs/adapters.md.
 """
 
 from __future__ import annotations

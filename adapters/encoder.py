@@ -1,9 +1,6 @@
-"""The sentence encoder: text -> float32 vector, exactly as the model's pipeline gives it
-(MiniLM by default, loaded from local files only, lazily, once per process: `get_encoder`).
-
-``backend`` (else ``$LANGADAPT_ENCODER_BACKEND``, else ``torch``): ``torch``, ``openvino``
-or ``auto``; the encoder's ``name`` (the embedding cache's key) says which. Fork-safe: a
-forked child runs torch on one thread and gets fresh locks. See docs/adapters.md.
+"""The sentence encoder: text -> float32 vector (MiniLM by default, local files only,
+loaded once per process: `get_encoder`); backends torch, openvino, auto. See
+docs/adapters.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The OpenVINO backend of the sentence encoder: the model's whole pipeline, exported once.
-
-`load_openvino` converts the loaded model (from memory, no download) to OpenVINO IR under
-`export_root`, in a folder named by the model's fingerprint; bfloat16 where the CPU has it
-unless its vectors change with the batch by more than `REPRODUCE_ATOL` (then float32); an
-export whose probe cosine to torch is below 0.999 is refused. See docs/adapters.md.
+"""The OpenVINO backend of the sentence encoder: the model's pipeline, exported once per
+model fingerprint under `export_root`. See docs/adapters.md.
 """
 
 from __future__ import annotations

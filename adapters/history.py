@@ -1,9 +1,5 @@
-"""Helpers that normalise an episode's action history.
-
-An ``episode_action_history`` is a sequence whose items are either plain actions
-(``int``, the elsciRL convention) or ``(state, action)`` pairs (what the
-:class:`adapters.LanguageObservation` wrapper passes: the observation the action was
-taken in, then the action). Both helpers accept either form, mixed freely.
+"""Normalising an episode's action history: items are plain actions (elsciRL) or
+``(state, action)`` pairs (`LanguageObservation`), mixed freely.
 """
 
 from __future__ import annotations

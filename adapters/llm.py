@@ -1,9 +1,5 @@
-"""LLM state adapters: a prompt (the describer's sentence, the legal moves, the last
-``action_history_length`` pairs, cut to the context) answered by a `langadapt.llm` backend.
-
-With ``fallback`` a failed call gives the rule description, counted in ``llm_fallbacks``
-and never cached. `OllamaAdapter` / `LlamaCppAdapter` build their backend from their
-settings; `make_llm_adapter` is ``adapters.make("llm", env, ...)``. See docs/adapters.md.
+"""LLM state adapters: a prompt (describer sentence, legal moves, recent history, cut to
+the context) answered by a `langadapt.llm` backend. See docs/llm.md, "LLM state adapters".
 """
 
 from __future__ import annotations

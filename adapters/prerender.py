@@ -1,8 +1,4 @@
-"""Prerendering: describe and encode many inputs ahead of time.
-
-``adapter.prerender(reachable_inputs(env))`` describes and encodes every reachable maze
-cell once (`prerender_checked`), so that a training run afterwards makes no encoder call.
-"""
+"""Prerendering: describe and encode many inputs ahead of time (docs/adapters.md)."""
 
 from __future__ import annotations
 

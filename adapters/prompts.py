@@ -1,17 +1,7 @@
-"""Prompt building for the LLM adapters: the default system prompt, the user prompt, the cut.
-
-The user prompt is plain text in three parts, each a few lines:
-
-    Current state: <the describer's sentence, or the raw numbers>
-    Legal actions: <numbers, with their names where the environment has them>
-    Recent history (oldest first):
-    - at <earlier state's numbers> took action <action>
-
-The whole prompt (system + user) must fit `context_length` tokens minus the `max_tokens`
-reserved for the answer. Token counts are estimated as ``ceil(characters / 3)`` — a
-deliberately pessimistic rate for English (real tokenisers average about 4 characters per
-token) — so the estimate is the same for every backend and the cut is deterministic: the
-oldest history lines go first, then the state line is shortened from its end.
+"""Prompts of the LLM adapters: the system prompt, the user prompt (state, legal actions,
+recent history) and the cut to ``context_length - max_tokens`` tokens, estimated as
+``ceil(characters / 3)`` (pessimistic, the same for every backend): the oldest history
+lines go first, then the state line is shortened. See docs/llm.md.
 """
 
 from __future__ import annotations

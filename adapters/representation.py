@@ -1,9 +1,5 @@
-"""The representation settings of the text adapters: how a description becomes the vector.
-
-``embedding`` (paragraph, sentences in ``sentence_slots`` slots, sentence_mean),
-``normalise`` (none, centre, whiten: shrunk ZCA fitted once on the *fit set*, the distinct
-descriptions of ``fit_steps`` random legal moves from ``fit_seed``) and ``with_raw``.
-See docs/adapters.md.
+"""The representation settings of the text adapters: ``embedding``, ``normalise`` (shrunk
+ZCA fitted once on the fit set) and ``with_raw``. See docs/adapters.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""``embedding: sentence_mean``: a description's vector is the mean of its sentences' vectors.
-
-Each distinct sentence is encoded once (through the embedding cache, like any text), so the
-encoder's work grows with the distinct sentences met, not with the distinct descriptions:
-a view whose sentences were all seen before, in any other view, costs no encoder call.
-The vector has the encoder's dimension (MiniLM: 384 floats, each in [-1, 1] as a mean of
-unit vectors). Sentences are split by the one general rule of
-`adapters.representation.split_sentences` (after ``.``, ``!`` or ``?`` and a space).
+"""``embedding: sentence_mean``: the mean of the sentences' vectors, each distinct sentence
+encoded once. See docs/adapters.md.
 """
 
 from __future__ import annotations

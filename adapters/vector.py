@@ -1,9 +1,6 @@
-"""`LanguageVectorEnv`: N copies of an environment under one adapter, observed in one batch.
-
-A gymnasium `VectorEnv` (autoreset ``SAME_STEP``) whose copies behave like N
-`LanguageObservation` wrappers sharing one adapter, but each ``reset`` / ``step`` adapts all
-N observations with one ``adapter.adapt_many`` call (final observations of ended episodes
-in ``infos["final_obs"]``, adapted in the same batch). See docs/adapters.md.
+"""`LanguageVectorEnv`: N copies of an environment under one adapter, each ``reset`` /
+``step`` adapted in one ``adapt_many`` batch (autoreset ``SAME_STEP``). See
+docs/adapters.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""BALROG's BabyAI suite: GLAM's ``MixedTrainLocal`` level, one goal type per environment.
-
-`MixedTrainLocal` (goals ``goto``, ``pickup``, ``open``, ``putnext``, ``pick_up_seq_go_to``,
-or ``mixed``), built from minigrid's BabyAI blocks so that BabyAI's verifier decides
-success; registered as ``BabyAI-MixedTrainLocal-v0`` and bridged as
-``langadapt/BabyAI-MixedTrainLocal-v0``. Imports ``minigrid``. See docs/environments.md.
+"""BALROG's BabyAI suite: GLAM's ``MixedTrainLocal`` level, one goal type per environment,
+built from minigrid's BabyAI blocks (its verifier decides success). Imports ``minigrid``.
+See docs/environments.md.
 """
 
 from __future__ import annotations

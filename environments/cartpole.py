@@ -1,9 +1,5 @@
-"""CartPole with gymnasium's CartPole-v1 physics and this project's conventions.
-
-The dynamics, start distribution and reward are those of
-`gymnasium.envs.classic_control.CartPoleEnv` (held inside, never re-implemented); this
-class adds the step limit, ``info["legal_moves"]`` / ``info["is_success"]``, clear
-errors for bad actions, and ``rgb_array`` / ``ansi`` pictures that need no pygame.
+"""CartPole-v1 (gymnasium's, held inside) with this project's conventions. See
+docs/environments.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""gymnasium's FrozenLake-v1 with this project's conventions (``langadapt/FrozenLake-v0``),
-and `FrozenLakeMapsEnv` (a random lake each episode).
-
-The lake, moves, slipping and reward are gymnasium's (held inside); added: the cell
-``(row, col)`` as a float32 Box, ``info["legal_moves"]`` / ``["is_success"]``, FrozenLake-v1's
-step limit and one-line errors for bad actions. See docs/environments.md.
+"""gymnasium's FrozenLake-v1 (held inside) with this project's conventions, and
+`FrozenLakeMapsEnv` (a random lake each episode). See docs/environments.md.
 """
 
 from __future__ import annotations

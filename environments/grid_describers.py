@@ -1,11 +1,4 @@
-"""Describers of grid worlds: the maze and the frozen lakes (see :mod:`.describers` for the
-describer interface).
-
-- :class:`MazeDescriber` - where the goal is, the walls around, the legal moves.
-- :class:`FrozenLakeDescriber` - where the goal is, the holes and the lake's edges around.
-- :class:`FrozenLakeMapsDescriber` - the same sentences on random lakes (the lake is part of
-  the state).
-"""
+"""Describers of grid worlds: the maze and the frozen lakes (the interface: `.describers`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Grid mazes from the Natural Language RL / elsciRL experiments, as a gymnasium environment.
-
-The four named layouts are kept exactly as published (1 = wall, rows top to bottom,
-cells as (row, col)) so that results compare with published ones; ``maze="random"``
-builds a solvable maze from the constructor's ``seed``.
+"""The Natural Language RL / elsciRL mazes (as published) and seeded random mazes, as a
+gymnasium environment. See docs/environments.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""MiniGrid and BabyAI levels with this library's conventions (the optional extra ``minigrid``).
-
-`MiniGridBridge` gives a level a flat float32 Box observation (layout:
-`.minigrid_describer`), ``info["legal_moves"]`` / ``["is_success"]`` / ``["mission"]`` and
-its language spec; `make_minigrid(id)`, ``gymnasium.make("langadapt/<id>")`` or
-``MiniGridBridge(level)`` make one. Importing this module does not import ``minigrid``;
-making a level without it is a one-line `MiniGridNotInstalled`. See docs/environments.md.
+"""MiniGrid and BabyAI levels with this library's conventions (the ``minigrid`` extra,
+imported only when a level is made). See docs/environments.md.
 """
 
 from __future__ import annotations

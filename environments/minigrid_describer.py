@@ -1,11 +1,6 @@
-"""MiniGrid and BabyAI states in words: the flat observation's layout and `MiniGridDescriber`.
-
-Needs no ``minigrid`` (a copy of its encodings, tested against ``minigrid.core.constants``).
-The observation: the ``V x V`` view as minigrid encodes it (``(object, colour, state)`` at
-index ``(x*V + y)*3 + channel``; the agent at ``x = V//2, y = V-1`` facing ``-y``), the
-direction one-hot (east, south, west, north), the mission as ``mission_words`` word ids
-(0 pads) and as a bag of words over `VOCABULARY` (+1 slot for other words). Why the
-mission is in it: docs/environments.md.
+"""MiniGrid and BabyAI states in words: the flat observation's layout and
+`MiniGridDescriber`. Needs no ``minigrid`` (a copy of its encodings, tested against
+``minigrid.core.constants``). See docs/environments.md.
 """
 
 from __future__ import annotations

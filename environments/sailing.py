@@ -1,9 +1,5 @@
-"""The Sailing channel task used by elsciRL (after PPierzc's ai-learns-to-sail), as a gymnasium env.
-
-A boat on a river 20 wide (x in [-10, 10]) starts at (x, y) = (0, 0) with heading
-theta = 0. Theta is measured from the direction the wind comes from: theta = 0 points
-straight into the wind (no speed), |theta| = pi/2 is a beam reach. The boat must tack
-upwind past the finish line y = y_limit.
+"""The Sailing channel task of elsciRL (after PPierzc's ai-learns-to-sail). See
+docs/environments.md.
 """
 
 from __future__ import annotations

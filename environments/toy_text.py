@@ -1,13 +1,5 @@
-"""Language specs of gymnasium's own tabular testbeds, Taxi and CliffWalking.
-
-The environments are gymnasium's, used as ``gymnasium.make("Taxi-v4")`` and
-``gymnasium.make("CliffWalking-v1")``: their observation is one integer (a
-``Discrete`` space), which the describers here receive as it is. Each sentence says what
-is true of the state, nothing more:
-
-- Taxi: where the taxi is, where the passenger waits (or that they are in the taxi), the
-  destination, the way to whichever matters now and the walls beside the taxi.
-- CliffWalking: where the agent is, the way to the goal and which moves step off the cliff.
+"""Language specs of gymnasium's Taxi and CliffWalking (their ``Discrete`` observation is
+received as it is). See docs/environments.md.
 """
 
 from __future__ import annotations

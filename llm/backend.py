@@ -1,12 +1,6 @@
-"""`LLMBackend`: the base of every LLM source — cache, retries, deadline, circuit breaker,
-reply checks, counters (docs/llm.md, "Faults", "Your own backend").
-
-A backend is a frozen pydantic model of settings; its mutable state is one `BackendRuntime`
-(``backend.runtime``; a copy starts with a fresh one). A subclass supplies one attempt,
-``generate(messages, schema, max_tokens, *, seed, deadline) -> str`` (raise `Transient` for
-a fault worth retrying, an `LLMError` otherwise; a ``generate`` without ``seed`` /
-``deadline`` is called without them), ``resolve_identity()``, ``where()`` and, to score,
-``compute_scores(messages, replies, *, seed, deadline)``.
+"""`LLMBackend`: the base of every LLM source: cache, retries, deadline, circuit breaker,
+reply checks, counters. A subclass supplies one attempt (`generate`), `resolve_identity`,
+`where` and, to score, `compute_scores`. See docs/llm.md, "Your own backend".
 """
 
 from __future__ import annotations

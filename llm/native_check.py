@@ -1,9 +1,6 @@
-"""Does this machine's llama.cpp build run on this CPU? Asked once, in a child process that
-loads the model and evaluates a few tokens, before this process does: a build using
-instructions the CPU advertises but does not run dies with SIGSEGV/SIGILL, and would take
-the experiment with it. A child killed by a signal is one `NativeBuildError` naming the
-signal and the portable rebuild; the answer is handed to child processes through an
-environment variable keyed by the build (docs/llm.md, "The embedded model's build").
+"""Does this machine's llama.cpp build run on this CPU? Asked once, in a child process,
+before this one risks a SIGSEGV/SIGILL; the answer passes to children in an environment
+variable. See docs/llm.md, "The embedded model's build".
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""`OllamaBackend`: an Ollama server through the official `ollama` client. Options go as
-``temperature``, ``seed``, ``num_ctx``, ``num_predict``; a JSON schema as ``format``.
-Identity: the digest the server lists for the model (the name when unreachable).
-``timeout`` bounds one attempt as a whole; a missing model names ``ollama pull``.
-"""
+"""`OllamaBackend`: an Ollama server through the official `ollama` client (docs/llm.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""`OpenAIBackend`: any OpenAI-compatible server through the official `openai` client (an
-optional extra, imported when the first client is built). The key is read from the variable
-``api_key_env`` names and never leaves the client: cut out of every message. Redirects are
-not followed, replies are bounded in bytes and time (docs/llm.md, "OpenAI-compatible
-servers"). The client's own retries are off: the base class retries (with the deadline,
-the counters and the room a full server shows), as for Ollama, whose client has none.
+"""`OpenAIBackend`: any OpenAI-compatible server through the `openai` client (an extra). The
+key never leaves the client; the client's own retries are off (the base class retries).
+See docs/llm.md, "OpenAI-compatible servers".
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""`BackendRuntime`: the mutable state of one backend — counters (`STATS_KEYS`), circuit
-breaker, the room the server has shown for requests at once, warning throttle, things
-built once — under one lock; a copy or pickle is a fresh runtime (docs/llm.md, "Settings
-and state").
+"""`BackendRuntime`: the mutable state of one backend under one lock; a copy or pickle is a
+fresh one (docs/llm.md, "Settings and state").
 """
 
 from __future__ import annotations

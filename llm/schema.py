@@ -1,7 +1,5 @@
-"""`parse_json_reply`: the one bounded parse of a reply into JSON (over `MAX_REPLY_CHARS`
-characters or nested deeper than `MAX_JSON_DEPTH`: `StructuredOutputError` before
-``json.loads`` recurses); `schema_errors`: a value checked against a JSON schema (draft
-2020-12), each error naming the path and what was expected; the replies a schema allows.
+"""JSON replies: `parse_json_reply` (the one bounded parse), `schema_errors` (draft 2020-12)
+and the replies a schema allows. See docs/llm.md, "Structured output".
 """
 
 from __future__ import annotations

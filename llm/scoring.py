@@ -1,11 +1,5 @@
-"""`decide`: one LLM decision among known replies — scored when it can be, generated when not.
-
-Every role that chooses among known replies (an action, yes/no, a score on a scale) calls
-`decide(backend, messages, schema)`. When the schema's values can be listed
-(`enumerate_replies`) and the backend has ``supports_scoring``, `LLMBackend.score` gives
-the log-probability of each candidate's reply text and the value is the most probable (or
-a sample drawn with ``rng`` from their softmax); otherwise the backend generates with the
-schema. Each decision counts in ``llm_scored`` or ``llm_generated``.
+"""`decide`: one LLM decision among known replies, scored when it can be, generated when
+not. See docs/llm.md, "Scoring known replies".
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The one keyed store: a bounded in-memory LRU in front of an optional SQLite file (WAL,
-shared by threads and processes, first writer of a key wins), holding LLM answers and
-embeddings; `open_store` gives every user of a file in a process the same store. A damaged
-file is moved aside and replaced, one that cannot be written is read and new entries kept
-in memory, each with one warning; a file of another program (other columns or tables, a
-link, a folder) is a `CacheError` (docs/llm.md, "The cache").
-"""
+"""The one keyed store of LLM answers and embeddings: an in-memory LRU in front of an
+optional SQLite file (first writer of a key wins). See docs/llm.md, "The cache"."""
 
 from __future__ import annotations
 
@@ -45,7 +40,6 @@ _UNWRITABLE = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_FULL
 
 
 def _is_unwritable(error: BaseException) -> bool:
-    """Whether ``error`` says the file cannot be written (or opened), not that it is damaged."""
     if not isinstance(error, sqlite3.OperationalError):
         return False
     name = getattr(error, "sqlite_errorname", "")
@@ -65,8 +59,8 @@ def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
 
 
 def _use_wal(db: sqlite3.Connection) -> None:
-    """Put the file in WAL mode; "database is locked" (two processes opening a new file at
-    once: SQLite skips the busy handler) is tried again until the busy timeout."""
+    """WAL mode; "database is locked" (two processes opening a new file at once: SQLite
+    skips the busy handler) is retried until the busy timeout."""
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     while True:
         try:
@@ -89,7 +83,6 @@ class SQLiteStore:
         self.path = None if path is None else Path(path).expanduser()
         self.capacity = capacity
         self.what = what
-        self.recovered = 0  # how many times a corrupt file was moved aside
         self.file_hits = 0  # entries read from the file (not memory)
         self.read_only = False  # the file cannot be written: new entries stay in memory
         self.usable = True  # False: the file cannot be used at all (memory only)
@@ -146,8 +139,7 @@ class SQLiteStore:
                        "run: new entries are kept in memory only", self.what, self.path, error)
 
     def _open_read_only(self, error: BaseException) -> None:
-        """Open the file read-only after ``error`` (it cannot be written); memory only when
-        it cannot be read either."""
+        """Reopen read-only after ``error``; memory only when it cannot be read either."""
         assert self.path is not None
         if self._db is not None:
             self._db.close()
@@ -199,7 +191,6 @@ class SQLiteStore:
                 "%s %s is damaged (%s); moved it to %s and continue with a fresh file",
                 self.what, self.path, error, aside,
             )
-        self.recovered += 1
         try:
             self._open()
         except sqlite3.DatabaseError as again:
@@ -238,9 +229,7 @@ class SQLiteStore:
                 self._write(op)
 
     def _on_error(self, error: sqlite3.DatabaseError, writing: bool = False) -> None:
-        """After a database error: a file that cannot be written is used read-only (or, for
-        reading, reopened read-only); a corrupt one is moved aside and replaced; any other
-        error is a `CacheError` naming the file."""
+        """Unwritable: read-only; corrupt: moved aside and replaced; else `CacheError`."""
         if _is_unwritable(error):
             self._stop_writing(error) if writing else self._open_read_only(error)
         elif _is_corrupt(error):
@@ -355,9 +344,8 @@ class SQLiteStore:
                 self._write(lambda db: _insert(db, rows))
 
     def adopt(self, old_files: Iterable[Path]) -> None:
-        """Copy the entries of ``old_files`` (stores of the previous layout) into this
-        store's file and rename each to ``<name>.adopted``, one log line each; a file that
-        cannot be read is left alone, with one warning, and its entries are computed again."""
+        """Copy ``old_files`` (the previous layout) in and rename each to ``<name>.adopted``
+        (docs/configuration.md)."""
         old_files = [old for old in old_files if old.is_file()]
         if old_files and (self._db is None or self.read_only):
             logger.warning("%s: ignoring the old cache files %s (%s cannot be written); their "

