@@ -21,56 +21,33 @@ from .dqfd import large_margin_loss
 
 
 class DQNConfig(BaseModel):
-    """Hyperparameters of :class:`DQNAgent` (all have defaults)."""
+    """Hyperparameters of :class:`DQNAgent`, SB3's names and defaults but the DQfD terms
+    (``margin``, ``margin_weight``, ``n_step``); each is explained in docs/agents.md (DQNAgent)."""
 
     model_config = ConfigDict(extra="forbid")
 
     hidden_sizes: list[Annotated[int, Field(ge=1, le=65_536)]] = Field(
-        default_factory=lambda: [256, 256], max_length=64,
-        description="Widths of the hidden layers (at most 64 layers of 65,536).",
-    )
-    activation: Literal["relu", "tanh"] = Field("relu", description="Hidden activation.")
-    learning_rate: float = Field(1e-3, gt=0.0, description="Adam learning rate.")
-    buffer_size: int = Field(100_000, ge=1, le=100_000_000,
-                             description="Replay buffer capacity (transitions).")
-    learning_starts: int = Field(
-        1000, ge=0, description="Steps of uniformly random acting before training starts."
-    )
-    batch_size: int = Field(64, ge=1, description="Transitions per gradient step.")
-    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
-    train_freq: int = Field(4, ge=1, description="Train every this many environment steps.")
-    gradient_steps: int = Field(
-        1, ge=-1, description="Gradient steps per training round; -1 means train_freq."
-    )
-    target_update_interval: int = Field(
-        1000, ge=1, description="Environment steps between target network updates."
-    )
-    tau: float = Field(1.0, gt=0.0, le=1.0, description="1.0 = hard copy; < 1 = soft update.")
-    double_dqn: bool = Field(True, description="Select a* with the online net (Double DQN).")
-    max_grad_norm: float = Field(10.0, gt=0.0, description="Gradient norm clipping threshold.")
-    exploration_fraction: float = Field(
-        0.1, gt=0.0, le=1.0, description="Fraction of training over which epsilon falls."
-    )
-    exploration_initial_eps: float = Field(1.0, ge=0.0, le=1.0, description="Epsilon at start.")
-    exploration_final_eps: float = Field(0.05, ge=0.0, le=1.0, description="Epsilon at the end.")
-    device: Literal["cpu", "cuda", "auto"] = Field(
-        "cpu", description='Where the networks train; "auto" = cuda when available.'
-    )
-    total_steps: int | None = Field(
-        None,
-        ge=1,
-        description="Training length in steps for the epsilon schedule; None: set by train().",
-    )
-    margin: float = Field(
-        0.8, ge=0.0, le=1e6, description="DQfD's margin l(a_E, a) of the large-margin term on "
-        "transitions learnt as demonstrations (Hester et al. 2018 use 0.8).")
-    margin_weight: float = Field(
-        1.0, ge=0.0, le=1e6, description="Weight (DQfD's lambda_2) of the large-margin term "
-        "added to the TD loss; 0 learns demonstrations as ordinary transitions.")
-    n_step: int = Field(
-        1, ge=1, le=100, description="Transitions learnt as demonstrations also learn the "
-        "n-step return over up to this many consecutive advised steps of the same episode "
-        "(DQfD's J_n, which uses 10); 1: no n-step term.")
+        default_factory=lambda: [256, 256], max_length=64)
+    activation: Literal["relu", "tanh"] = "relu"
+    learning_rate: float = Field(1e-3, gt=0.0)
+    buffer_size: int = Field(100_000, ge=1, le=100_000_000)
+    learning_starts: int = Field(1000, ge=0)  # steps of uniformly random acting
+    batch_size: int = Field(64, ge=1)
+    gamma: float = Field(0.99, ge=0.0, le=1.0)
+    train_freq: int = Field(4, ge=1)
+    gradient_steps: int = Field(1, ge=-1)  # -1: train_freq
+    target_update_interval: int = Field(1000, ge=1)
+    tau: float = Field(1.0, gt=0.0, le=1.0)  # 1.0: hard copy; < 1: Polyak step
+    double_dqn: bool = True
+    max_grad_norm: float = Field(10.0, gt=0.0)
+    exploration_fraction: float = Field(0.1, gt=0.0, le=1.0)
+    exploration_initial_eps: float = Field(1.0, ge=0.0, le=1.0)
+    exploration_final_eps: float = Field(0.05, ge=0.0, le=1.0)
+    device: Literal["cpu", "cuda", "auto"] = "cpu"  # auto: cuda when available
+    total_steps: int | None = Field(None, ge=1)  # the epsilon schedule's; None: set by train()
+    margin: float = Field(0.8, ge=0.0, le=1e6)  # DQfD's l(a_E, a) (Hester et al. use 0.8)
+    margin_weight: float = Field(1.0, ge=0.0, le=1e6)  # DQfD's lambda_2; 0: no margin term
+    n_step: int = Field(1, ge=1, le=100)  # DQfD's J_n over advised segments (they use 10)
 
 
 def dqn_targets(

@@ -22,34 +22,20 @@ VECTOR_DIMS = 64
 
 
 class QLearningConfig(BaseModel):
-    """Hyperparameters of :class:`QLearningAgent` (all have defaults)."""
+    """Hyperparameters of :class:`QLearningAgent`; the update and the table key (``key``,
+    ``bins``, ``bounds``) are explained in docs/agents.md (QLearningAgent)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    alpha: float = Field(0.1, gt=0.0, le=1.0, description="Learning rate (step size).")
-    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
-    epsilon_start: float = Field(1.0, ge=0.0, le=1.0, description="Initial exploration rate.")
-    epsilon_min: float = Field(0.05, ge=0.0, le=1.0, description="Floor of the exploration rate.")
-    epsilon_decay: float = Field(
-        0.99, gt=0.0, le=1.0, description="Multiplied into epsilon at the end of each episode."
-    )
-    initial_q: float = Field(0.0, description="Value of a state-action pair never updated.")
-    key: Literal["auto", "observation", "description"] = Field(
-        "auto",
-        description='Table key: "description" (the text, from info["description"]), '
-        '"observation" (the state, or its bins) or "auto" (description when the environment '
-        "supplies one, else observation).",
-    )
-    bins: PositiveInt | list[PositiveInt] | None = Field(
-        None,
-        description="None: key = exact observation bytes. int or one int per dimension: "
-        "discretise a Box observation into that many equal bins.",
-    )
-    bounds: list[tuple[float, float]] | None = Field(
-        None,
-        description="Per-dimension (low, high) used for discretisation instead of the "
-        "observation space bounds; needed where the space is unbounded.",
-    )
+    alpha: float = Field(0.1, gt=0.0, le=1.0)
+    gamma: float = Field(0.99, ge=0.0, le=1.0)
+    epsilon_start: float = Field(1.0, ge=0.0, le=1.0)
+    epsilon_min: float = Field(0.05, ge=0.0, le=1.0)
+    epsilon_decay: float = Field(0.99, gt=0.0, le=1.0)  # multiplied in after each episode
+    initial_q: float = 0.0
+    key: Literal["auto", "observation", "description"] = "auto"
+    bins: PositiveInt | list[PositiveInt] | None = None  # None: the observation's bytes
+    bounds: list[tuple[float, float]] | None = None  # (low, high) per dimension, for bins
 
 
 class QLearningAgent(Agent):

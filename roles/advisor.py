@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..agents.base import Agent, check_count
+from ..agents.base import Agent, check_count, parse_config
 from ..environments import LanguageSpec, language_for
 from .counting import BackendSpec, RoleCounters
 from .llm_policy import LLMPolicy
@@ -23,39 +23,22 @@ __all__ = ["AdvisorConfig", "LLMAdvisor", "AdvisedActions", "sb3_advice_callback
 
 
 class AdvisorConfig(BaseModel):
-    """Settings of an advisor (the ``advisor:`` block of an agent in an experiment file)."""
+    """Settings of an advisor (the ``advisor:`` block of an agent in an experiment file),
+    explained in docs/llm-in-the-loop.md (Advisor)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    source: Literal["llm", "oracle", "random"] = Field("llm", description="who advises")
-    probability: float = Field(
-        0.5, ge=0, le=1, description="chance of taking the advice at the start")
-    decay_fraction: float = Field(
-        0.5, gt=0, le=1, description="fraction of training after which the advice is never taken")
-    replace: Literal["exploratory", "any"] = Field(
-        "exploratory",
-        description="exploratory: advice replaces only the agent's exploratory choices (its "
-        "greedy ones are still tried, so their values get corrected); any: every choice",
-    )
-    backend: BackendSpec = Field("llamacpp", description="LLM backend spec (source llm)")
-    decoding: Literal["structured", "text"] = Field("structured", description="source llm")
-    language: dict[str, Any] = Field(default_factory=dict,
-                                     description="options of the language spec")
-    prompt_style: Literal["verbose", "compact"] = Field(
-        "verbose", description="source llm: the prompt style of its decisions")
-    learn_as: Literal["auto", "actions", "demonstrations"] = Field(
-        "auto", description="auto: demonstrations for an agent that learns from them (dqn), "
-        "actions for any other; actions: the advice replaces the action and is learnt as an "
-        "ordinary transition; demonstrations: also marked in the replay buffer and learnt "
-        "with DQfD's large-margin term and n-step loss (dqn only; its params margin, "
-        "margin_weight, n_step)")
-    until_confident: bool = Field(
-        False, description="learn_as demonstrations (or auto, on dqn) only: no advice in a "
-        "state where the "
-        "agent's greedy action already leads every other legal one by its margin")
-    min_confidence: float | None = Field(
-        None, ge=0, le=1, description="source llm on a backend that scores replies: no advice "
-        "when the advised action's probability is below this (the agent's own choice stands)")
+    source: Literal["llm", "oracle", "random"] = "llm"
+    probability: float = Field(0.5, ge=0, le=1)  # of taking the advice at the start
+    decay_fraction: float = Field(0.5, gt=0, le=1)  # of training, where the advice stops
+    replace: Literal["exploratory", "any"] = "exploratory"
+    backend: BackendSpec = "llamacpp"  # source llm: decoding, prompt_style too
+    decoding: Literal["structured", "text"] = "structured"
+    language: dict[str, Any] = Field(default_factory=dict)  # options of the language spec
+    prompt_style: Literal["verbose", "compact"] = "verbose"
+    learn_as: Literal["auto", "actions", "demonstrations"] = "auto"
+    until_confident: bool = False
+    min_confidence: float | None = Field(None, ge=0, le=1)
 
     @field_validator("until_confident")
     @classmethod
@@ -78,9 +61,7 @@ class LLMAdvisor:
         self, config: AdvisorConfig | dict[str, Any] | None = None, seed: int = 0,
         backend: Any = None,
     ) -> None:
-        self.config = config if isinstance(config, AdvisorConfig) else AdvisorConfig(
-            **(config or {})
-        )
+        self.config = parse_config(config, AdvisorConfig)
         check_count("seed", seed, minimum=0, optional=False)
         self.seed = seed
         self.draws = np.random.default_rng(seed)

@@ -25,34 +25,17 @@ __all__ = ["LLMPolicy", "LLMPolicyConfig", "decision_messages", "show_prompt",
 
 
 class LLMPolicyConfig(BaseModel):
-    """Settings of :class:`LLMPolicy` (all have defaults)."""
+    """Settings of :class:`LLMPolicy`, explained in docs/llm-in-the-loop.md (LLM policy)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: BackendSpec = Field(
-        "llamacpp",
-        description="LLM backend spec for langadapt.llm.make_backend: 'llamacpp' (packaged "
-        "SmolLM2), 'ollama', or a dict with backend, model, host, temperature, seed, "
-        "context_length",
-    )
-    decoding: Literal["structured", "text"] = Field(
-        "structured", description="structured: JSON schema of legal moves; text: 'Action: N'"
-    )
-    history_length: int = Field(
-        0, ge=0, description="previous actions of the episode shown in the prompt"
-    )
-    few_shot: int = Field(
-        0, ge=0, description="(state, action) examples from the best episode so far; 0 = none"
-    )
-    max_tokens: int | None = Field(
-        None, gt=0, description="reply length limit; default 16 structured, 48 text"
-    )
-    language: dict[str, Any] = Field(
-        default_factory=dict, description="options of the environment's language spec"
-    )
-    prompt_style: Literal["verbose", "compact"] = Field(
-        "verbose", description="verbose: the describer's sentences; compact: few tokens"
-    )
+    backend: BackendSpec = "llamacpp"  # a spec for langadapt.llm.make_backend
+    decoding: Literal["structured", "text"] = "structured"
+    history_length: int = Field(0, ge=0)
+    few_shot: int = Field(0, ge=0)
+    max_tokens: int | None = Field(None, gt=0)  # None: 16 structured, 48 text
+    language: dict[str, Any] = Field(default_factory=dict)  # options of the language spec
+    prompt_style: Literal["verbose", "compact"] = "verbose"
 
     @model_validator(mode="after")
     def _prompts_of_the_adapter(self) -> LLMPolicyConfig:
@@ -161,8 +144,7 @@ class LLMPolicy(Agent):
 
     # ------------------------------------------------------------------ setup
     @property
-    def learns(self) -> bool:
-        """Whether training changes anything (only the few-shot examples can)."""
+    def learns(self) -> bool:  # only the few-shot examples can change
         return self.config.few_shot > 0
 
     @property
@@ -230,23 +212,18 @@ class LLMPolicy(Agent):
             history = list(self._history)[-self.config.history_length :]
         return self.decide(state, legal_moves, history, explore)
 
-    def decide(
-        self, state: Any, legal_moves: Sequence[int] | None, history: Sequence[Any] = (),
-        explore: bool = False,
-    ) -> int:
-        """One decision for ``state`` (the raw state) among ``legal_moves``: the most
-        probable action, or with ``explore`` one sampled from the model's distribution
-        (structured decisions on a backend that scores; generation samples at the backend's
-        own temperature)."""
+    def decide(self, state: Any, legal_moves: Sequence[int] | None,
+               history: Sequence[Any] = (), explore: bool = False) -> int:
+        """One decision for the raw ``state``: :meth:`decide_with_probability`'s action."""
         return self.decide_with_probability(state, legal_moves, history, explore)[0]
 
     def decide_with_probability(
         self, state: Any, legal_moves: Sequence[int] | None, history: Sequence[Any] = (),
         explore: bool = False,
     ) -> tuple[int, float | None]:
-        """:meth:`decide` with the action's probability under the model (structured
-        decisions the backend scores; None when the reply was generated). ``explore``
-        samples from the distribution instead of taking its most probable action."""
+        """The most probable action among ``legal_moves`` (``explore``: one sampled from the
+        model's distribution) and its probability (None when the reply was generated).
+        See docs/llm-in-the-loop.md."""
         if self.spec is None:
             raise ValueError(
                 "llm_policy has no language spec; pass spec=language_for(env) "
@@ -281,7 +258,6 @@ class LLMPolicy(Agent):
 
     def _structured(self, messages: list[dict[str, str]], moves: tuple[int, ...],
                     explore: bool = False) -> tuple[int, float | None]:
-        """The action and its probability (None when generated, see `decide`)."""
         schema = self.parser.schema(moves)
         try:
             with self.counters.llm_call(self.backend):
@@ -362,9 +338,8 @@ class LLMPolicy(Agent):
 
     # ------------------------------------------------------------------ counters, files
     def stats(self) -> dict[str, float]:
-        """The counters: ``decisions``, ``parse_failures``, ``corrections`` and the LLM
-        layer's ``llm_calls``, ``llm_cache_hits``, ``llm_fallbacks`` (random legal actions
-        taken for unusable replies), ``llm_seconds`` (time spent waiting for the LLM)."""
+        """The counters (docs/llm-in-the-loop.md): ``decisions``, ``parse_failures``,
+        ``corrections`` and the LLM layer's."""
         return self.counters.as_stats()
 
     def header(self) -> dict[str, Any]:
@@ -395,7 +370,6 @@ def show_prompt(
     if state is not obs and hasattr(base, "legal_moves_at"):
         legal = base.legal_moves_at((int(state[0]), int(state[1])))
     if role == "shaper":
-
         spec = language_for(env)
         messages = [{"role": "system", "content": spec.task},
                     {"role": "user", "content": format_state(spec, state, legal) + "\n"

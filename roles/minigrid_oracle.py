@@ -31,6 +31,8 @@ _LEFT, _RIGHT, _FORWARD, _PICKUP, _DROP, _TOGGLE, _DONE = range(7)
 _DIRS = ((1, 0), (0, 1), (-1, 0), (0, -1))  # minigrid's DIR_TO_VEC
 _SUCCESS = "success"
 _FREE, _BLOCKED, _LAVA, _GOAL = 0, 1, 2, 3
+_KINDS = {None: _FREE, "empty": _FREE, "floor": _FREE, "key": _FREE, "door": _FREE,
+          "goal": _GOAL, "lava": _LAVA}
 
 #: States whose plan length a :class:`BabyAIBotOracle` keeps (a roll-out each; least recently
 #: used dropped first): a few episodes' worth, where 75k GoToLocal steps kept 22,425.
@@ -79,18 +81,10 @@ class _Layout:
             for x in range(grid.width):
                 cell = grid.get(x, y)
                 kind = None if cell is None else cell.type
-                if kind in (None, "empty", "floor", "key"):
-                    self.kind[(x, y)] = _FREE
-                elif kind == "door":
-                    self.kind[(x, y)] = _FREE
+                self.kind[(x, y)] = _KINDS.get(kind, _BLOCKED)  # walls, balls, boxes: blocked
+                if kind == "door":
                     self.doors[(x, y)] = len(self.door_colors)
                     self.door_colors.append(cell.color)
-                elif kind == "goal":
-                    self.kind[(x, y)] = _GOAL
-                elif kind == "lava":
-                    self.kind[(x, y)] = _LAVA
-                else:  # walls, balls, boxes: obstacles
-                    self.kind[(x, y)] = _BLOCKED
         self.distance: dict[tuple, int] = {}
         self.explored: set[tuple] = set()
         self.d_max: int | None = None

@@ -14,12 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..environments import LanguageSpec
 from ..llm import LLMReplyError, parse_json_reply
 
-__all__ = [
-    "ActionParseError",
-    "DiscreteActionParser",
-    "check_legal",
-    "format_state",
-]
+__all__ = ["ActionParseError", "DiscreteActionParser", "check_legal", "format_state"]
 
 
 # --------------------------------------------------------------------------- states
@@ -46,28 +41,18 @@ def format_state(
     checked: bool = False,
 ) -> str:
     """The user message for ``state``: what the spec shows of it (``style`` verbose or
-    compact), the legal actions and the actions of ``history`` (``(state, action)`` pairs,
-    oldest first). ``checked``: ``legal_moves`` passed the caller's :func:`check_legal`."""
-    if spec.state_shape is None:  # a Dict or Tuple observation: the describer checks it
-        array = state
-    else:
-        try:
-            array = np.asarray(state, dtype=np.float64)
-        except (TypeError, ValueError):
-            array = np.empty(0)  # the check below names the state
-        if array.shape != spec.state_shape or not np.isfinite(array).all():
-            raise ValueError(
-                f"state is {state!r}, expected finite numbers of shape {spec.state_shape}"
-            )
+    compact; ``spec.show`` checks the state), the legal actions and the actions of ``history``
+    (``(state, action)`` pairs, oldest first). ``checked``: ``legal_moves`` passed the
+    caller's :func:`check_legal`."""
     moves = tuple(legal_moves) if checked else check_legal(spec, legal_moves)
     taken = [spec.action_names[int(action)] for _, action in history]
     if style == "compact":
-        lines = [spec.show(array, moves, style),
+        lines = [spec.show(state, moves, style),
                  "moves: " + ", ".join(f"{m} {spec.action_names[m]}" for m in moves)]
         if taken:
             lines.append("previous: " + ", ".join(taken))
         return "\n".join(lines)
-    lines = [spec.show(array, moves, style)]
+    lines = [spec.show(state, moves, style)]
     lines.append("Legal actions: " + ", ".join(spec.action_label(m) for m in moves) + ".")
     if taken:
         lines.append("Your previous actions, oldest first: " + ", ".join(taken) + ".")

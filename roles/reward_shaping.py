@@ -11,16 +11,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import spearmanr
 
+from ..agents.base import parse_config
 from ..environments import language_for
 from ..llm import LLMReplyError, decide
 from .counting import RoleCounters, check_schema, make_llm_backend
 from .oracles import MazeOracle, Oracle, oracle_for
 from .prompts import format_state
 
-__all__ = [
-    "JUDGE_SCHEMA", "POTENTIAL_SCHEMA", "RewardShaping", "RewardShapingConfig",
-    "spearman_with_distance",
-]
+__all__ = ["JUDGE_SCHEMA", "POTENTIAL_SCHEMA", "RewardShaping", "RewardShapingConfig",
+           "spearman_with_distance"]
 
 POTENTIAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -45,24 +44,18 @@ JUDGE_QUESTION = (
 
 
 class RewardShapingConfig(BaseModel):
-    """Settings of :class:`RewardShaping` (the ``reward_shaping:`` block of an experiment)."""
+    """Settings of :class:`RewardShaping` (the ``reward_shaping:`` block of an experiment),
+    explained in docs/llm-in-the-loop.md (Reward shaping)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    potential: Literal["llm", "oracle"] = Field("llm", description="who scores the states")
-    form: Literal["potential", "judge"] = Field(
-        "potential", description="potential: policy-invariant; judge: LLM bonus per transition"
-    )
-    gamma: float = Field(
-        0.99, ge=0, le=1, description="discount in gamma*Phi(s'); use the agent's gamma")
-    scale: float = Field(
-        1.0, gt=0, allow_inf_nan=False,
-        description="Phi = scale * score / 10 (oracle: -scale * d/d_max)")
-    backend: str | dict[str, Any] = Field("llamacpp", description="LLM backend spec")
-    language: dict[str, Any] = Field(default_factory=dict,
-                                     description="options of the language spec")
-    prompt_style: Literal["verbose", "compact"] = Field(
-        "verbose", description="the prompt style of the potential and judge prompts")
+    potential: Literal["llm", "oracle"] = "llm"
+    form: Literal["potential", "judge"] = "potential"
+    gamma: float = Field(0.99, ge=0, le=1)  # the agent's discount
+    scale: float = Field(1.0, gt=0, allow_inf_nan=False)
+    backend: str | dict[str, Any] = "llamacpp"
+    language: dict[str, Any] = Field(default_factory=dict)  # options of the language spec
+    prompt_style: Literal["verbose", "compact"] = "verbose"
 
 
 class RewardShaping(gym.Wrapper):
@@ -73,8 +66,7 @@ class RewardShaping(gym.Wrapper):
         backend: Any = None,
     ) -> None:
         super().__init__(env)
-        self.config = config if isinstance(config, RewardShapingConfig) else (
-            RewardShapingConfig(**(config or {})))
+        self.config = parse_config(config, RewardShapingConfig)
         self.language = language_for(env, **self.config.language)
         self.base = env.unwrapped
         self._backend = backend

@@ -25,17 +25,8 @@ from .search import (
 )
 from .spec import Cosine, Count, checked_arguments
 
-__all__ = [
-    "FEEDBACK_SOURCES",
-    "JUDGE_SCHEMA",
-    "DEFAULT_PER_ROUND",
-    "DEFAULT_RULE",
-    "MAX_ROUNDS",
-    "REFINE_RULES",
-    "LLMFeedback",
-    "SimulatedFeedback",
-    "refine",
-]
+__all__ = ["FEEDBACK_SOURCES", "JUDGE_SCHEMA", "DEFAULT_PER_ROUND", "DEFAULT_RULE", "MAX_ROUNDS",
+           "REFINE_RULES", "LLMFeedback", "SimulatedFeedback", "refine"]
 
 MAX_ROUNDS = 3
 #: States shown to the judge per round.

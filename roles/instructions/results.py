@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...environments.rendering import canvas, fill_disk, fill_rect, write_png
+from .search import wrapper_of
 from .spec import Count, checked_arguments
 from .wrapper import InstructionFollowing
 
@@ -29,22 +30,15 @@ def match_scores(matched_cells: set[tuple[int, int]], truth: set[tuple[int, int]
             "hit": float(overlap > 0)}
 
 
-def _instruction_env(env: Any) -> InstructionFollowing:
-    current = env
-    while current is not None:
-        if isinstance(current, InstructionFollowing):
-            return current
-        current = getattr(current, "env", None)
-    raise ValueError("follow_rate needs an InstructionFollowing environment (plan.wrap(env))")
-
-
 @checked_arguments
 def follow_rate(agent: Any, env: Any, episodes: Count = 10, seed: int = 0,
                 truth: Sequence[Sequence[Sequence[int]]] | None = None) -> dict[str, float]:
     """Greedy episodes of ``agent`` on ``env`` (an :class:`InstructionFollowing`
     environment): ``rate`` (chain done by matched states), ``truth_rate`` (true cells of every
     sub-goal visited in order; with ``truth``, mazes), ``env_success`` and ``mean_length``."""
-    wrapper = _instruction_env(env)
+    wrapper = wrapper_of(env, InstructionFollowing)
+    if wrapper is None:
+        raise ValueError("follow_rate needs an InstructionFollowing environment (plan.wrap(env))")
     targets = None if truth is None else [{(int(r), int(c)) for r, c in cells}
                                           for cells in truth]
     if targets is not None and len(targets) != len(wrapper.chain):

@@ -16,16 +16,8 @@ from ...adapters import LanguageObservation
 from ...environments import language_for
 from .spec import Cosine, Count, checked_arguments
 
-__all__ = [
-    "DEFAULT_MARGIN",
-    "DEFAULT_THRESHOLD",
-    "DEFAULT_TOP_K",
-    "Exploration",
-    "Match",
-    "explore",
-    "match",
-    "rank",
-]
+__all__ = ["DEFAULT_MARGIN", "DEFAULT_THRESHOLD", "DEFAULT_TOP_K", "Exploration", "Match",
+           "explore", "match", "rank"]
 
 #: Cosine a description must reach to match an instruction (MiniLM, rule descriptions).
 DEFAULT_THRESHOLD = 0.5
@@ -128,14 +120,11 @@ def _state_reader(env: gym.Env) -> Callable[[Any], tuple[float, ...] | None]:
     return read
 
 
-def _language_observation(env: gym.Env) -> Any:
-    """The LanguageObservation among ``env``'s wrappers (None when there is none)."""
-    current = env
-    while isinstance(current, gym.Wrapper):
-        if isinstance(current, LanguageObservation):
-            return current
-        current = current.env
-    return None
+def wrapper_of(env: Any, kind: type) -> Any:
+    """The first wrapper of class ``kind`` in ``env``'s chain (None when there is none)."""
+    while env is not None and not isinstance(env, kind):
+        env = getattr(env, "env", None)
+    return env
 
 
 @checked_arguments
@@ -152,7 +141,7 @@ def explore(env: gym.Env, episodes: Count = 100, agent: Any = None, seed: int = 
                          "LanguageObservation with a text adapter, or pass encoder=")
     before = _encoder_calls(encoder)
     started = time.perf_counter()
-    wrapper = _language_observation(env) if agent is None else None
+    wrapper = wrapper_of(env, LanguageObservation) if agent is None else None
     batch = wrapper is not None and callable(getattr(wrapper.adapter, "prerender", None))
     runner = _batched_episodes(wrapper) if batch else _stepped_episodes(env, agent)
     read_state = _state_reader(env)

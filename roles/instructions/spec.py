@@ -13,18 +13,9 @@ from pydantic import ConfigDict, Field, Strict, validate_call
 from ...llm import LLMReplyError, parse_json_reply
 from ..counting import RoleCounters, make_llm_backend
 
-__all__ = [
-    "DECOMPOSE_SYSTEM",
-    "MAX_SUBGOALS",
-    "SUBGOALS_SCHEMA",
-    "check_instruction",
-    "decompose_task",
-    "make_chain",
-    "split_task",
-    "usable_subgoals",
-]
+__all__ = ["DECOMPOSE_SYSTEM", "MAX_SUBGOALS", "SUBGOALS_SCHEMA", "check_instruction",
+           "decompose_task", "make_chain", "split_task", "usable_subgoals"]
 
-#: Longest chain a task sentence may become.
 Count = Annotated[int, Strict(), Field(ge=1)]
 """A count of at least 1 (``True`` or ``2.0`` are errors)."""
 Cosine = Annotated[float, Strict(), Field(ge=-1, le=1)]
@@ -33,7 +24,7 @@ checked_arguments = validate_call(config=ConfigDict(arbitrary_types_allowed=True
 """Check a public function's arguments against their annotations (the bounds above): a
 pydantic ValidationError naming the argument, the bound and the value."""
 
-MAX_SUBGOALS = 6
+MAX_SUBGOALS = 6  # the longest chain a task sentence may become
 
 SUBGOALS_SCHEMA: dict[str, Any] = {
     "type": "object",

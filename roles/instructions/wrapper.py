@@ -130,10 +130,7 @@ class InstructionFollowing(gym.Wrapper):
     @property
     def first_success_episode(self) -> int | None:
         """1-based index of the first episode that completed the chain (None: none yet)."""
-        for n, entry in enumerate(self.episode_log, 1):
-            if entry["done"]:
-                return n
-        return None
+        return next((n for n, entry in enumerate(self.episode_log, 1) if entry["done"]), None)
 
     # ----------------------------------------------------------------- gymnasium
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
