@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...agents.base import parse_config
 from ...environments import language_for
 from ..counting import RoleCounters
 from .data import load_instruction_set
@@ -45,47 +46,35 @@ __all__ = ["InstructionPlan", "InstructionsConfig", "prepare_instructions"]
 
 
 class InstructionsConfig(BaseModel):
-    """Settings of instruction following (the ``instructions:`` block of an experiment).
-    Exactly one of ``instruction``, ``chain``, ``task`` and ``set_id``."""
+    """Settings of instruction following (the ``instructions:`` block of an experiment),
+    explained in docs/instructions.md. Exactly one of ``instruction``, ``chain``, ``task`` and
+    ``set_id``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    instruction: str | None = Field(None, description="one instruction")
-    chain: list[str] | None = Field(None, description="sub-goal sentences, done in order")
-    task: str | None = Field(None, description="a task sentence the LLM breaks into a chain")
-    set_id: str | None = Field(None, description="an entry of the shipped maze set (its chain "
-                                                 "and ground truth)")
-    decompose: Literal["llm", "rules"] = Field("llm", description="how a task sentence is split")
-    truth: list[list[list[int]]] | None = Field(
-        None, description="per sub-goal, the cells [[row, col], ...] that satisfy it (ground "
-                          "truth: simulated feedback and precision/recall)")
-    exploration_episodes: int = Field(100, ge=1, le=MAX_EXPLORATION_EPISODES,
-                                      description="exploration episodes")
-    exploration_max_steps: int | None = Field(None, ge=1, le=MAX_EXPLORATION_STEPS,
-                                              description="cut exploration episodes here")
-    threshold: float = Field(DEFAULT_THRESHOLD, ge=-1.0, le=1.0, description="cosine to match")
-    top_k: int = Field(DEFAULT_TOP_K, ge=1, le=MAX_MATCHES,
-                       description="most states one sub-goal matches")
-    margin: float | None = Field(DEFAULT_MARGIN, ge=0.0,
-                                 description="keep states within this of the best score")
-    strict: bool = Field(False, description="error (not a flagged best match) below threshold")
-    feedback: Literal["none", "simulated", "llm"] = Field("none", description="who refines")
-    rule: Literal["probe", "sets", "vector"] = Field(DEFAULT_RULE, description="how it refines")
-    rounds: int = Field(MAX_ROUNDS, ge=0, le=MAX_ROUNDS, description="feedback rounds")
-    per_round: int = Field(DEFAULT_PER_ROUND, ge=1, le=MAX_MATCHES,
-                           description="states judged per round")
-    form: Literal["potential", "instruction"] = Field(
-        "potential", description="potential: shaping, policy-invariant; instruction: the task")
-    reward_from: Literal["match", "truth"] = Field(
-        "match", description="what pays a sub-goal: the matched descriptions, or the truth "
-                             "cells (an oracle upper bound)")
-    match_on: Literal["description", "state"] = Field(
-        "description", description="a matched sub-goal is reached by its description, or by "
-                                   "the raw states explored with it (any adapter, e.g. raw)")
-    bonus: float = Field(1.0, gt=0.0, description="reward per sub-goal (Phi step)")
-    gamma: float = Field(0.99, ge=0.0, le=1.0, description="the agent's discount (potential)")
-    step_reward: float = Field(0.0, description="reward per step in the instruction form")
-    backend: str | dict[str, Any] = Field("llamacpp", description="LLM backend spec")
+    instruction: str | None = None
+    chain: list[str] | None = None
+    task: str | None = None  # a task sentence broken into a chain (decompose: llm or rules)
+    set_id: str | None = None  # an entry of the shipped maze set: its chain and ground truth
+    decompose: Literal["llm", "rules"] = "llm"
+    truth: list[list[list[int]]] | None = None  # per sub-goal, its cells [[row, col], ...]
+    exploration_episodes: int = Field(100, ge=1, le=MAX_EXPLORATION_EPISODES)
+    exploration_max_steps: int | None = Field(None, ge=1, le=MAX_EXPLORATION_STEPS)
+    threshold: float = Field(DEFAULT_THRESHOLD, ge=-1.0, le=1.0)
+    top_k: int = Field(DEFAULT_TOP_K, ge=1, le=MAX_MATCHES)
+    margin: float | None = Field(DEFAULT_MARGIN, ge=0.0)
+    strict: bool = False
+    feedback: Literal["none", "simulated", "llm"] = "none"
+    rule: Literal["probe", "sets", "vector"] = DEFAULT_RULE
+    rounds: int = Field(MAX_ROUNDS, ge=0, le=MAX_ROUNDS)
+    per_round: int = Field(DEFAULT_PER_ROUND, ge=1, le=MAX_MATCHES)
+    form: Literal["potential", "instruction"] = "potential"
+    reward_from: Literal["match", "truth"] = "match"
+    match_on: Literal["description", "state"] = "description"
+    bonus: float = Field(1.0, gt=0.0)
+    gamma: float = Field(0.99, ge=0.0, le=1.0)
+    step_reward: float = 0.0
+    backend: str | dict[str, Any] = "llamacpp"
 
     @field_validator("instruction", "task", "set_id")
     @classmethod
@@ -175,8 +164,7 @@ class InstructionPlan:
 
     def stats(self) -> dict[str, float]:
         """Counters: ``decompositions``, ``judgements`` (feedback verdicts), ``satisfied``
-        (verdicts that said yes) and the LLM
-        counters of the decomposition and the feedback (``llm_calls``, ...)."""
+        (verdicts that said yes) and the LLM counters of decomposition and feedback."""
         out = self.counters.as_stats()
         out["judgements"] = out["satisfied"] = 0
         for judge in self.judges:
@@ -192,11 +180,10 @@ class InstructionPlan:
         for n, found in enumerate(self.matches):
             row: dict[str, Any] = {"subgoal": n + 1, **found.as_dict(),
                                    "reached_in_exploration_in_order": in_order[n]}
+            cells = self.exploration.cells([index[t] for t in found.texts])
             if self.maze is not None:
-                row["matched_cells"] = sorted(self.exploration.cells(
-                    [index[t] for t in found.texts]))
+                row["matched_cells"] = sorted(cells)
             if self.truth is not None:
-                cells = self.exploration.cells([index[t] for t in found.texts])
                 row["truth_cells"] = sorted(self.truth[n])
                 row.update(match_scores(cells, self.truth[n]))
             rows.append(row)
@@ -233,8 +220,7 @@ def prepare_instructions(config: InstructionsConfig | dict[str, Any], env: gym.E
     """Read the instructions, explore ``env``, match every sub-goal and refine the matches
     with the configured feedback. ``agent``: explores instead of random moves; ``backend``:
     an LLM backend object to use instead of ``config.backend``."""
-    config = config if isinstance(config, InstructionsConfig) else InstructionsConfig(
-        **(config or {}))
+    config = parse_config(config, InstructionsConfig)
     counters = RoleCounters("decompositions")
     set_chain, truth_cells = _truth_of(config)
     llm = backend if backend is not None else config.backend
