@@ -5,7 +5,7 @@ the legal actions, the history) and :class:`DiscreteActionParser` (``Action: N``
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,13 @@ def format_state(
 
 
 # --------------------------------------------------------------------------- parsers
+def choice_schema(key: str, values: Iterable[int]) -> dict[str, Any]:
+    """The JSON schema of ``{key: N}``, N one of the integers ``values``."""
+    enum = {"type": "integer", "enum": [int(v) for v in values]}
+    return {"type": "object", "properties": {key: enum}, "required": [key],
+            "additionalProperties": False}
+
+
 class ActionParseError(ValueError):
     """A reply that holds no legal action; the message says what was wrong."""
 
@@ -95,12 +102,7 @@ class DiscreteActionParser(BaseModel):
         return self._legal(int(found[-1]), legal_moves, text)
 
     def schema(self, legal_moves: Sequence[int]) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {"action": {"type": "integer", "enum": [int(m) for m in legal_moves]}},
-            "required": ["action"],
-            "additionalProperties": False,
-        }
+        return choice_schema("action", legal_moves)
 
     def parse_json(self, text: str, legal_moves: Sequence[int]) -> int:
         try:

@@ -16,23 +16,13 @@ from ..environments import language_for
 from ..llm import LLMReplyError, decide
 from .counting import RoleCounters, check_schema, make_llm_backend
 from .oracles import MazeOracle, Oracle, oracle_for
-from .prompts import format_state
+from .prompts import choice_schema, format_state
 
 __all__ = ["JUDGE_SCHEMA", "POTENTIAL_SCHEMA", "RewardShaping", "RewardShapingConfig",
            "spearman_with_distance"]
 
-POTENTIAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"score": {"type": "integer", "enum": list(range(11))}},
-    "required": ["score"],
-    "additionalProperties": False,
-}
-JUDGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"judgement": {"type": "integer", "enum": [-1, 0, 1]}},
-    "required": ["judgement"],
-    "additionalProperties": False,
-}
+POTENTIAL_SCHEMA = choice_schema("score", range(11))
+JUDGE_SCHEMA = choice_schema("judgement", [-1, 0, 1])
 POTENTIAL_QUESTION = (
     'How close is the agent to completing the task? Reply with JSON {"score": N}, N an '
     "integer from 0 (far from it) to 10 (about to complete it)."

@@ -6,7 +6,6 @@ from .data import InstructionItem, SubGoalTruth, load_instruction_set, shipped_s
 from .feedback import (
     DEFAULT_PER_ROUND,
     DEFAULT_RULE,
-    FEEDBACK_SOURCES,
     JUDGE_SCHEMA,
     MAX_ROUNDS,
     REFINE_RULES,
@@ -27,7 +26,7 @@ from .search import (
 )
 from .spec import SUBGOALS_SCHEMA, decompose_task, make_chain, split_task, usable_subgoals
 from .truth import dead_ends, junctions, truth_cells
-from .wrapper import FORMS, InstructionFollowing, SubGoal, cell_check
+from .wrapper import InstructionFollowing, SubGoal, cell_check
 
 __all__ = [
     "DEFAULT_MARGIN",
@@ -35,8 +34,6 @@ __all__ = [
     "DEFAULT_RULE",
     "DEFAULT_THRESHOLD",
     "DEFAULT_TOP_K",
-    "FEEDBACK_SOURCES",
-    "FORMS",
     "JUDGE_SCHEMA",
     "MAX_ROUNDS",
     "REFINE_RULES",

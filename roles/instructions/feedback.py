@@ -25,7 +25,7 @@ from .search import (
 )
 from .spec import Cosine, Count, checked_arguments
 
-__all__ = ["FEEDBACK_SOURCES", "JUDGE_SCHEMA", "DEFAULT_PER_ROUND", "DEFAULT_RULE", "MAX_ROUNDS",
+__all__ = ["JUDGE_SCHEMA", "DEFAULT_PER_ROUND", "DEFAULT_RULE", "MAX_ROUNDS",
            "REFINE_RULES", "LLMFeedback", "SimulatedFeedback", "refine"]
 
 MAX_ROUNDS = 3
@@ -33,7 +33,6 @@ MAX_ROUNDS = 3
 DEFAULT_PER_ROUND = 3
 #: The refinement rule (chosen by measurement, docs/instructions.md).
 DEFAULT_RULE = "probe"
-FEEDBACK_SOURCES = ("none", "simulated", "llm")
 REFINE_RULES = ("probe", "sets", "vector")
 
 JUDGE_SCHEMA: dict[str, Any] = {

@@ -17,9 +17,7 @@ from pydantic import Field, Strict
 
 from .spec import Finite, check_instruction, checked_arguments
 
-__all__ = ["FORMS", "InstructionFollowing", "SubGoal"]
-
-FORMS = ("potential", "instruction")
+__all__ = ["InstructionFollowing", "SubGoal"]
 
 
 @dataclass(frozen=True)
