@@ -44,17 +44,9 @@ def _describe(obj: WorldObj) -> ObjDesc:
 
 
 class MixedTrainLocal(RoomGridLevel):
-    """GLAM's ``MixedTrainLocal`` with one goal type, or all of them (see the module
-    docstring).
-
-    ``goal``: one of :data:`GOAL_TYPES`, or ``"mixed"``: one drawn at random each episode
-    (``self.goal`` is the episode's). ``num_dists``: distractor objects (0..20).
-    ``missions``: ``"train"`` (never naming a :data:`GLAM_EXCLUDED` pair) or ``"test"``
-    (GLAM's ``MixedTestLocal``: naming only those pairs, a door always by its colour).
-    ``excluded``: mission phrases never produced instead (with ``missions: train``).
-    Other keyword arguments go to ``RoomGridLevel`` (``room_size``, ``max_steps``,
-    ``agent_view_size``, ``render_mode``...).
-    """
+    """GLAM's ``MixedTrainLocal`` with one goal type (`GOAL_TYPES`) or ``"mixed"`` (one drawn
+    each episode); ``missions``: ``train`` or ``test``; ``excluded``: phrases never produced.
+    Other keyword arguments go to ``RoomGridLevel`` (docs/environments.md)."""
 
     @checked_arguments
     def __init__(self, goal: str = "goto",

@@ -29,16 +29,7 @@ def pygame_available() -> bool:
 
 
 class CartPoleEnv(gym.Env[np.ndarray, int]):
-    """Balance a pole on a cart (gymnasium's CartPole-v1 physics).
-
-    Observation: float32 ``[cart position, cart velocity, pole angle, pole angular
-    velocity]`` with CartPole-v1's observation space. Actions: 0 push left, 1 push right
-    (both always legal). Reward +1 per step, including the step on which the pole falls
-    (as in CartPole-v1). Terminal when |pole angle| > 12 degrees or |cart position| > 2.4;
-    truncated after `max_steps` steps (a step that both terminates and reaches the limit
-    counts as terminated only). ``info["is_success"]``: the episode reached `max_steps`
-    without the pole falling.
-    """
+    """Balance a pole on a cart (docs/environments.md, "CartPole")."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 50}
 
@@ -64,10 +55,7 @@ class CartPoleEnv(gym.Env[np.ndarray, int]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start from CartPole-v1's uniform(-0.05, 0.05) state, drawn from this env's RNG.
-
-        ``options`` are CartPole-v1's (``{"low": ..., "high": ...}`` reset bounds).
-        """
+        """CartPole-v1's reset (its ``low`` / ``high`` options), drawn from this env's RNG."""
         super().reset(seed=seed)
         self.physics.np_random = self.np_random  # one RNG: seeding this env seeds the physics
         options = check_reset_options(options, ("low", "high"))

@@ -120,19 +120,15 @@ def _numeric(state: Mapping | tuple) -> bool:
 
 
 class Describer:
-    """Turns a raw state (plus legal moves and the last action) into a sentence.
-
-    Subclasses set ``state_shape`` (None: the observation as the environment gives it,
-    unchecked), ``n_actions``, ``bounds``, ``uses_last_action`` and implement `describe`,
-    which receives checked arguments: a float64 array, a tuple of moves, an int or None.
-    """
+    """A raw state (plus legal moves and the last action) -> a sentence. Subclasses set
+    ``state_shape`` (None: the observation unchecked), ``n_actions``, ``bounds``,
+    ``uses_last_action`` and implement `describe`, which gets checked arguments."""
 
     env_name: str = "environment"
     state_shape: tuple[int, ...] | None = ()
     n_actions: int | None = None
     uses_last_action: bool = False
-    #: Per state value: (name, low, high) of the environment's observation space; states
-    #: outside (beyond a float32 rounding tolerance) are rejected. None: unchecked.
+    #: Per state value: (name, low, high) of the observation space (None: unchecked).
     bounds: tuple[tuple[str, float, float], ...] | None = None
 
     def __call__(
@@ -143,8 +139,7 @@ class Describer:
 
     def check(self, state: Any, legal_moves: Iterable[int] = (), last_action: Any = None
               ) -> tuple[Any, tuple[int, ...], int | None]:
-        """The arguments as `describe` takes them (a float64 state of ``state_shape``, a
-        tuple of moves, an action or None), else ValueError naming the bad value."""
+        """The arguments as `describe` takes them, else ValueError naming the bad value."""
         if self.state_shape is None:  # the observation as the environment gives it
             return (state, check_legal_moves(legal_moves, self.n_actions),
                     self.check_last_action(last_action))
@@ -160,7 +155,7 @@ class Describer:
         return checked, moves, self.check_last_action(last_action)
 
     def check_bounds(self, state: np.ndarray) -> None:
-        """ValueError when a value of ``state`` (of ``state_shape``) is outside ``bounds``."""
+        """ValueError for a value outside ``bounds`` (beyond float32 rounding)."""
         if self.bounds is None:
             return
         values = np.asarray(state, dtype=np.float64).tolist()
@@ -190,13 +185,8 @@ class Describer:
 
 # --------------------------------------------------------------------------- sailing
 class SailingBins(BaseModel):
-    """Bin edges of :class:`SailingDescriber`.
-
-    ``position``: edges on ``|x| / half_width`` between in the middle | near the center |
-    between the center and the edge | near the edge | very close to the edge.
-    ``heading``: edges on ``|theta|`` (radians, 0 = bow straight into the wind) between
-    directly into the wind | into the wind | close hauled | cutting the wind | across the wind.
-    """
+    """Bin edges of `SailingDescriber`: ``position`` on ``|x| / half_width``, ``heading`` on
+    ``|theta|`` (docs/adapters.md, "The describers")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -240,22 +230,8 @@ def _make_bins(kind: type[BaseModel], bins: Any) -> Any:
 
 
 class SailingDescriber(Describer):
-    """Sailing: state ``[x, theta]``.
-
-    ``x`` is the position across the river (negative = harbor side, positive = beach
-    side, ``half_width`` = distance from the center to the edge); ``theta`` is the
-    heading in radians relative to the wind, which blows from straight ahead (the
-    direction of travel, +y): 0 points into the wind, positive theta turns the bow toward
-    the beach (+x), negative toward the harbor. With the bow turned toward the beach the
-    wind comes over the left (port) side, toward the harbor over the starboard side.
-
-    Actions: 0 lowers theta (turns toward the harbor), 1 raises it (toward the beach).
-    The last action is "toward the center" when it turns the bow toward the middle of
-    the river from either side.
-
-    Example: ``"The boat is near the edge of the river on the beach side, sailing close
-    hauled with the wind on the port side. It last turned toward the center."``
-    """
+    """Sailing: state ``[x, theta]``: the position across the river, the heading relative to
+    the wind and the last turn (docs/adapters.md, "The describers")."""
 
     env_name = "Sailing"
     state_shape = (2,)
@@ -297,17 +273,7 @@ class SailingDescriber(Describer):
 
 # --------------------------------------------------------------------------- cartpole
 class CartPoleBins(BaseModel):
-    """Bin edges of :class:`CartPoleDescriber` (on absolute values; SI units).
-
-    - ``angle`` (rad): upright | leans slightly | leans | leans far. Defaults 0.02, 0.07,
-      0.14 (the episode ends beyond 0.2095 rad = 12 degrees).
-    - ``angular_velocity`` (rad/s): nearly still | slowly | (no adverb) | quickly.
-      Defaults 0.05, 0.5, 1.5.
-    - ``position`` (m): near the center | left/right of the center | near the left/right
-      edge. Defaults 0.5, 1.6 (the episode ends beyond 2.4 m).
-    - ``velocity`` (m/s): standing still | slowly | (no adverb) | quickly. Defaults 0.05,
-      0.5, 1.5.
-    """
+    """Bin edges of `CartPoleDescriber`, on absolute values in SI units (docs/adapters.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -324,14 +290,13 @@ class CartPoleBins(BaseModel):
         return self
 
 
-Decimals = Annotated[int, Strict(), Field(ge=0, le=6)]
-"""Decimal places of a number shown in a description."""
+Decimals = Annotated[int, Strict(), Field(ge=0, le=6)]  # decimal places shown
 
 _SPEED = ("", " slowly", "", " quickly")
 
 
 class CartPoleSteps(BaseModel):
-    """Rounding steps of :class:`CartPoleDescriber` with ``style="numbers"`` (SI units)."""
+    """Rounding steps of `CartPoleDescriber` with ``style="numbers"`` (SI units)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -349,25 +314,8 @@ def _rounded(value: float, step: float) -> tuple[float, str]:
 
 
 class CartPoleDescriber(Describer):
-    """CartPole: state ``[cart position, cart velocity, pole angle, pole angular velocity]``.
-
-    Positive values are to the right (a positive angle means the pole leans right).
-
-    ``style="bins"`` (default): ``"The pole <angle> and <rotation>; the cart is <position>,
-    <motion>."`` with the qualitative bins of :class:`CartPoleBins`. The pole is "falling"
-    in the direction it rotates when that is the way it leans (or when it is upright), else
-    "swinging back". ``include_numbers`` appends the four values rounded to ``decimals``.
-    Example: ``"The pole leans slightly right and is falling right quickly; the cart is
-    near the center, moving left slowly."``
-
-    ``style="numbers"``: the four quantities in words and numbers, each rounded to its step
-    of :class:`CartPoleSteps` (what balancing needs: the angle to 0.01 rad, the rest to
-    0.1). Example: ``"The pole leans right by 0.03 rad and turns left at 0.4 rad/s; the
-    cart is 0.1 m left of the center, moving right at 0.2 m/s."``
-
-    States outside CartPole-v1's observation space (|position| > 4.8 m, |angle| > 24
-    degrees) raise ValueError.
-    """
+    """CartPole: state ``[x, x_dot, angle, angle_dot]`` (positive = right), in bins
+    (`CartPoleBins`) or, with ``style="numbers"``, rounded to `CartPoleSteps` (docs/adapters.md)."""
 
     env_name = "CartPole"
     state_shape = (4,)

@@ -25,14 +25,7 @@ FROZENLAKE_ACTIONS: tuple[str, ...] = ("left", "down", "right", "up")
 
 
 class FrozenLakeEnv(gym.Env[np.ndarray, int]):
-    """Cross a frozen lake from S to G without falling into a hole H (gymnasium's FrozenLake).
-
-    ``map_name`` ("4x4" or "8x8") or ``desc`` (rows of S/F/H/G) choose the lake;
-    ``is_slippery`` (gymnasium's default, True) moves in the intended direction with
-    probability 1/3 only. Observation: float32 ``[row, col]``. Reward 1 on reaching G, else 0.
-    Terminal in a hole or at the goal; truncated after ``max_steps`` steps (default: 100 on
-    a 4x4 lake, 200 otherwise, as FrozenLake-v1 registers them).
-    """
+    """Cross a frozen lake from S to G without falling into a hole (docs/environments.md)."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
@@ -110,15 +103,13 @@ class FrozenLakeEnv(gym.Env[np.ndarray, int]):
 TILE_CODES: dict[str, int] = {"S": 0, "F": 0, "H": 1, "G": 2}
 
 
+#: Boards drawn for one lake before giving up (gymnasium's generator may draw for ever).
 MAX_MAP_DRAWS = 10_000
-"""Boards drawn for one lake before giving up (gymnasium's generator draws until one has a
-path from S to G: forever when ``frozen_probability`` is too small for ``size``)."""
 
 
 def random_lake(size: int, frozen_probability: float, seed: int) -> list[str]:
     """gymnasium's ``generate_random_map(size, frozen_probability, seed=seed)`` (the same
-    draws, so the same lake), but ValueError after :data:`MAX_MAP_DRAWS` boards without a
-    path from S to G."""
+    draws), but ValueError after `MAX_MAP_DRAWS` boards without a path."""
     rng, _ = seeding.np_random(seed)
     p = min(1.0, frozen_probability)
     for _ in range(MAX_MAP_DRAWS):
@@ -142,21 +133,8 @@ def _seed_range(name: str, value: Any) -> range:
 
 
 class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
-    """FrozenLake on random lakes (``langadapt/FrozenLakeMaps-v0``): a new lake each episode.
-
-    Lake ``s`` is gymnasium's ``generate_random_map(size, frozen_probability, seed=s)`` (S at
-    the top left, G at the bottom right, a path between them; :func:`random_lake`, which
-    gives up after :data:`MAX_MAP_DRAWS` boards). Two disjoint sets of map
-    seeds, ``train_maps`` and ``held_out_maps`` (``[first, stop]`` each; an overlap is
-    refused, naming it); ``split`` says which one this environment plays. On ``train`` each
-    reset draws a lake from its set with the environment's RNG; on ``held_out`` the lakes
-    come in order, from the first again at every reset with a seed, so ``n`` evaluation
-    episodes after a seeded reset play the first ``n`` held-out lakes (each once when ``n`` is
-    the set's size). The moves, slipping, reward and step limit are `FrozenLakeEnv`'s.
-
-    Observation: float32 ``[row, col, tile codes of the lake row by row]`` (0 frozen or
-    start, 1 hole, 2 goal): the raw view sees the cell and the whole lake.
-    """
+    """FrozenLake on a new random lake each episode (docs/environments.md, "FrozenLake on
+    random lakes"): the moves, slipping, reward and step limit are `FrozenLakeEnv`'s."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
@@ -215,7 +193,7 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """A lake of this split (see the class docstring), then back to its S."""
+        """A lake of this split, then back to its S."""
         super().reset(seed=seed)
         check_reset_options(options, ())
         if self.split == "train":

@@ -20,23 +20,19 @@ def _cells(n: int) -> str:
     return f"{number_words(n)} cell" + ("" if n == 1 else "s")
 
 
+def _offset(drow: int, dcol: int) -> str:
+    """``"two cells up and one cell to the right"``."""
+    parts = []
+    if drow:
+        parts.append(_cells(abs(drow)) + (" up" if drow < 0 else " down"))
+    if dcol:
+        parts.append(_cells(abs(dcol)) + (" to the left" if dcol < 0 else " to the right"))
+    return " and ".join(parts)
+
+
 class MazeDescriber(Describer):
-    """Maze: state ``[row, col]`` (row 0 at the top) on ``grid`` (1 = wall).
-
-    Three sentences (four with ``include_last_move``):
-
-    1. the goal: how far (right next to you: 1 move; near: 2-3; a fair way off: 4-6; far
-       away: 7 or more, counted in king moves ignoring walls, ``distance_edges``) and the
-       exact offset in words ("two cells up and one cell to the right") - the offset
-       makes every free cell's description distinct;
-    2. which of the eight neighbouring cells are walls (cells outside the grid count as
-       walls);
-    3. the legal moves in words;
-    4. optionally the last move ("Your last move was up." / "You have not moved yet.").
-
-    Example: ``"The goal is near, two cells down and one cell to the right. There are
-    walls to the left, up and up-left. You can move right, down or down-right."``
-    """
+    """Maze: state ``[row, col]`` on ``grid`` (1 = wall): the goal, the walls around, the legal
+    moves (docs/adapters.md, "The describers")."""
 
     env_name = "Maze"
     state_shape = (2,)
@@ -82,16 +78,9 @@ class MazeDescriber(Describer):
         drow, dcol = self.goal[0] - row, self.goal[1] - col
         if drow == 0 and dcol == 0:
             return "You are at the goal."
-        parts = []
-        if drow:
-            parts.append(_cells(abs(drow)) + (" up" if drow < 0 else " down"))
-        if dcol:
-            parts.append(_cells(abs(dcol)) + (" to the left" if dcol < 0 else " to the right"))
-        moves = max(abs(drow), abs(dcol))
         how_far = ("right next to you", "near", "a fair way off", "far away")[
-            bin_index(moves, self.distance_edges)
-        ]
-        return f"The goal is {how_far}, {' and '.join(parts)}."
+            bin_index(max(abs(drow), abs(dcol)), self.distance_edges)]
+        return f"The goal is {how_far}, {_offset(drow, dcol)}."
 
     def wall_sentence(self, row: int, col: int) -> str:
         """Which neighbouring cells are walls."""
@@ -138,16 +127,8 @@ _TILES = {"S": "the start", "F": "frozen ice", "H": "a hole", "G": "the goal"}
 
 
 class FrozenLakeDescriber(Describer):
-    """FrozenLake: state ``[row, col]`` (row 0 at the top) on a lake ``desc`` (rows of
-    S start, F frozen, H hole, G goal).
-
-    Three sentences: where the goal is (the offset in words, like the maze's), what lies
-    in each of the four directions (a hole, the lake's edge; frozen ice is not mentioned),
-    and the moves. Slipping is the environment's business, not the description's.
-
-    Example: ``"The goal is two cells down and one cell to the right. There is a hole to
-    the left and the edge of the lake up. You can move left, down, right or up."``
-    """
+    """FrozenLake: state ``[row, col]`` on a lake ``desc`` (rows of S, F, H, G): the goal, the
+    holes and edges around, the moves (docs/adapters.md)."""
 
     env_name = "FrozenLake"
     state_shape = (2,)
@@ -178,13 +159,7 @@ class FrozenLakeDescriber(Describer):
         if tile in "HG":
             sentences = [f"You are in {_TILES[tile]}."]
         else:
-            drow, dcol = self.goal[0] - row, self.goal[1] - col
-            parts = []
-            if drow:
-                parts.append(_cells(abs(drow)) + (" up" if drow < 0 else " down"))
-            if dcol:
-                parts.append(_cells(abs(dcol)) + (" to the left" if dcol < 0 else " to the right"))
-            sentences = [f"The goal is {' and '.join(parts)}."]
+            sentences = [f"The goal is {_offset(self.goal[0] - row, self.goal[1] - col)}."]
         around = []
         for name, (dr, dc) in zip(FROZENLAKE_ACTIONS, _LAKE_DELTAS, strict=True):
             r, c = row + dr, col + dc
@@ -205,9 +180,8 @@ class FrozenLakeDescriber(Describer):
 
 
 class FrozenLakeMapsDescriber(Describer):
-    """FrozenLake on random lakes: state ``[row, col, tile codes]`` (`FrozenLakeMapsEnv`'s
-    observation, the lake row by row: 0 frozen or start, 1 hole, 2 goal); the sentences of
-    `FrozenLakeDescriber` on the lake the state carries."""
+    """FrozenLake on random lakes: state ``[row, col, tile codes]``; `FrozenLakeDescriber`'s
+    sentences on the lake the state carries."""
 
     env_name = "FrozenLake"
     n_actions = 4

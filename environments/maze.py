@@ -38,8 +38,7 @@ ACTION_NAMES: tuple[str, ...] = (
 
 #: Smallest width and height of a random maze.
 MIN_RANDOM_SIZE = 5
-MAX_RANDOM_SIZE = 201
-"""Largest side of a random maze (made in about a second; 401 takes four)."""
+MAX_RANDOM_SIZE = 201  # made in about a second; 401 takes four
 #: Width and height of a random maze when none is given.
 DEFAULT_RANDOM_SIZE = 9
 
@@ -142,14 +141,9 @@ def shortest_path_actions(grid: np.ndarray, start: Cell, goal: Cell) -> list[int
 
 
 def generate_random_maze(width: int, height: int, seed: int) -> tuple[np.ndarray, Cell, Cell]:
-    """A solvable maze (grid, start, goal) of `height` rows and `width` columns from `seed`.
-
-    A depth-first "recursive backtracker" carves a perfect maze on the odd (row, col)
-    lattice inside a wall border. When a dimension is even, the extra row/column next to
-    the border is opened at random, only beside free cells, so everything stays connected.
-    The start is (1, 1); the goal is the free cell farthest from it in moves (ties go to
-    the last such cell in row-major order).
-    """
+    """A solvable maze (grid, start, goal) from `seed`: a depth-first backtracker on the odd
+    lattice; an even dimension's extra row/column is opened at random beside free cells.
+    The goal is the free cell farthest from (1, 1) (ties: the last in row-major order)."""
     rng = np.random.default_rng(seed)
     grid = np.ones((height, width), dtype=np.int8)
     lattice_rows = range(1, height - 1, 2)
@@ -190,18 +184,7 @@ def generate_random_maze(width: int, height: int, seed: int) -> tuple[np.ndarray
 
 
 class MazeEnv(gym.Env[np.ndarray, int]):
-    """A grid maze with eight moves; reach the goal cell.
-
-    Observation: float32 ``[row, col]`` of the agent's cell. Actions: `Discrete(8)` as in
-    `ACTION_DELTAS` / `ACTION_NAMES`. A move needs only its target cell free (diagonals may
-    cut wall corners); a move into a wall leaves the agent where it is. Reaching the goal
-    gives `goal_reward` and terminates; every other step gives `step_reward`; the episode
-    is truncated after `max_steps` steps. ``info`` holds ``legal_moves`` (actions whose
-    target is free, ascending) and ``is_success`` (the goal was reached).
-
-    Reset options: ``{"start": (row, col)}`` starts the episode in another free cell (not
-    the goal, which is terminal).
-    """
+    """A grid maze with eight moves; reach the goal cell (docs/environments.md, "Maze")."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
@@ -312,10 +295,7 @@ class MazeEnv(gym.Env[np.ndarray, int]):
         return self._obs[self._check_cell(cell)].copy()
 
     def _check_cell(self, cell: Any) -> Cell:
-        """`cell` as a (row, col) tuple of ints if it is a free cell, else `ValueError`.
-
-        Integral floats are accepted, so an observation array can be passed back in.
-        """
+        """`cell` (integral floats too: an observation) as a free (row, col), else ValueError."""
         try:
             values = [float(v) for v in cell]
         except (TypeError, ValueError):
@@ -338,14 +318,11 @@ class MazeEnv(gym.Env[np.ndarray, int]):
         super().reset(seed=seed)
         cell = self.start
         options = check_reset_options(options, ("start",))
-        if options:
-            if options.get("start") is not None:
-                cell = self._check_cell(options["start"])
-                if cell == self.goal:
-                    raise ValueError(
-                        f"start {options['start']!r} is the goal cell, which is terminal; "
-                        "expected another free cell"
-                    )
+        if options.get("start") is not None:
+            cell = self._check_cell(options["start"])
+            if cell == self.goal:
+                raise ValueError(f"start {options['start']!r} is the goal cell, which is "
+                                 "terminal; expected another free cell")
         self.cell = cell
         self._steps = 0
         self._active = True
@@ -379,20 +356,9 @@ class MazeEnv(gym.Env[np.ndarray, int]):
 
     def ansi(self) -> str:
         """A text picture: '#' wall, '.' free, 'S' start, 'G' goal, 'A' the agent."""
-        lines = []
-        for r in range(self.height):
-            chars = []
-            for c in range(self.width):
-                if (r, c) == self.cell:
-                    chars.append("A")
-                elif (r, c) == self.goal:
-                    chars.append("G")
-                elif (r, c) == self.start:
-                    chars.append("S")
-                else:
-                    chars.append("#" if self.grid[r, c] else ".")
-            lines.append("".join(chars))
-        return "\n".join(lines)
+        marks = {self.start: "S", self.goal: "G", self.cell: "A"}  # later keys win
+        return "\n".join("".join(marks.get((r, c), "#" if self.grid[r, c] else ".")
+                                 for c in range(self.width)) for r in range(self.height))
 
     def rgb_array(self) -> np.ndarray:
         """A picture of the maze: walls dark grey, start light blue, goal green, agent red."""

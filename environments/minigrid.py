@@ -24,17 +24,9 @@ from .minigrid_describer import (
     observation_size,
 )
 
-__all__ = [
-    "INSTALL_HINT",
-    "MINIGRID_IDS",
-    "MINIGRID_TASK",
-    "MiniGridBridge",
-    "MiniGridNotInstalled",
-    "is_minigrid_id",
-    "make_minigrid",
-    "register_minigrid_ids",
-    "require_minigrid",
-]
+__all__ = ["INSTALL_HINT", "MINIGRID_IDS", "MINIGRID_TASK", "MiniGridBridge",
+           "MiniGridNotInstalled", "is_minigrid_id", "make_minigrid", "register_minigrid_ids",
+           "require_minigrid"]
 
 INSTALL_HINT = "pip install 'langadapt[minigrid]'"
 
@@ -115,10 +107,8 @@ MINIGRID_TASK = (
 
 
 class MiniGridNotInstalled(ImportError, ValueError):
-    """``minigrid`` is missing: the message is one line naming :data:`INSTALL_HINT`.
-
-    An ImportError, and a ValueError so that experiment runners report it as a bad
-    environment like any other."""
+    """``minigrid`` is missing (one line naming `INSTALL_HINT`); a ValueError too, so runners
+    report it as a bad environment like any other."""
 
 
 def require_minigrid() -> Any:
@@ -139,9 +129,8 @@ def is_minigrid_id(env_id: Any) -> bool:
 
 
 def register_minigrid_ids(ids: Sequence[str] | None = None) -> None:
-    """Register ``langadapt/<id>`` (entry point :class:`MiniGridBridge`) for ``ids`` (default:
-    :data:`MINIGRID_IDS` and, when ``minigrid`` is imported, every MiniGrid-/BabyAI- id in
-    gymnasium's registry); ids already registered are skipped."""
+    """Register ``langadapt/<id>`` for ``ids`` (default: `MINIGRID_IDS` and every
+    MiniGrid-/BabyAI- id in gymnasium's registry); ids already registered are skipped."""
     if ids is None:
         ids = MINIGRID_IDS + tuple(k for k in list(gymnasium.registry) if
                                    k.startswith(("MiniGrid-", "BabyAI-")))
@@ -153,17 +142,14 @@ def register_minigrid_ids(ids: Sequence[str] | None = None) -> None:
 
 
 def make_minigrid(level: str, **kwargs: Any) -> MiniGridBridge:
-    """The bridge of a MiniGrid/BabyAI id (``"MiniGrid-DoorKey-5x5-v0"``, with or without the
-    ``langadapt/`` prefix); ``kwargs`` go to :class:`MiniGridBridge` (its own options) and
-    the rest to the level (``max_steps=...``, ``render_mode=...``)."""
+    """``MiniGridBridge(level, **kwargs)`` of a MiniGrid/BabyAI id (``langadapt/`` or not)."""
     return MiniGridBridge(level, **kwargs)
 
 
 _LIVE_IDS_REGISTERED = False
 
+#: Largest grid side a level may be made with (larger: slow steps, for no shipped level).
 MAX_GRID_SIDE = 64
-"""Largest grid side a level may be made with (``room_size``, ``size``, ``num_rows`` ...):
-a larger one makes every step and every reset slow for no level MiniGrid ships."""
 
 
 def _make_level(level: Any, render_mode: str | None, kwargs: dict[str, Any]) -> tuple[Any, str]:
@@ -209,20 +195,11 @@ def _make_level(level: Any, render_mode: str | None, kwargs: dict[str, Any]) -> 
 
 
 class MiniGridBridge(gymnasium.Env):
-    """A MiniGrid or BabyAI level with langadapt's conventions (see the module docstring).
+    """A MiniGrid or BabyAI level with langadapt's conventions (docs/environments.md).
 
-    ``level``: a gymnasium id (``"BabyAI-GoToObj-v0"``) or a made level (a ``MiniGridEnv``,
-    wrapped or not). ``legal_moves``: ``"auto"`` (the seven actions less ``done`` where the
-    level never uses it), ``"all"`` or a list of action ints. ``mission_words``: word slots
-    of the mission in the observation. Other keyword arguments go to the level
-    (``max_steps``, ``agent_view_size``, ``size``...). The level's own step limit applies
-    (``max_steps``); a step that terminates and hits the limit counts as terminated.
-
-    ``minigrid`` is the unwrapped level; ``level`` its id (or class name); ``mission`` the
-    current mission. Each step also runs the callables in ``step_hooks`` as ``hook(env,
-    action)`` and each reset those in ``reset_hooks`` as ``hook(env)``; ``followers`` keeps
-    objects that follow this environment's episodes with them (its oracle). Neither is
-    copied by ``copy.deepcopy``: a follower follows one environment.
+    ``minigrid``: the unwrapped level; ``level``: its id. Each step runs ``step_hooks`` as
+    ``hook(env, action)``, each reset ``reset_hooks`` as ``hook(env)``; ``followers`` keeps
+    objects that follow its episodes (its oracle). ``copy.deepcopy`` copies none of them.
     """
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 10}

@@ -15,19 +15,9 @@ from pydantic import Field, Strict
 from ._checks import checked_arguments
 from .describers import Describer
 
-__all__ = [
-    "ACTION_NAMES",
-    "COLOR_NAMES",
-    "DIRECTION_NAMES",
-    "DOOR_STATES",
-    "MISSION_WORDS",
-    "OBJECT_NAMES",
-    "VOCABULARY",
-    "MiniGridDescriber",
-    "decode_mission",
-    "encode_mission",
-    "observation_size",
-]
+__all__ = ["ACTION_NAMES", "COLOR_NAMES", "DIRECTION_NAMES", "DOOR_STATES", "MISSION_WORDS",
+           "OBJECT_NAMES", "VOCABULARY", "MiniGridDescriber", "decode_mission", "encode_mission",
+           "observation_size"]
 
 #: minigrid's ``IDX_TO_OBJECT`` (``minigrid.core.constants``), by index.
 OBJECT_NAMES: tuple[str, ...] = ("unseen", "empty", "wall", "floor", "door", "key", "ball",
@@ -95,8 +85,8 @@ def encode_mission(mission: str, words: int = MISSION_WORDS) -> tuple[np.ndarray
 
 
 def decode_mission(ids: Sequence[float]) -> str:
-    """The mission text of word ids (the inverse of :func:`encode_mission` up to spacing:
-    words joined by one space, no space before a comma). An unknown id reads "<unknown>"."""
+    """The mission text of word ids (`encode_mission`'s inverse up to spacing; an unknown id
+    reads "<unknown>")."""
     words = []
     for value in ids:
         word_id = int(value)
@@ -120,21 +110,8 @@ def _article(phrase: str) -> str:
 
 
 class MiniGridDescriber(Describer):
-    """A MiniGrid/BabyAI observation in words, in the manner of BabyAI-Text (Carta et al.
-    2023): the mission, the direction faced, what the agent carries, the cell directly
-    ahead, then every object in view with its colour (doors: open, closed or locked) and its
-    position in steps forward and left/right, nearest first, and the nearest wall straight
-    ahead, to the left and to the right. Cells behind the agent or hidden by walls are not in
-    the view and are never described. Example::
-
-        Mission: use the key to open the door and then get to the goal. You face east and
-        carry nothing. Ahead of you is free space. You see a yellow key 1 step forward and
-        1 step right. You see a wall 2 steps forward.
-
-    It reads only the flat observation (see the module docstring), so it works for any
-    level; an object type, colour or door state it does not know is described generically
-    ("an unknown object", no colour word, no state word) rather than failing.
-    """
+    """A MiniGrid/BabyAI flat observation in words, in the manner of BabyAI-Text (docs/
+    environments.md, "MiniGrid and BabyAI"); unknown codes are described generically."""
 
     env_name = "MiniGrid"
     n_actions = len(ACTION_NAMES)

@@ -38,28 +38,7 @@ def boat_speed(theta: float) -> float:
 
 
 class SailingEnv(gym.Env[np.ndarray, int]):
-    """Tack a boat up a river against the wind.
-
-    Step: ``theta <- round(theta + turn, 1)``, ``v = 1 - exp(-theta^2/(pi/12))``,
-    ``x += v sin(theta)``, ``y += v cos(theta)``. Terminal conditions, checked in this
-    order after the move: ``|x| > 10`` (ran aground on a bank, reward -1), ``y > y_limit``
-    (crossed the finish line, reward +1), ``|theta| > pi/2`` (turned back downwind,
-    reward -1) -- the order of elsciRL's engine, so a boat that crosses the line while
-    hitting the bank counts as aground. Otherwise the reward is 0, or
-    ``v cos(theta) / 10`` (the upwind speed) with `reward_shaping`. The episode is
-    truncated after `max_steps` steps. ``info``: ``legal_moves`` (always [0, 1]),
-    ``is_success`` (crossed the finish line), ``y`` and, on termination, ``termination``
-    ("bank", "finish" or "heading").
-
-    Observation: float32 ``[x, theta]``. The distance travelled up the river, y, is left
-    out, as in elsciRL's Sailing state (``"x_theta"``), so that raw and language states
-    describe the same thing as in the published setup; the consequence is that the raw
-    state is not Markov with respect to the finish line (the same [x, theta] occurs at
-    different distances from it). y is available as the attribute `y` and in ``info``.
-
-    Reset options: ``{"x": float, "y": float, "theta": float}`` (any subset) starts the
-    boat elsewhere; values are checked to lie inside the non-terminal region.
-    """
+    """Tack a boat up a river against the wind (docs/environments.md, "Sailing")."""
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 10}
 
