@@ -34,29 +34,8 @@ def make(name: str, env: Any, **settings: Any) -> BaseAdapter:
     return factory(env, **settings)
 
 
-__all__ = [
-    "ADAPTERS",
-    "STAT_KEYS",
-    "AdapterInput",
-    "BaseAdapter",
-    "CacheError",
-    "EmbeddingCache",
-    "LLMAdapter",
-    "LLMError",
-    "LLMReplyError",
-    "LLMUnavailableError",
-    "LanguageAdapter",
-    "LanguageObservation",
-    "LlamaCppAdapter",
-    "Memo",
-    "MiniLMEncoder",
-    "OllamaAdapter",
-    "RawAdapter",
-    "available_adapters",
-    "get_encoder",
-    "history_pairs",
-    "last_action",
-    "make",
-    "make_llm_adapter",
-    "reachable_inputs",
-]
+__all__ = ["ADAPTERS", "STAT_KEYS", "AdapterInput", "BaseAdapter", "CacheError", "EmbeddingCache",
+           "LLMAdapter", "LLMError", "LLMReplyError", "LLMUnavailableError", "LanguageAdapter",
+           "LanguageObservation", "LlamaCppAdapter", "Memo", "MiniLMEncoder", "OllamaAdapter",
+           "RawAdapter", "available_adapters", "get_encoder", "history_pairs", "last_action",
+           "make", "make_llm_adapter", "reachable_inputs"]

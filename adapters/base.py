@@ -93,13 +93,9 @@ def check_state(state: Any, space: spaces.Space, shape: tuple[int, ...],
 
 
 class BaseAdapter(BaseModel):
-    """Base of every adapter: ``adapter(state, legal_moves=(), episode_action_history=(),
-    encode=True)`` -> the float32 vector (``encode=True``) or the description.
-
-    Build one as ``SomeAdapter(env, **settings)`` (``env``: an instance or a gymnasium id;
-    ``encoder`` may be an encoder object, ``embedding_cache`` an `EmbeddingCache` to share).
-    A subclass supplies `describe_one` and, when its text depends on the history
-    (``uses_history``), `history_key`.
+    """Base of every adapter, ``SomeAdapter(env, **settings)``: ``adapter(state, legal_moves,
+    episode_action_history, encode=True)`` -> the float32 vector or the description. A
+    subclass supplies `describe_one` and, when its text depends on the history, `history_key`.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
@@ -208,8 +204,7 @@ class BaseAdapter(BaseModel):
         return self.memo.dtype
 
     def env_observation(self, state: np.ndarray) -> Any:
-        """The environment's own observation of a checked state (unflattened when its space
-        is not a Box: an int for Discrete, a dict for Dict)."""
+        """The environment's own observation of a checked state (unflattened if not a Box)."""
         if isinstance(self._env_space, spaces.Box) or not (
                 isinstance(state, np.ndarray) and state.shape == self._space.shape):
             return state
@@ -345,13 +340,13 @@ class BaseAdapter(BaseModel):
 
     def prerender(self, inputs: Iterable[AdapterInput], progress: bool = True,
                   batch_size: int = 512) -> dict[str, int]:
-        """Describe and encode ``inputs`` ahead of time and fill the memo; returns counts
-        (``inputs``, ``distinct_texts``; LLM adapters add theirs). docs/adapters.md."""
+        """Describe and encode ``inputs`` ahead of time and fill the memo (docs/adapters.md);
+        counts ``inputs`` and ``distinct_texts``."""
         return prerender_checked(self, self._checked(inputs), progress, batch_size)
 
     def stats(self) -> dict[str, float | int]:
-        """Counters: the keys of `STAT_KEYS` plus ``memo_misses`` (inputs described) and
-        ``memo_size``. Memo hits are not counted (it would slow the warm path)."""
+        """`STAT_KEYS` plus ``memo_misses`` and ``memo_size`` (memo hits are not counted: it
+        would slow the warm path)."""
         hits, misses = self._counts["hits"], self._counts["misses"]  # a miss: a text encoded
         return {**dict.fromkeys(STAT_KEYS, 0), "encoder_calls": misses,
                 "embedding_cache_hits": hits, "embedding_cache_misses": misses,

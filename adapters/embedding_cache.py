@@ -17,8 +17,7 @@ from ..llm.store import open_store
 __all__ = ["EmbeddingCache", "Memo", "language_box", "text_key"]
 
 
-MAX_VECTOR_NORM = 1_000.0
-"""Longest stored vector used (L2 norm): a longer one was not written by an encoder."""
+MAX_VECTOR_NORM = 1_000.0  # a longer stored vector was not written by an encoder: encoded again
 
 
 def text_key(encoder_name: str, text: str) -> str:
@@ -27,14 +26,9 @@ def text_key(encoder_name: str, text: str) -> str:
 
 
 class EmbeddingCache:
-    """Vectors of texts, computed once.
-
-    ``encoder``: anything with ``name``, ``dimension`` and ``encode_many``. ``path``: SQLite
-    file of the persistent store, or None for memory only. ``capacity``: most entries kept in
-    memory (least recently used dropped first; 20 000 vectors of 384 floats are ~31 MB).
-    Counters: ``hits`` (texts served from memory or the file), ``misses`` (texts encoded),
-    ``store_hits`` (the part of ``hits`` read from the file).
-    """
+    """Vectors of texts, computed once (``encoder``: anything with ``name``, ``dimension`` and
+    ``encode_many``; ``path``: the SQLite file, or None). docs/adapters.md, "Encoder and
+    caches"."""
 
     def __init__(self, encoder: Any, path: str | os.PathLike[str] | None = None,
                  capacity: int = 20_000) -> None:
@@ -57,8 +51,7 @@ class EmbeddingCache:
         return vector if np.linalg.norm(vector.astype(np.float64)) <= MAX_VECTOR_NORM else None
 
     def lookup_many(self, texts: Iterable[str]) -> list[np.ndarray]:
-        """Vectors of ``texts`` (shared, read-only): from the store, else encoded — the
-        missing ones in one ``encode_many`` call — and stored."""
+        """Vectors of ``texts`` (shared, read-only): stored, else encoded in one call."""
         if isinstance(texts, str):
             raise ValueError(f"texts={texts!r} is a single str; expected a list of str "
                              "(wrap it: [text])")
@@ -108,16 +101,14 @@ class EmbeddingCache:
         return len(self.store) if self.store.path is not None else 0
 
     def close(self) -> None:
-        """Close the SQLite file (the memory part stays usable); the store is shared by
-        every user of the file in this process, who then also write to memory only."""
+        """Close the SQLite file, shared by its every user in this process (memory stays)."""
         self.store.close()
 
 
 def language_box(encoder: Any, slots: int, normalise: str, raw: spaces.Box | None
                  ) -> spaces.Box:
-    """Box of float32: ``slots`` vectors of the encoder's dimension (bounds [-1, 1] when
-    its vectors are L2-normalised and ``normalise`` is none, else unbounded), then the
-    bounds of ``raw`` (the raw observation, with ``with_raw``)."""
+    """Box of float32: ``slots`` vectors ([-1, 1] when L2-normalised and not centred), then
+    ``raw``'s bounds (with ``with_raw``)."""
     bound = 1.0 if getattr(encoder, "normalized", False) and normalise == "none" else np.inf
     low = np.full(encoder.dimension * slots, -bound)
     high = np.full(encoder.dimension * slots, bound)
@@ -127,12 +118,9 @@ def language_box(encoder: Any, slots: int, normalise: str, raw: spaces.Box | Non
 
 
 class Memo:
-    """Checked input -> ``(vector, text)``, oldest dropped first past ``capacity``.
-
-    ``entries``: key (state bytes + legal moves, with the history key when the text depends
-    on it) -> pair; ``by_state``: state bytes -> (legal moves, pair), kept only when the text
-    ignores the history, so that a warm step is a dict hit and a list compare.
-    """
+    """Checked input -> ``(vector, text)``, oldest dropped first past ``capacity``;
+    ``by_state`` (only when the text ignores the history) makes a warm step one dict hit
+    and a list compare (docs/adapters.md)."""
 
     __slots__ = ("entries", "by_state", "history_key", "capacity", "dtype", "shape", "nbytes",
                  "misses")

@@ -21,19 +21,10 @@ import numpy as np
 __all__ = ["BACKENDS", "BACKEND_VARIABLE", "DEFAULT_MODEL_NAME", "MiniLMEncoder",
            "default_model_path", "get_encoder"]
 
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-"""The id of the default model (also its name in cache keys)."""
-
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"  # also its name in cache keys
 BACKENDS = ("auto", "torch", "openvino")
-"""What may run the model (see the module docstring)."""
-
-BACKEND_VARIABLE = "LANGADAPT_ENCODER_BACKEND"
-"""The environment variable that chooses the backend of encoders built without one."""
-
-DEFAULT_BACKEND = "torch"
-"""torch unless asked, by measurement (issue 41): OpenVINO's bfloat16 vectors change with
-the batch a text is encoded in (by up to 7e-4); in float32 they do not (2e-7, torch's 1.4e-7)
-but run at torch's speed (0.94 - 1.1x), short of the 1.5x that would pay for a new default."""
+BACKEND_VARIABLE = "LANGADAPT_ENCODER_BACKEND"  # the backend of encoders built without one
+DEFAULT_BACKEND = "torch"  # why not OpenVINO: docs/adapters.md (issue 41)
 
 INSTALL_HINT = "pip install 'langadapt[openvino]'"
 
@@ -93,18 +84,12 @@ def _auto_device() -> str:
 
 
 class MiniLMEncoder:
-    """A sentence-transformers text encoder with a stable ``name`` and a call counter.
+    """A sentence-transformers text encoder with a stable ``name`` (the model, plus the
+    OpenVINO tag when that runs it) and ``calls``, the texts the model encoded.
 
-    ``model_name_or_path``: ``None`` for the packaged all-MiniLM-L6-v2, else any
-    sentence-transformers model name (hub id, needs it in the local HF cache when
-    offline) or a local directory. ``device``: ``None`` picks cuda, then mps, then cpu.
-    ``batch_size`` is what :meth:`encode_many` hands to ``SentenceTransformer.encode``.
-    ``backend``: ``torch``, ``openvino`` or ``auto``; ``None`` reads
-    ``$LANGADAPT_ENCODER_BACKEND`` (default ``auto``). ``backend_used`` says which one runs
-    (loads the model to know); ``name`` includes it when it is not torch, and
-    ``precision`` says what the model computes in (``f32``, or OpenVINO's ``bf16``).
-
-    ``calls`` counts texts actually encoded by the model (not batches).
+    ``model_name_or_path``: None for the packaged MiniLM, else a model name in the local HF
+    cache or a directory; ``device``: None picks cuda, then mps, then cpu; ``backend``: see
+    `chosen_backend`.
     """
 
     def __init__(
@@ -148,17 +133,14 @@ class MiniLMEncoder:
 
     @property
     def backend_used(self) -> str:
-        """``torch`` or ``openvino``: what runs the model (loads it unless the backend is
-        torch)."""
+        """``torch`` or ``openvino``: what runs the model (loads it unless torch)."""
         if self._backend_used is None:
             self.model  # noqa: B018 - loads the model and settles the backend
         return self._backend_used
 
     @property
     def name(self) -> str:
-        """The model's name, plus ``+openvino-<precision>`` when OpenVINO runs it: the
-        encoder's part of embedding-cache keys (loads the model unless the backend is
-        torch)."""
+        """The model's name (+ ``+openvino-<precision>``): the embedding-cache key's part."""
         self.backend_used  # noqa: B018 - settles the backend (loads the model unless torch)
         return self.model_name + self._name_suffix
 
@@ -211,8 +193,8 @@ class MiniLMEncoder:
         self._model = model
 
     def _load_openvino(self, model: Any) -> Any:
-        """The compiled OpenVINO pipeline of ``model``, or None (torch) with one warning
-        when it cannot be had (``auto`` on a GPU: None without a warning)."""
+        """The compiled OpenVINO pipeline, or None (torch; one warning unless ``auto`` on a
+        GPU)."""
         if self.backend == "auto":
             if model.device.type != "cpu":
                 return None
@@ -236,8 +218,7 @@ class MiniLMEncoder:
 
     @property
     def precision(self) -> str:
-        """``f32`` (torch), or what OpenVINO computes in on this CPU: ``bf16`` or ``f32``
-        (loads the model)."""
+        """``f32``, or OpenVINO's ``bf16`` on a CPU that has it (loads the model)."""
         self.model  # noqa: B018 - loads the model and settles the backend
         return self._precision
 
@@ -251,8 +232,7 @@ class MiniLMEncoder:
 
     @property
     def normalized(self) -> bool:
-        """Whether the model's own pipeline ends in L2 normalisation (MiniLM: yes), so
-        every vector component lies in [-1, 1]."""
+        """Whether the model's pipeline ends in L2 normalisation (MiniLM: yes)."""
         self.model  # noqa: B018 - loads the model
         return self._normalized
 
@@ -298,8 +278,7 @@ _INSTANCES: weakref.WeakSet[MiniLMEncoder] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """In a forked child: torch on one thread, fresh locks, OpenVINO compiled anew (see the
-    module docstring)."""
+    """In a forked child: torch on one thread, fresh locks, OpenVINO compiled anew."""
     global _SHARED_LOCK
     _SHARED_LOCK = threading.Lock()
     for encoder in list(_INSTANCES):
@@ -320,12 +299,8 @@ if hasattr(os, "register_at_fork"):  # POSIX
 
 def get_encoder(name: str | os.PathLike[str] | None = None,
                 backend: str | None = None) -> MiniLMEncoder:
-    """The process-wide shared encoder for ``name`` (``None`` = the packaged MiniLM) on
-    ``backend`` (``None``: ``$LANGADAPT_ENCODER_BACKEND``, else ``auto``).
-
-    Every adapter that asks for the same model and backend gets the same instance, so the
-    model is loaded once per process.
-    """
+    """The process-wide encoder of ``name`` (None: the packaged MiniLM) and ``backend``:
+    the model is loaded once per process."""
     probe = MiniLMEncoder(name, backend=backend)
     key = (probe.model_name, probe.backend)
     with _SHARED_LOCK:

@@ -5,7 +5,6 @@ model fingerprint under `export_root`. See docs/adapters.md.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 import warnings
@@ -15,29 +14,27 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..llm.cache import cache_root
+
 __all__ = ["OpenVINOPipeline", "export_root", "load_openvino", "model_fingerprint"]
 
-EXPORT_FORMAT = 1
-"""Bumped when the exported graph changes shape (old exports are then not reused)."""
+EXPORT_FORMAT = 1  # bumped when the exported graph changes shape (old exports not reused)
 
 _INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
-MIN_COSINE = 0.999
-"""Every load encodes :data:`PROBE` on both backends and refuses the export below this."""
+MIN_COSINE = 0.999  # every load encodes PROBE on both backends; below this: refused
 
 PROBE = ["Mission: go to the red ball. You face north and carry nothing.",
          "You see a wall 2 steps left."]
 
 
 def export_root() -> Path:
-    """``$LANGADAPT_CACHE_DIR/encoders``, else ``~/.cache/langadapt/encoders``."""
-    root = os.environ.get("LANGADAPT_CACHE_DIR") or Path.home() / ".cache" / "langadapt"
-    return Path(root) / "encoders"
+    return cache_root() / "encoders"
 
 
 def model_fingerprint(model: Any) -> str:
-    """SHA-256 (16 hex digits) of the model's module configuration and weights, with the
-    OpenVINO version and :data:`EXPORT_FORMAT`."""
+    """SHA-256 (16 hex digits) of the model's modules and weights, OpenVINO's version and
+    `EXPORT_FORMAT`."""
     import openvino
 
     digest = hashlib.sha256(f"{EXPORT_FORMAT}|{openvino.__version__}|{model!r}".encode())
@@ -111,8 +108,7 @@ class OpenVINOPipeline:
         return f"openvino-{self.precision}"
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        """Vectors of ``texts`` in batches of ``batch_size``, longest texts first (less
-        padding), returned in the order given."""
+        """Vectors of ``texts`` in batches, longest first (less padding), in the order given."""
         order = np.argsort([-len(text) for text in texts], kind="stable")
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(texts), batch_size):
@@ -123,13 +119,11 @@ class OpenVINOPipeline:
         return out
 
 
-REPRODUCE_ATOL = 1e-6
-"""Most a text's vector may change with its batch (float32 rounding; torch's own is 1e-7)."""
+REPRODUCE_ATOL = 1e-6  # most a text's vector may change with its batch (torch's: 1e-7)
 
 
 def batch_difference(pipeline: OpenVINOPipeline) -> float:
-    """Largest difference between a text's vector alone and inside one batch of 32 texts
-    of 1 to 63 words."""
+    """Largest change of a text's vector alone vs in a batch of 32 texts of 1 to 63 words."""
     words = "you see a red ball two steps forward and one step left of a wall".split()
     texts = [" ".join(words[j % len(words)] for j in range(2 * i + 1)) + "." for i in range(32)]
     alone = np.concatenate([pipeline.encode([text], 1) for text in texts])
@@ -137,14 +131,10 @@ def batch_difference(pipeline: OpenVINOPipeline) -> float:
 
 
 def load_openvino(model: Any, dimension: int, precision: str | None = None) -> OpenVINOPipeline:
-    """The compiled OpenVINO export of ``model`` (exported first if this machine has none),
-    computing in ``precision`` (``bf16``, ``f32``; None: what the CPU is best at).
-
-    Raises whatever the conversion, the cache folder or the compilation raise, and
-    ``RuntimeError`` when its vectors of :data:`PROBE` are not torch's (cosine below
-    :data:`MIN_COSINE`) or change with the batch by more than :data:`REPRODUCE_ATOL`
-    (`batch_difference`; with ``precision`` None a bf16 model that does is compiled in f32
-    instead, and ``note`` says so); the caller falls back to torch."""
+    """The compiled OpenVINO export of ``model`` (exported first if needed) in ``precision``
+    (None: the CPU's best; bf16 whose vectors change with the batch: f32, with a ``note``).
+    Raises what exporting or compiling raises, and RuntimeError for vectors not torch's or
+    not reproducible (docs/adapters.md); the caller falls back to torch."""
     import openvino
 
     folder = export_root() / f"{type(model).__name__}-{model_fingerprint(model)}"

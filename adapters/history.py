@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["last_action", "history_pairs"]
+__all__ = ["check_history_length", "history_pairs", "last_action"]
 
 _FAST_TYPES = (list, tuple, deque)
 
@@ -76,3 +76,10 @@ def history_pairs(history: Iterable[Any] | None) -> list[tuple[Any | None, int]]
         state = item[0] if isinstance(item, (tuple, list)) and len(item) == 2 else None
         pairs.append((state, _action_of(item)))
     return pairs
+
+
+def check_history_length(value: Any) -> int | None:
+    """A wrapper's ``history_length``: None or an int >= 0, else ValueError."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"history_length={value!r}: expected None or an int >= 0")
+    return value

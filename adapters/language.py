@@ -17,14 +17,10 @@ __all__ = ["LanguageAdapter"]
 
 
 class LanguageAdapter(BaseAdapter):
-    """State -> the environment's describer -> sentence -> encoder -> float32 vector.
-
-    ``describer``: a `Describer` or a plain function ``(state, legal_moves, last_action) ->
-    str`` (default: ``language_for(env, **describer_options).describer``, whose
-    ``representation`` settings are then the defaults). Other settings: `BaseAdapter`'s.
-    A `Describer` whose state shape is the environment's is trusted with checked inputs:
-    its bounds and the last action are checked in `check_input`, once.
-    """
+    """State -> the describer's sentence -> encoder -> float32 vector. ``describer``: a
+    `Describer` or a function ``(state, legal_moves, last_action) -> str`` (default: the
+    spec's, whose ``representation`` settings are then the defaults). A `Describer` of the
+    environment's shape is trusted: its checks run once, in `check_input`."""
 
     kind = "language"
 

@@ -40,12 +40,8 @@ Item = tuple[np.ndarray, tuple[int, ...], Any]
 
 
 class LLMAdapter(BaseAdapter):
-    """State adapter whose descriptions come from an LLM backend.
-
-    ``LLMAdapter(env, backend=make_backend(...), **settings)``; the subclasses build their
-    backend from the backend's own settings given alongside (``model``, ``host``,
-    ``temperature``, ``cache_path``, ...).
-    """
+    """State adapter whose descriptions come from an LLM backend: ``LLMAdapter(env,
+    backend=...)``; the subclasses build theirs from the backend settings given alongside."""
 
     kind = "llm"
     backend_class: ClassVar[type[LLMBackend] | None] = None
@@ -142,8 +138,7 @@ class LLMAdapter(BaseAdapter):
 
     def rule_description(self, state: Any, legal_moves: Sequence[int] = (),
                          episode_action_history: Any = ()) -> str:
-        """The rule-language description (the fallback): the describer's sentence, or the raw
-        numbers and legal actions where the environment has no describer."""
+        """The fallback: the describer's sentence, else the raw numbers and legal actions."""
         if self._describer is None:
             text = f"State {format_raw_state(state)}."
             if len(legal_moves):
@@ -197,9 +192,8 @@ class LLMAdapter(BaseAdapter):
         return text, True
 
     def _workers(self) -> ThreadPoolExecutor:
-        """The adapter's ``concurrency`` threads that send requests (started on first use,
-        idle between batches, ended with the adapter; a forked child, which has none of
-        its parent's threads, starts its own)."""
+        """The adapter's ``concurrency`` request threads (started on first use; a forked
+        child, which has none of its parent's threads, starts its own)."""
         with self._lock:
             if self._pool is None or self._pool[0] != os.getpid():
                 self._pool = (os.getpid(), ThreadPoolExecutor(max_workers=self.concurrency,
@@ -208,9 +202,7 @@ class LLMAdapter(BaseAdapter):
 
     def describe_checked(self, items: list[Item], progress: bool) -> list[tuple[str, bool]]:
         """Descriptions of checked inputs: one request per distinct prompt, at most
-        ``concurrency`` in flight where the backend allows it (the adapter's own threads),
-        each stored the moment it is answered. `adapt_many` (a step of N environments) and
-        `prerender` come here."""
+        ``concurrency`` in flight where the backend allows it (docs/llm.md)."""
         from tqdm.auto import tqdm
 
         prompts = [self.build_prompt(*item) for item in items]
@@ -245,11 +237,8 @@ class LLMAdapter(BaseAdapter):
 
     def prerender(self, inputs: Any, progress: bool = True, batch_size: int = 256
                   ) -> dict[str, int]:
-        """Describe and encode many inputs ahead of training (see `BaseAdapter.prerender`).
-
-        Returns ``inputs``, ``distinct_texts``, ``distinct_prompts``, ``generated`` (LLM
-        calls made) and ``fallbacks``.
-        """
+        """`BaseAdapter.prerender`, plus ``distinct_prompts``, ``generated`` (LLM calls made)
+        and ``fallbacks``."""
         before = self._backend.stats()
         items = self._checked(inputs)
         distinct = len({self.build_prompt(*item) for item in items})
@@ -268,11 +257,11 @@ class LLMAdapter(BaseAdapter):
         return out
 
     def export_jsonl(self, path: Any) -> int:
-        """Write the backend's answer cache to JSONL (see `LLMBackend.export_jsonl`)."""
+        """`LLMBackend.export_jsonl` of the backend."""
         return self._backend.export_jsonl(path)
 
     def import_jsonl(self, path: Any) -> int:
-        """Load answers from JSONL into the backend's cache (see `LLMBackend.import_jsonl`)."""
+        """`LLMBackend.import_jsonl` of the backend."""
         return self._backend.import_jsonl(path)
 
 
@@ -283,8 +272,7 @@ class OllamaAdapter(LLMAdapter):
 
 
 class LlamaCppAdapter(LLMAdapter):
-    """`LLMAdapter` with a `LlamaCppBackend` (default: the packaged SmolLM2) built from the
-    llama.cpp settings given."""
+    """`LLMAdapter` with a `LlamaCppBackend` built from the llama.cpp settings given."""
 
     backend_class: ClassVar[type[LLMBackend]] = LlamaCppBackend
 
@@ -296,14 +284,13 @@ def _split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def make_llm_adapter(env: Any = None, backend: Any = "auto", **settings: Any) -> LLMAdapter:
-    """``adapters.make("llm", env, backend=..., **settings)``: the adapter's own settings
-    plus a backend spec (``"ollama"`` | ``"llamacpp"`` | ``"auto"`` with the backend's
-    fields among ``settings``, or a backend object)."""
+    """``adapters.make("llm", env, backend=..., **settings)``: the adapter's settings plus a
+    backend spec (a name with its fields among ``settings``, or a backend object)."""
     own, spec = _split(settings)
     if isinstance(backend, LLMBackend):
-        built = make_backend(backend) if not spec else None
-        if built is None:
+        if spec:
             raise ValueError(f"{sorted(spec)}: backend settings given with a backend object")
+        built = make_backend(backend)
     else:
         built = make_backend({"backend": backend, **spec})
     cls = {"ollama": OllamaAdapter, "llamacpp": LlamaCppAdapter}.get(built.name, LLMAdapter)
@@ -311,8 +298,7 @@ def make_llm_adapter(env: Any = None, backend: Any = "auto", **settings: Any) ->
 
 
 def llm_setting_models(settings: dict[str, Any]) -> list[tuple[type[BaseModel], dict[str, Any]]]:
-    """(pydantic model, settings it must accept) pairs checking an ``llm`` adapter's
-    settings without building it (for experiment files)."""
+    """(pydantic model, settings) pairs that check ``llm`` adapter settings unbuilt."""
     own, spec = _split({k: v for k, v in settings.items() if k != "backend"})
     return [(LLMAdapter, own), *backend_fields({"backend": settings.get("backend", "auto"),
                                                 **spec})]

@@ -18,17 +18,9 @@ _NEEDED = ("free_cells", "grid", "legal_moves_at", "observation_of", "start")
 
 
 def reachable_inputs(env: Any, with_last_action: bool = False) -> list[AdapterInput]:
-    """``(state, legal_moves, history)`` for every cell reachable from the start.
-
-    ``env``: a discrete grid environment (instance, wrapped or not) with ``grid``,
-    ``start``, ``legal_moves_at(cell)``, ``observation_of(cell)`` and ``free_cells()`` - the
-    maze. Cells are found by the maze's own breadth-first search
-    (:func:`environments.maze.bfs_distances`, the goal included),
-    listed in row-major order. ``with_last_action``: also list each cell with every
-    possible last action (``history=(action,)``), as needed when the describer mentions
-    the last move (an action into a wall leaves the agent in place, so every action can
-    precede every cell); the cell with an empty history is always listed.
-    """
+    """``(state, legal_moves, history)`` for every maze cell reachable from the start, in
+    row-major order; ``with_last_action``: also each cell after each action (an action into
+    a wall stays put, so any action can precede any cell). docs/adapters.md, "Prerender"."""
     base = getattr(env, "unwrapped", env)
     missing = [name for name in _NEEDED if not hasattr(base, name)]
     if missing:
@@ -49,11 +41,9 @@ def reachable_inputs(env: Any, with_last_action: bool = False) -> list[AdapterIn
     return inputs
 
 
-
 def prerender_checked(adapter: Any, items: list[tuple[np.ndarray, tuple[int, ...], Any]],
                       progress: bool, batch_size: int) -> dict[str, int]:
-    """`BaseAdapter.prerender` of checked ``items``: describe them (in bulk), encode the
-    distinct texts in batches of ``batch_size`` and fill the adapter's memo."""
+    """`BaseAdapter.prerender` of checked ``items``."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
     if len(items) > adapter.memo_capacity:

@@ -26,7 +26,7 @@ DEFAULT_BASE_PROMPT = (
 
 
 def estimate_tokens(text: str) -> int:
-    """The pessimistic token estimate used for the context cut (see the module docstring)."""
+    """The pessimistic token estimate of the context cut."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
@@ -43,7 +43,7 @@ def format_raw_state(state: Any) -> str:
 
 @dataclass(frozen=True)
 class Prompt:
-    """One built prompt: the system and user messages and whether the cut shortened it."""
+    """The system and user messages and whether the cut shortened them."""
 
     system: str
     user: str
@@ -57,10 +57,7 @@ def build_prompt(
     history_lines: Sequence[str],
     budget_tokens: int,
 ) -> Prompt:
-    """Assemble the user prompt and cut it to `budget_tokens` (system prompt included).
-
-    Raises ValueError when even the system prompt with an empty user prompt does not fit.
-    """
+    """The user prompt cut to `budget_tokens` (system prompt included), else ValueError."""
 
     def assemble(state_line: str, lines: Sequence[str]) -> str:
         parts = [f"Current state: {state_line}", f"Legal actions: {legal_text}"]

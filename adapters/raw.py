@@ -15,13 +15,8 @@ __all__ = ["RawAdapter"]
 
 
 class RawAdapter(BaseAdapter):
-    """The environment's observation, checked and returned as a new float32 array.
-
-    Same call shape as the text adapters; the description is the numbers as text
-    (``"Observation: 3, 1."``), also what the wrapper puts in ``info["description"]``.
-    ``observation_space`` is the env's Box as float32. No encoder, no memo: ``stats()`` is
-    all zeros and `prerender` only checks its inputs.
-    """
+    """The environment's observation, checked, as a new float32 array; its description is the
+    numbers (``"Observation: 3, 1."``). No encoder, no memo."""
 
     kind = "raw"
     describes_states: ClassVar[bool] = False  # its text is the numbers, not what they mean

@@ -23,9 +23,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def check_representation(settings: Mapping[str, Any], adapter: str) -> None:
-    """ValueError when a representation setting is given where it does not apply: any of
-    them on the raw adapter, ``sentence_slots`` without ``embedding: sentences``, the fit
-    settings without ``normalise: centre`` or ``whiten``."""
+    """ValueError for a representation setting given where it does not apply."""
     given = [key for key in REPRESENTATION_DEFAULTS if key in settings]
     if adapter == "raw" and given:
         raise ValueError(f"{given[0]}: a representation setting of the language and llm "
@@ -48,8 +46,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 def sentence_slots_vector(vectors: list[np.ndarray], slots: int, dimension: int) -> np.ndarray:
-    """Sentence vectors in ``slots`` fixed slots: vector *i* in slot *i*, the ones past the
-    last slot averaged with it, empty slots zero."""
+    """Sentence vectors in ``slots`` slots (the ones past the last averaged into it)."""
     out = np.zeros((slots, dimension), dtype=np.float32)
     for index, vector in enumerate(vectors[: slots - 1]):
         out[index] = vector
@@ -98,9 +95,8 @@ def fit_standardiser(vectors: np.ndarray, whiten: bool) -> Standardiser:
 
 def random_walk_inputs(env: Any, steps: int, seed: int, all_moves: list[int],
                        check: Callable[[tuple[Any, Any, Any]], Any]) -> list[Any]:
-    """The checked ``(state, legal_moves, history)`` inputs of ``steps`` uniformly random
-    legal moves on ``env`` (reset with ``seed``, then as episodes end), terminal states
-    included; the history holds ``(previous_observation, action)`` pairs like the wrapper's."""
+    """The checked inputs of ``steps`` uniformly random legal moves on ``env`` from ``seed``,
+    terminal states included, with the wrapper's kind of history (the fit set)."""
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     history: list[tuple[Any, int]] = []

@@ -18,8 +18,7 @@ SENTENCE_ENDS = (".", "!", "?")
 
 def sentences_of(text: str, setting: str, source: str) -> list[str]:
     """The sentences of ``text``; ValueError naming ``setting`` and ``source`` (the
-    describer) when the text is not made of sentences (empty, or not ending in one of
-    :data:`SENTENCE_ENDS`)."""
+    describer) when it does not end in one of `SENTENCE_ENDS`."""
     stripped = text.strip()
     if not stripped.endswith(SENTENCE_ENDS):
         raise ValueError(f"embedding: {setting} needs descriptions made of sentences (ending "
@@ -29,8 +28,8 @@ def sentences_of(text: str, setting: str, source: str) -> list[str]:
 
 def sentence_mean_vectors(texts: Sequence[str], lookup: Callable[[list[str]], list[np.ndarray]],
                           source: str) -> list[np.ndarray]:
-    """The read-only mean sentence vector of each of ``texts``; ``lookup`` gives the vectors
-    of a list of distinct sentences (one call for all of them)."""
+    """The read-only mean sentence vector of each text (one ``lookup`` of the distinct
+    sentences)."""
     sentences = [sentences_of(text, "sentence_mean", source) for text in texts]
     distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
     found = dict(zip(distinct, lookup(distinct), strict=True))

@@ -15,20 +15,17 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from .history import check_history_length
+
 __all__ = ["LanguageVectorEnv"]
 
 History = list[tuple[Any, int]] | deque[tuple[Any, int]]
 
 
 class LanguageVectorEnv(VectorEnv):
-    """``LanguageVectorEnv(envs, adapter, history_length=None)``: the copies ``envs`` (N
-    distinct environment instances with one action space) observed through ``adapter``.
-
-    ``reset(seed=s)`` resets copy ``i`` with seed ``s + i`` (a list gives one seed per copy);
-    ``step(actions)`` steps every copy (an action per copy, in order). Observations are a
-    new ``(N, dim)`` float32 array each call; ``infos`` are gymnasium's vector infos (each
-    key with its ``_key`` mask; ``final_obs`` and ``final_info`` for copies that ended).
-    """
+    """``LanguageVectorEnv(envs, adapter, history_length=None)``: N distinct copies of one
+    environment observed through ``adapter``; copy ``i`` resets with ``seed + i``, ended
+    copies' final observations are in ``infos["final_obs"]`` (docs/agents.md)."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
@@ -49,9 +46,7 @@ class LanguageVectorEnv(VectorEnv):
         if not callable(getattr(adapter, "adapt_many", None)):
             raise ValueError(f"adapter {adapter!r} has no adapt_many() method; expected an "
                              "adapter from adapters.make(...)")
-        if history_length is not None and (isinstance(history_length, bool) or not isinstance(
-                history_length, int) or history_length < 0):
-            raise ValueError(f"history_length={history_length!r}: expected None or an int >= 0")
+        check_history_length(history_length)
         self.envs, self.adapter, self.history_length = list(envs), adapter, history_length
         self.num_envs = len(self.envs)
         self.single_observation_space = adapter.observation_space
@@ -69,8 +64,7 @@ class LanguageVectorEnv(VectorEnv):
         return bool(getattr(self.adapter, "describes_states", True))
 
     def get_wrapper_attr(self, name: str) -> Any:
-        """An attribute of this environment (what an agent's ``bind`` reads of a wrapped
-        env, e.g. ``supplies_descriptions``)."""
+        """An attribute of this environment (as an agent's ``bind`` reads a wrapped env's)."""
         return getattr(self, name)
 
     def _new_history(self) -> History:
@@ -111,8 +105,7 @@ class LanguageVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                           dict[str, Any]]:
-        """Step every copy; a copy that ended is reset at once (its final observation in
-        ``infos["final_obs"]``); all observations adapted in one batch."""
+        """Step every copy (one that ended is reset at once); one adapted batch."""
         actions = np.asarray(actions)
         if actions.shape != (self.num_envs,):
             raise ValueError(f"actions has shape {actions.shape}, expected ({self.num_envs},): "

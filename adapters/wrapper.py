@@ -10,6 +10,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .history import check_history_length
+
 __all__ = ["LanguageObservation"]
 
 
@@ -32,24 +34,13 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # Recorded (not deep-copied: adapters hold a model, locks and a database) so that
         # env.spec can recreate the wrapper around the same adapter.
         gym.utils.RecordConstructorArgs.__init__(
-            self,
-            adapter=adapter,
-            history_length=history_length,
-            copy=copy,
-            _disable_deepcopy=True,
-        )
+            self, adapter=adapter, history_length=history_length, copy=copy,
+            _disable_deepcopy=True)
         gym.Wrapper.__init__(self, env)
-        if history_length is not None and (
-            isinstance(history_length, bool)
-            or not isinstance(history_length, int)
-            or history_length < 0
-        ):
-            raise ValueError(f"history_length={history_length!r}: expected None or an int >= 0")
+        check_history_length(history_length)
         if not callable(getattr(adapter, "adapt", None)):
-            raise ValueError(
-                f"adapter {adapter!r} has no adapt() method; expected an adapter from "
-                "adapters.make(...)"
-            )
+            raise ValueError(f"adapter {adapter!r} has no adapt() method; expected an adapter "
+                             "from adapters.make(...)")
         self.adapter = adapter
         self.copy = bool(copy)
         self._adapt = adapter.adapt
@@ -77,14 +68,12 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     @property
     def supplies_descriptions(self) -> bool:
-        """Whether ``info["description"]`` says what the state means (a language or LLM
-        adapter), so that a table can be keyed by it; False for the raw adapter's numbers."""
+        """Whether ``info["description"]`` says what the state means (not the raw numbers)."""
         return bool(getattr(self.adapter, "describes_states", True))
 
     @property
     def history(self) -> list[tuple[Any, int]] | deque[tuple[Any, int]]:
-        """The episode's ``(previous_observation, action)`` pairs (a list, or a deque of
-        ``history_length`` when given); cleared, not replaced, on ``reset``."""
+        """The episode's ``(previous_observation, action)`` pairs (cleared on ``reset``)."""
         return self._history
 
     def reset(

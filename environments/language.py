@@ -28,12 +28,9 @@ PROMPT_STYLES = ("verbose", "compact")
 
 @dataclass(frozen=True)
 class LanguageSpec:
-    """What the library says about one environment (fields: docs/environments.md).
-
-    ``state_of(env)``: the unwrapped environment's current raw state; ``prompt_state`` /
-    ``compact_state``: what a ``verbose`` / ``compact`` prompt shows of a state (default: the
-    sentence); ``representation``: the language adapter's default representation settings.
-    """
+    """What the library says about one environment (docs/environments.md, "Language specs");
+    ``prompt_state`` / ``compact_state``: what a ``verbose`` / ``compact`` prompt shows of a
+    state (default: the sentence); ``representation``: the language adapter's defaults."""
 
     describer: Describer
     action_names: tuple[str, ...]
@@ -63,8 +60,7 @@ class LanguageSpec:
 
     @property
     def state_shape(self) -> tuple[int, ...] | None:
-        """The describer's state shape; None: states as the environment gives them (a dict
-        for a Dict observation space)."""
+        """The describer's state shape; None: states as the environment gives them."""
         shape = self.describer.state_shape
         return None if shape is None else tuple(shape)
 
@@ -97,9 +93,8 @@ _FACTORIES: list[tuple[type, SpecFactory]] = []
 
 
 def register_language(env_type: type, factory: SpecFactory) -> None:
-    """Use ``factory(env, **options) -> LanguageSpec`` for environments of class
-    ``env_type`` (and its subclasses); ``env`` is the unwrapped environment. A later
-    registration for the same class replaces the earlier one."""
+    """Use ``factory(unwrapped_env, **options) -> LanguageSpec`` for ``env_type`` and its
+    subclasses (a later registration for the same class replaces the earlier one)."""
     if not isinstance(env_type, type):
         raise ValueError(f"env_type={env_type!r}: expected an environment class")
     if not callable(factory):
@@ -120,8 +115,7 @@ def unwrap_env(env: Any) -> Any:
 
 
 def bridged_minigrid_hint(env: Any) -> str:
-    """``"; use langadapt/<id> ..."`` for a plain MiniGrid or BabyAI environment made by
-    gymnasium (its Dict observation and mission text suit no adapter), else ``""``."""
+    """``"; ... use langadapt/<id> ..."`` for a plain MiniGrid/BabyAI environment, else ``""``."""
     base = getattr(env, "unwrapped", env)
     spec_id = getattr(getattr(base, "spec", None), "id", None)
     if type(base).__module__.split(".")[0] != "minigrid" or not spec_id:
@@ -131,8 +125,7 @@ def bridged_minigrid_hint(env: Any) -> str:
 
 
 def language_for(env: Any, **options: Any) -> LanguageSpec:
-    """The language spec of ``env`` (an environment, possibly wrapped, or a gymnasium id);
-    ``options`` go to the registered factory. ValueError when none is registered."""
+    """The language spec of ``env`` (possibly wrapped, or a gymnasium id), else ValueError."""
     base = unwrap_env(env)
     for env_type, factory in reversed(_FACTORIES):
         if isinstance(base, env_type):

@@ -31,18 +31,16 @@ __all__ = ["LLMBackend", "STATS_KEYS", "WARN_EVERY_S", "Transient", "check_messa
 logger = logging.getLogger("langadapt.llm")
 
 _SEED_MAX = 2**31 - 1
-#: Per-call keywords the base class passes to ``generate`` when it takes them.
-_CALL_KEYWORDS = ("seed", "deadline")
-#: When this thread's outermost `chat` / `score` started: ``deadline`` counts from there, so
-#: it covers the identity lookup of a first call too.
+_CALL_KEYWORDS = ("seed", "deadline")  # passed to ``generate`` when it takes them
+#: When this thread's outermost `chat` / `score` started: ``deadline`` counts from there
+#: (the identity lookup of a first call included).
 _CALL = threading.local()
 _ACCEPTED: dict[type, tuple[str, ...]] = {}
 
 
 class Transient(Exception):
-    """A fault worth retrying: ``final`` is raised when the retries run out, after
-    ``retry_after`` s (the server's Retry-After) if given; ``server_full`` (HTTP 429 / 503):
-    fewer requests go out at once from now on."""
+    """A fault worth retrying: ``final`` is raised when the retries run out; ``retry_after``:
+    the server's wait; ``server_full`` (HTTP 429 / 503): fewer requests at once from now on."""
 
     def __init__(self, final: LLMError, retry_after: float | None = None,
                  server_full: bool = False) -> None:
@@ -113,7 +111,6 @@ class LLMBackend(BaseModel):
         30.0, ge=0, le=86_400, description="seconds the open breaker sends no request"
     )
 
-    # The one piece of state the model holds: everything mutable is in the runtime.
     _runtime: BackendRuntime = PrivateAttr(default_factory=BackendRuntime)
 
     # ---- what a subclass supplies ----------------------------------------------------
@@ -138,8 +135,7 @@ class LLMBackend(BaseModel):
         return f"{type(self).__name__}"
 
     def attempt_end(self, timeout: float, deadline: float | None) -> tuple[float, str]:
-        """When one attempt ends (``time.monotonic()``): ``timeout`` s from now or the call's
-        ``deadline``, whichever is first; and that limit in words."""
+        """When one attempt ends (``timeout`` or ``deadline``, the first) and that in words."""
         end = time.monotonic() + timeout
         if deadline is not None and deadline < end:
             return deadline, f"the call's deadline={self.deadline} s"
@@ -199,8 +195,7 @@ class LLMBackend(BaseModel):
 
     def chat(self, messages: Sequence[Mapping[str, str]], schema: dict | None = None,
              max_tokens: int | None = None, *, seed: int | None = None) -> str:
-        """The answer to ``messages`` (cached): with ``schema``, JSON text valid against it,
-        else `StructuredOutputError`; ``max_tokens`` / ``seed`` override the settings."""
+        """The answer to ``messages`` (cached): with ``schema``, JSON text valid against it."""
         messages = check_messages(messages)
         if schema is not None:
             self.check_schema_support(check_schema(schema))
@@ -214,9 +209,8 @@ class LLMBackend(BaseModel):
 
     def score(self, messages: Sequence[Mapping[str, str]], replies: Sequence[str], *,
               seed: int | None = None) -> list[float]:
-        """The natural-log probability of each whole reply (then end of turn) as the answer
-        to ``messages``, cached and counted like `chat` (docs/llm.md, "Scoring known
-        replies"); NaN, +inf or all -inf is an `LLMReplyError`."""
+        """The log-probability of each whole reply (then end of turn) to ``messages``, cached
+        and counted like `chat` (docs/llm.md, "Scoring known replies")."""
         messages = check_messages(messages)
         replies = check_replies(replies)
         if not self.supports_scoring:
@@ -235,8 +229,7 @@ class LLMBackend(BaseModel):
 
     def _cached(self, key: str, ask: Any, meta: dict[str, Any], read: Any = None,
                 write: Any = None) -> Any:
-        """The value stored under ``key`` (an unreadable entry is asked again), else
-        ``ask()``, stored with ``meta``."""
+        """The value stored under ``key`` (unreadable: asked again), else ``ask()``, stored."""
         hit = self.cache.get(key)
         if hit is not None:
             try:
@@ -320,14 +313,13 @@ class LLMBackend(BaseModel):
             runtime.count("llm_seconds", time.perf_counter() - start)
 
     def call_deadline(self) -> float | None:
-        """When this thread's outermost `chat` / `score` must end, None without a deadline."""
+        """When this thread's outermost call must end (None: no deadline)."""
         if self.deadline is None:
             return None
         return (getattr(_CALL, "started", None) or time.monotonic()) + self.deadline
 
     def _with_retries(self, request: Any, seed: int, always: bool = False) -> Any:
-        """``request(keywords)``, retried after a `Transient` fault up to ``retries`` times
-        (a refusal for want of room while others were out does not count)."""
+        """``request(keywords)``, retried after `Transient` faults (docs/llm.md, "Faults")."""
         started = getattr(_CALL, "started", None) or time.monotonic()
         deadline = self.call_deadline()
         wanted = _CALL_KEYWORDS if always else _accepted_keywords(type(self))
@@ -367,7 +359,6 @@ class LLMBackend(BaseModel):
                 logger.info("%s: %s; retry %d in %.2f s", self.where(), fault, sent, delay)
                 self.runtime.count("llm_retries")
                 time.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _retry_delay(self, fault: Transient, attempt: int) -> float:
         if fault.retry_after is not None:

@@ -14,42 +14,46 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["answer_key", "default_cache_path", "export_answers", "file_sha256", "import_answers",
-           "score_key"]
+__all__ = ["answer_key", "cache_root", "default_cache_path", "export_answers", "file_sha256",
+           "import_answers", "score_key"]
 
 Messages = Sequence[Mapping[str, str]]
 
 
+def cache_root() -> Path:
+    """``$LANGADAPT_CACHE_DIR``, else ``~/.cache/langadapt``: the user cache of library calls."""
+    return Path(os.environ.get("LANGADAPT_CACHE_DIR") or Path.home() / ".cache" / "langadapt")
+
+
 def default_cache_path() -> Path:
-    """``$LANGADAPT_CACHE_DIR/llm_answers.sqlite``, else under ``~/.cache/langadapt``."""
-    root = os.environ.get("LANGADAPT_CACHE_DIR") or Path.home() / ".cache" / "langadapt"
-    return Path(root) / "llm_answers.sqlite"
+    return cache_root() / "llm_answers.sqlite"
 
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def _sha256(*head: Any, options: Mapping[str, Any], middle: Any, messages: Messages) -> str:
+    payload = _canonical([*head, {k: v for k, v in options.items() if v is not None}, middle,
+                          [[m["role"], m["content"]] for m in messages]])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
 def answer_key(
     backend: str, identity: str, options: Mapping[str, Any], schema: Any, messages: Messages
 ) -> str:
     """Hex SHA-256 of one request: backend, model identity, options, schema and messages."""
-    options = {k: v for k, v in options.items() if v is not None}
-    payload = _canonical([backend, identity, options, schema,
-                          [[m["role"], m["content"]] for m in messages]])
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return _sha256(backend, identity, options=options, middle=schema, messages=messages)
 
 
 def score_key(
     backend: str, identity: str, options: Mapping[str, Any], replies: Sequence[str],
     messages: Messages
 ) -> str:
-    """Hex SHA-256 of one scoring request (`LLMBackend.score`): backend, model identity,
-    options, the candidate replies (in order) and messages — never equal to an `answer_key`."""
-    options = {k: v for k, v in options.items() if v is not None}
-    payload = _canonical(["score", backend, identity, options, list(replies),
-                          [[m["role"], m["content"]] for m in messages]])
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    """Hex SHA-256 of one scoring request: as `answer_key`, with the candidate replies in
+    order for the schema, and never equal to one."""
+    return _sha256("score", backend, identity, options=options, middle=list(replies),
+                   messages=messages)
 
 
 # ---- moving answers between machines (JSON lines) ----------------------------------------

@@ -45,8 +45,8 @@ def _flatten(spec: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _is_file(model: Any) -> bool:
-    """Whether ``model`` names a GGUF file (an existing file, or any path ending in .gguf,
-    so that a missing one is an error naming it rather than a silent switch of model)."""
+    """Whether ``model`` names a GGUF file (existing, or ending in .gguf: a missing one is an
+    error naming it, not a silent switch of model)."""
     return isinstance(model, (str, os.PathLike)) and (
         os.fspath(model).lower().endswith(".gguf") or Path(model).expanduser().is_file())
 
@@ -58,17 +58,16 @@ def backend_fields(spec: Mapping[str, Any]) -> list[tuple[type[LLMBackend], dict
     if choice != "auto":
         return [(BACKENDS[choice], fields)]
     embedded = {k: v for k, v in fields.items() if k not in _OLLAMA_ONLY}
-    if not _is_file(fields.get("model")):
-        embedded.pop("model", None)
     if _is_file(fields.get("model")):
         return [(LlamaCppBackend, embedded)]
+    embedded.pop("model", None)
     return [(OllamaBackend, {k: v for k, v in fields.items() if k not in _LLAMACPP_ONLY}),
             (LlamaCppBackend, embedded)]
 
 
 def make_backend(spec: str | Mapping[str, Any] | LLMBackend) -> LLMBackend:
-    """A backend from a name (``"llamacpp"`` | ``"ollama"`` | ``"openai"`` | ``"auto"``), a
-    dict (see the module docstring) or a backend (returned as it is)."""
+    """A backend from a name (`BACKENDS` or ``"auto"``), a dict (docs/llm.md) or a backend
+    (returned as it is)."""
     if isinstance(spec, LLMBackend):
         return spec
     if isinstance(spec, str):

@@ -77,9 +77,8 @@ def _signal_name(number: int) -> str:
 
 
 def check_llama_cpp_runs(model: Path, command: Sequence[str] | None = None) -> None:
-    """Raise `NativeBuildError` (one line) if evaluating a prompt with ``model`` kills the
-    process; return at once when this build was already checked here or in a parent process.
-    ``command``: the child to run instead of `probe_command` (tests)."""
+    """`NativeBuildError` if evaluating a prompt with ``model`` kills a child process (once
+    per build and process tree); ``command``: another child to run (tests)."""
     key = _build_key()
     with _lock:
         if command is None and os.environ.get(_CHECKED_VARIABLE) == key:

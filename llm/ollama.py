@@ -39,14 +39,13 @@ def _tagged(name: str) -> str:
 
 
 def check_host(host: str) -> str:
-    """``host`` when the ollama client can use it (``[http[s]://]name[:port][/path]``, port
-    1 to 65535), else ValueError naming it."""
+    """``host`` when the ollama client can use it, else ValueError naming it."""
     check_http_url(host, "host", "http://127.0.0.1:11434", default_scheme="http")
     return host
 
 
 class OllamaBackend(LLMBackend):
-    """An Ollama server (local or remote); see the module docstring."""
+    """An Ollama server (local or remote)."""
 
     name: ClassVar[str] = "ollama"
     supports_concurrency: ClassVar[bool] = True
@@ -111,9 +110,8 @@ class OllamaBackend(LLMBackend):
             f"{self.where()}: the connection failed ({type(error).__name__}: {error})")
 
     def listed_digest(self, timeout: float | None = None) -> str | None:
-        """The digest the server lists for the model (``""`` when it gives none), or None when
-        no server answers (within ``timeout`` s, default and at most the ``timeout``
-        setting). Raises `ModelNotFoundError` when the server lacks the model."""
+        """The digest the server lists for the model (``""``: none), None when no server
+        answers in time; `ModelNotFoundError` when the server lacks the model."""
         import httpx  # imported with the client (see _new_client)
         import ollama  # imported with the client
 
@@ -138,8 +136,7 @@ class OllamaBackend(LLMBackend):
             f"with `ollama pull {self.model}`")
 
     def resolve_identity(self) -> str:
-        """``sha256:<digest>`` of the model as the server lists it; the model name when the
-        server cannot be reached (or lists no digest)."""
+        """``sha256:<digest>`` the server lists, else the model name."""
         return self.identity_of(self.listed_digest())
 
     def identity_of(self, digest: str | None) -> str:
@@ -150,8 +147,7 @@ class OllamaBackend(LLMBackend):
 
     def generate(self, messages: list[dict[str, str]], schema: dict | None, max_tokens: int,
                  *, seed: int | None = None, deadline: float | None = None) -> str:
-        """One chat request, ended by ``timeout`` s from now or ``deadline``
-        (``time.monotonic()``), whichever comes first."""
+        """One chat request, ended by ``timeout`` or ``deadline``, whichever comes first."""
         import httpx  # imported with the client (see _new_client)
         import ollama  # imported with the client
 

@@ -39,7 +39,7 @@ _KEY_CHARS = re.compile(r"[\x21-\x7e]+")
 
 def read_api_key(name: str) -> str:
     """The API key in variable ``name``, stripped; ValueError naming the variable (never the
-    key) when it is unset, blank or not printable ASCII."""
+    key) when unset, blank or not printable ASCII."""
     key = os.environ.get(name, "").strip()
     if not key:
         raise ValueError(f"the environment variable {name} that api_key_env names is not set; "
@@ -58,8 +58,7 @@ def _forms(secret: str) -> set[str]:
 
 
 def check_base_url(url: str) -> str:
-    """``url`` without a trailing ``/`` when it is ``http[s]://host[:port][/path]``, else
-    ValueError naming it."""
+    """``url`` (``http[s]://host[:port][/path]``) without a trailing ``/``, else ValueError."""
     example = "expected a URL like http://127.0.0.1:8000/v1"
     if "@" in url.partition("://")[2].partition("/")[0]:  # not quoted: it may hold a key
         raise ValueError("base_url holds a user name or password (user:secret@host), which "
@@ -204,8 +203,7 @@ class OpenAIBackend(LLMBackend):
                 "Studio, OpenAI) or try structured_output: json_object / json_schema")
 
     def served_model_id(self, timeout: float | None = None) -> str | None:
-        """The id ``GET /models`` lists for ``model`` (itself, or the only one listed); None
-        when unreachable within ``timeout`` s or listed neither."""
+        """The id ``GET /models`` lists for ``model`` (itself, or the only one), else None."""
         made = self._client()
         import openai
 
@@ -269,8 +267,7 @@ class OpenAIBackend(LLMBackend):
 
     def _create(self, client: Any, messages: list[dict[str, str]], schema: dict | None,
                 max_tokens: int, seed: int) -> Any:
-        """``chat.completions.create``, switching once to the forms a server asks for
-        (``json_object`` schemas, ``max_completion_tokens``)."""
+        """``chat.completions.create``, switching once to the forms a server asks for."""
         import openai
 
         while True:
@@ -379,7 +376,7 @@ class OpenAIBackend(LLMBackend):
 
 def _refuses_json_schema(error: Any) -> bool:
     """Whether the server does not know ``response_format`` type ``json_schema``
-    (llama-cpp-python's: HTTP 500 "Input should be 'text' or 'json_object'")."""
+    (llama-cpp-python's HTTP 500 "Input should be 'text' or 'json_object'")."""
     if error.status_code not in (400, 422, 500):
         return False
     text = str(error.message).lower()

@@ -91,8 +91,7 @@ class BackendRuntime:
     # ---- requests in flight ------------------------------------------------------------
     @contextmanager
     def sending(self, until: float | None = None) -> Iterator[None]:
-        """Hold a place among the requests in flight; wait first while ``room`` is taken, at
-        most until ``until`` (``time.monotonic()``)."""
+        """Hold a place among the requests in flight (waiting for ``room`` until ``until``)."""
         with self._room_changed:
             while self.room is not None and self.in_flight >= self.room:
                 left = None if until is None else until - time.monotonic()
@@ -108,8 +107,7 @@ class BackendRuntime:
                 self._room_changed.notify()
 
     def server_full(self) -> bool:
-        """A refusal for want of room (HTTP 429 / 503): at most one fewer in flight from
-        now on (at least one); True when others were out."""
+        """A refusal for want of room: one fewer in flight from now on; True if others were out."""
         with self.lock:
             room = max(1, self.in_flight - 1)
             self.room = room if self.room is None else min(self.room, room)
@@ -129,8 +127,7 @@ class BackendRuntime:
 
     # ---- circuit breaker ---------------------------------------------------------------
     def admit(self) -> float:
-        """0.0 when a request may go (``llm_calls``), else the seconds the open breaker
-        still refuses (``llm_breaker_skips``)."""
+        """0.0 when a request may go, else the seconds the open breaker still refuses."""
         now = time.monotonic()
         with self.lock:
             if now < self.open_until:
@@ -145,8 +142,8 @@ class BackendRuntime:
 
     def failed(self, error: str, breaker_failures: int, breaker_cooldown: float,
                outage: bool = True) -> tuple[str, int, int]:
-        """Count a failed call (only an ``outage`` counts toward the breaker);
-        ``(what, in a row, unwarned)``, what: "breaker" (opened now), "warn" or ""."""
+        """Count a failed call (an ``outage`` toward the breaker); ``(what, in a row,
+        unwarned)``, what: "breaker" (opened now), "warn" or ""."""
         now = time.monotonic()
         with self.lock:
             self.counters["llm_failures"] += 1

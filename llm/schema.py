@@ -45,8 +45,7 @@ def check_schema(schema: Any) -> dict[str, Any]:
 
 
 def quote_reply(text: Any, limit: int = QUOTE_CHARS) -> str:
-    """``repr`` of (the start of) a reply for messages: at most ``limit`` characters of it,
-    with the total length when it was cut."""
+    """``repr`` of at most ``limit`` characters of a reply (with its length when cut)."""
     if not isinstance(text, str):
         text = repr(text)
     if len(text) <= limit:
@@ -82,10 +81,8 @@ def json_depth(text: str, stop: int | None = None) -> int:
 
 def parse_json_reply(text: Any, *, max_chars: int = MAX_REPLY_CHARS,
                      max_depth: int = MAX_JSON_DEPTH, source: str = "the LLM") -> Any:
-    """The JSON value of a reply, else `StructuredOutputError` naming ``source`` and quoting
-    at most `QUOTE_CHARS` characters (``__cause__``: the `json.JSONDecodeError`); a
-    non-string, over ``max_chars``, nested deeper than ``max_depth`` or a number too long
-    for ``int`` is refused before ``json.loads`` runs."""
+    """The JSON value of a reply, else `StructuredOutputError` naming ``source``; too long or
+    too deep is refused before ``json.loads`` recurses (docs/llm.md)."""
     if not isinstance(text, str):
         raise StructuredOutputError(
             f"{source} returned {type(text).__name__} {quote_reply(text)}; expected JSON text")
@@ -123,18 +120,16 @@ def _validator_of(text: str) -> Draft202012Validator:
 
 
 def schema_errors(value: Any, schema: Any) -> list[str]:
-    """Where ``value`` breaks ``schema`` (an empty list when it fits), each error as
-    ``<JSON path>: <what was expected>``, e.g. ``$.action: 7 is not one of [0, 1, 2]``."""
+    """Where ``value`` breaks ``schema``, as ``<JSON path>: <what was expected>`` each."""
     return [f"{error.json_path}: {one_line(error.message)}"
             for error in _validator(schema).iter_errors(value)]
 
 
 # ---- schemas whose values can be listed ---------------------------------------------------
 def finite_values(schema: Any, limit: int = MAX_CANDIDATES) -> list[Any] | None:
-    """Every value valid against ``schema`` when they form a finite set of at most ``limit``,
-    in schema order, else None: ``const``, ``enum``, ``boolean`` (false, true), ``null``, and
-    objects whose properties are all such fields, all required, with no other properties
-    (``additionalProperties`` absent or false)."""
+    """Every value valid against ``schema``, in schema order, when they are at most ``limit``
+    (``const``, ``enum``, ``boolean``, ``null``, and closed objects of such fields, all
+    required), else None."""
     if not isinstance(schema, dict):
         return None
     if "const" in schema:
@@ -181,9 +176,7 @@ def reply_text(value: Any) -> str:
 
 def enumerate_replies(schema: Any, limit: int = MAX_CANDIDATES
                       ) -> list[tuple[Any, str]] | None:
-    """``[(value, reply text), ...]`` for every value valid against ``schema`` when they can
-    be listed (`finite_values`; at most ``limit``), the text being `reply_text` (the JSON a
-    structured generation writes); None otherwise (free-form values: generate instead)."""
+    """``[(value, reply_text(value)), ...]`` of `finite_values`, else None (generate)."""
     values = finite_values(schema, limit)
     if values is None:
         return None

@@ -17,10 +17,8 @@ __all__ = ["Decision", "decide", "softmax"]
 
 @dataclass(frozen=True)
 class Decision:
-    """One decision: the chosen ``value`` (a JSON value valid for the schema), the
-    probability of every candidate (keyed by ``json.dumps(value, sort_keys=True)``, e.g.
-    ``'{"action": 3}'``; None when generated),
-    the path taken, and the reply text (the candidate's, or the generated text)."""
+    """One decision: the ``value``, each candidate's probability (keyed by
+    ``json.dumps(value, sort_keys=True)``; None when generated), the ``method`` and the reply."""
 
     value: Any
     probabilities: dict[str, float] | None
@@ -28,8 +26,7 @@ class Decision:
     reply: str
 
     def probability(self, value: Any) -> float | None:
-        """The probability of ``value`` (0.0 for a value not among the candidates; None
-        when the decision was generated)."""
+        """The probability of ``value`` (0.0 if not a candidate; None when generated)."""
         if self.probabilities is None:
             return None
         return self.probabilities.get(_key(value), 0.0)
@@ -63,10 +60,8 @@ def _count(backend: Any, name: str) -> None:
 def decide(backend: Any, messages: Sequence[Mapping[str, str]], schema: dict[str, Any], *,
            max_tokens: int | None = None, seed: int | None = None, rng: Any = None,
            temperature: float | None = None) -> Decision:
-    """The decision among the values ``schema`` allows (see the module docstring): the most
-    probable, or one sampled with ``rng`` (a numpy Generator) from the softmax of the scores
-    divided by ``temperature`` (None: 1); generated at the backend's own temperature when
-    not scored. Errors are the backend's `LLMError`s, never a silent choice."""
+    """The decision among the values ``schema`` allows: the most probable, or one sampled with
+    ``rng`` at ``temperature`` (None: 1); the backend's `LLMError`s are raised."""
     if temperature is not None and (isinstance(temperature, bool)
                                     or not isinstance(temperature, (int, float))
                                     or not temperature >= 0):

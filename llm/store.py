@@ -202,8 +202,7 @@ class SQLiteStore:
             ) from again
 
     def _run(self, op: Callable[[sqlite3.Connection], Any], default: Any = None) -> Any:
-        """``op(connection)`` under the lock (``default`` without a file); a corrupt file is
-        replaced and ``op`` retried; a file that cannot be read any more is dropped."""
+        """``op(connection)`` (``default`` without a file), retried once after `_on_error`."""
         if self._forked:
             self._reopen_after_fork()
         if self._db is None:
@@ -215,8 +214,7 @@ class SQLiteStore:
             return default if self._db is None else op(self._db)
 
     def _write(self, op: Callable[[sqlite3.Connection], Any]) -> None:
-        """``op(connection)`` for a write: skipped once the file is read-only; a write the
-        file refuses makes it read-only for the rest of the run (one warning)."""
+        """``op(connection)`` for a write: skipped once read-only; refused: read-only from now."""
         if self._forked:
             self._reopen_after_fork()
         if self._db is None or self.read_only:
@@ -240,9 +238,8 @@ class SQLiteStore:
     # ---- reading -------------------------------------------------------------------
     def get_many(self, keys: Iterable[str], decode: Callable[[Any], Any] | None = None
                  ) -> dict[str, Any]:
-        """The known entries among ``keys`` (memory first, then the file). ``decode(stored
-        value)`` gives what memory holds, or None for a value that fails its check (the row
-        is then deleted and counted as missing)."""
+        """The known entries among ``keys`` (memory, then the file); ``decode`` gives what memory
+        holds, None for a value that fails its check (deleted, counted as missing)."""
         found: dict[str, Any] = {}
         with self._lock:
             memory = self._memory
@@ -316,8 +313,7 @@ class SQLiteStore:
         return len(self._memory)
 
     def rows(self, after: int = 0) -> Iterator[tuple[str, Any, dict[str, Any], str]]:
-        """Every stored ``(key, value, meta, created)`` in the order written, those after
-        row number ``after`` (see `last_row`) only (file-backed only)."""
+        """Every stored ``(key, value, meta, created)`` after row ``after``, in order written."""
         if self._db is None:
             why = ("is memory-only (path=None)" if self.path is None
                    else f"could not use its file {str(self.path)!r}")
@@ -367,8 +363,7 @@ class SQLiteStore:
                             "%s.adopted)", self.what, old, self.path, old.name)
 
     def _reopen_after_fork(self) -> None:
-        """In a forked child: a connection of its own (SQLite connections must not cross a
-        fork; the parent's is left alone, never closed here)."""
+        """In a forked child: a connection of its own (never close the parent's)."""
         self._forked = False
         self._db = None
         if self.path is None or not self.usable:
@@ -420,8 +415,8 @@ _OPEN_LOCK = threading.Lock()
 
 def open_store(path: str | os.PathLike[str] | None, capacity: int, what: str = "cache"
                ) -> SQLiteStore:
-    """The process's store of the file ``path`` (opened on first use; its memory holds at
-    least ``capacity`` entries); a fresh memory-only store for None."""
+    """The process's store of ``path`` (memory of at least ``capacity``); None: a fresh
+    memory-only store."""
     if path is None:
         return SQLiteStore(None, capacity, what)
     name = str(Path(path).expanduser().resolve())
@@ -434,8 +429,7 @@ def open_store(path: str | os.PathLike[str] | None, capacity: int, what: str = "
 
 
 def _after_fork_in_child() -> None:
-    """Every store of the parent gets a fresh lock (one held by another thread at the fork
-    would never be released here) and reopens its file on first use."""
+    """Fresh locks (one held at the fork would never be released) and files reopened."""
     for store in list(_STORES):
         store._lock = threading.RLock()
         store._forked = store._db is not None

@@ -17,23 +17,14 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator
 
 from .backend import LLMBackend
-from .cache import file_sha256
+from .cache import cache_root, file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
 from .gguf_check import check_gguf, default_gguf_path
 from .schema import MAX_CANDIDATES, finite_values, reply_text
 
-__all__ = [
-    "FINETUNE_PACKAGES",
-    "TransformersBackend",
-    "chat_prompt_ids",
-    "continuation_log_probs",
-    "load_causal_lm",
-    "model_identity",
-    "reply_token_ids",
-    "require_finetune",
-    "resolve_model_source",
-    "text_log_probs",
-]
+__all__ = ["FINETUNE_PACKAGES", "TransformersBackend", "chat_prompt_ids", "continuation_log_probs",
+           "load_causal_lm", "model_identity", "reply_token_ids", "require_finetune",
+           "resolve_model_source", "text_log_probs"]
 
 #: The import names the ``finetune`` extra provides.
 FINETUNE_PACKAGES: tuple[str, ...] = ("transformers", "peft", "gguf")
@@ -52,9 +43,7 @@ def require_finetune(*packages: str) -> None:
 
 
 def model_cache_root() -> Path:
-    """``$LANGADAPT_CACHE_DIR/transformers``, else ``~/.cache/langadapt/transformers``."""
-    root = os.environ.get("LANGADAPT_CACHE_DIR") or Path.home() / ".cache" / "langadapt"
-    return Path(root) / "transformers"
+    return cache_root() / "transformers"
 
 
 def resolve_model_source(model: str | os.PathLike[str] | None) -> Path:

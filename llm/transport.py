@@ -22,8 +22,7 @@ __all__ = ["DeadlineTransport", "ReplyTooLarge", "cause_of", "deadline_transport
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Seconds a ``Retry-After`` value asks to wait (delay-seconds or an HTTP date, measured
-    from ``now``, default the clock); None when absent or unreadable; never negative."""
+    """Seconds >= 0 a ``Retry-After`` value (seconds or an HTTP date) asks to wait, else None."""
     if value is None:
         return None
     try:
@@ -81,8 +80,7 @@ class _Limits(threading.local):
 
 @functools.cache
 def deadline_transport_class(http: Any = httpx) -> type:
-    """`DeadlineTransport` for the HTTP module ``http`` (httpx, or a module with its
-    transport API, such as the httpx2 the openai client ships with)."""
+    """`DeadlineTransport` for ``http`` (httpx, or the httpx2 the openai client ships)."""
     import httpcore
 
     class DeadlineNetworkStream:
@@ -166,9 +164,8 @@ def deadline_transport_class(http: Any = httpx) -> type:
         @contextmanager
         def until(self, instant: float | None, max_bytes: int | None = None,
                   per_line: bool = False) -> Iterator[None]:
-            """This thread's requests in the block end by ``instant`` (``time.monotonic()``)
-            and raise `ReplyTooLarge` past ``max_bytes`` of body (with ``per_line``: of one
-            line of a stream)."""
+            """This thread's requests in the block end by ``instant`` and raise `ReplyTooLarge`
+            past ``max_bytes`` of body (``per_line``: of one line of a stream)."""
             local = self._local
             previous = local.instant, local.max_bytes, local.per_line
             local.instant, local.max_bytes, local.per_line = instant, max_bytes, per_line
