@@ -11,7 +11,11 @@ import gymnasium
 
 from ._checks import check_action
 from .cartpole import CartPoleEnv
-from .continuous import MountainCarContinuousDescriber, PendulumDescriber
+from .continuous import (
+    InvertedPendulumDescriber,
+    MountainCarContinuousDescriber,
+    PendulumDescriber,
+)
 from .describers import (
     CartPoleBins,
     CartPoleDescriber,
@@ -71,6 +75,7 @@ __all__ = [
     "FrozenLakeEnv",
     "FrozenLakeMapsEnv",
     "FrozenLakeMapsDescriber",
+    "InvertedPendulumDescriber",
     "LanguageSpec",
     "MazeDescriber",
     "MazeEnv",
