@@ -177,17 +177,18 @@ class GridPlanOracle:
     def __init__(self) -> None:
         self._layout: _Layout | None = None
 
-    def layout(self, env: Any) -> _Layout:
+    def planned(self, env: Any) -> tuple[_Layout, tuple]:
+        """The layout of ``env``'s grid and its current state, planned from."""
         level = getattr(env, "unwrapped", env).minigrid
         if self._layout is None or self._layout.grid is not level.grid:
             self._layout = _Layout(level.grid)
-        return self._layout
+        state = self._layout.state_of(level)
+        self._layout.plan_from(state)
+        return self._layout, state
 
     def plan_length(self, env: Any) -> int | None:
         """Actions of a shortest plan from the current state to the goal (None: no plan)."""
-        layout = self.layout(env)
-        state = layout.state_of(getattr(env, "unwrapped", env).minigrid)
-        layout.plan_from(state)
+        layout, state = self.planned(env)
         return layout.distance.get(state)
 
     def potential(self, env: Any) -> float:
@@ -202,9 +203,7 @@ class GridPlanOracle:
         moves = [int(m) for m in legal_moves]
         if not moves:
             raise ValueError("best_move needs at least one legal move")
-        layout = self.layout(env)
-        state = layout.state_of(getattr(env, "unwrapped", env).minigrid)
-        layout.plan_from(state)
+        layout, state = self.planned(env)
         far = 1 << 30
 
         def cost(action: int) -> int:
