@@ -85,7 +85,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from ..finetune.agent import FinetuneError
     from ..llm import CacheError, LLMError
     from .config import ConfigError
-    from .results import ResultsFolderError
+    from .folders import ResultsFolderError
     from .runner import RunsFailedError
 
     return (

@@ -280,9 +280,9 @@ def _load_experiment(path: Path, imports: list[str],
     line's changes to its data; it returns the source the errors then name), validated
     once. A results folder's file is data: read first without importing anything it
     names, and used only when every module it names was named on the command line
-    (:func:`.results.results_folder_of`)."""
+    (:func:`.folders.results_folder_of`)."""
     from .config import experiment_from_dict, read_file
-    from .results import results_folder_of, unnamed_modules
+    from .folders import results_folder_of, unnamed_modules
 
     import_modules(imports)
     data = read_file(path)

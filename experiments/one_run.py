@@ -36,8 +36,9 @@ from .config import (
     ExperimentConfig,
     worker_config,
 )
-from .heldout import HeldOutEpisodes
-from .results import Run, find_run, fresh_run_dir, run_rows, write_json
+from .config_base import HeldOutEpisodes
+from .folders import write_json
+from .results import Run, find_run, fresh_run_dir, run_rows
 
 FINAL_EVAL_SEED = 10_000
 """The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during
@@ -359,7 +360,7 @@ class _Summed:
 
 def _final_env(config: ExperimentConfig, eval_env: Any) -> Any:
     """The final evaluation's environment: the held-out episodes when the experiment names
-    them (experiments.heldout), else ``eval_env`` seeded with ``seed + FINAL_EVAL_SEED``."""
+    them, else ``eval_env`` (seeded with ``seed + FINAL_EVAL_SEED``)."""
     held = config.evaluation.heldout_seeds
     return eval_env if held is None else HeldOutEpisodes(eval_env, held.seeds)
 

@@ -1,13 +1,10 @@
 """The report writer: ``summary.csv``, ``summary.md`` and the plots of a results folder
-(:func:`write_report`, what ``langadapt report DIR`` and the end of a run write), of several
-folders together (:func:`compare_folders`), and the policy-search report
-(:func:`write_search_report`: ``search_summary.md``, ``rounds.csv``, ``best_so_far.png``).
-
-Contract: computed from ``episodes.csv`` and ``runs/*/done.json`` alone, after
-:func:`.results.check_results`; written whole, by the folder's lock holder, never through a
-link (:mod:`.results`); a name in a CSV cell is text, never a formula. Rebuilding gives the
-same files. Every table and column: ``docs/configuration.md``, ``docs/policy-search.md``.
-Rebuild both reports with ``python -m langadapt.experiments.report DIR``.
+(:func:`write_report`), of several folders (:func:`compare_folders`), and the policy-search
+report (:func:`write_search_report`). Computed from ``episodes.csv`` and ``runs/*/done.json``
+alone, after :func:`.results.check_results`; written whole through :mod:`.folders`; a CSV cell
+is text, never a formula; a rebuild gives the same files (``python -m
+langadapt.experiments.report DIR``). Tables and columns: docs/configuration.md,
+docs/policy-search.md.
 """
 
 from __future__ import annotations
@@ -24,33 +21,36 @@ from pathlib import Path
 import numpy as np
 
 from ..environments.babyai_goals import GOAL_TYPES
-from .balrog import BALROG_BABYAI, goals_markdown
-from .plots import plot_best_so_far, plot_final_returns, plot_learning_curves
-from .results import (
-    MAX_RECORD_BYTES,
-    Episode,
+from .folders import (
     ResultsFolderError,
     bounded,
-    check_results,
-    folder_config,
     folder_lock,
     inside,
-    read_episodes,
-    read_run_record,
     refuse_links,
     replacing,
-    runs_of,
     write_csv,
     write_text,
     writing,
 )
+from .plots import plot_best_so_far, plot_final_returns, plot_learning_curves
+from .results import (
+    MAX_RECORD_BYTES,
+    Episode,
+    check_results,
+    folder_config,
+    read_episodes,
+    read_run_record,
+    runs_of,
+)
 from .stats import (
+    BALROG_BABYAI,
     FEW_SEEDS,
     SUMMARY_COLUMNS,
     StatsNotInstalled,
     SummaryRow,
     aggregate_estimates,
     folder_costs,
+    goals_markdown,
     mean_and_interval,
     require_rliable,
     seed_scores,

@@ -42,11 +42,11 @@ from .config_base import (  # noqa: F401  (the executor and logging blocks, publ
     Label,
     LoggingSpec,
     _Strict,
+    check_heldout,
     import_user_modules,
     resolve_env_id,
     shown,
 )
-from .heldout import check_heldout
 
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 
@@ -148,7 +148,7 @@ AgentSpec.model_rebuild()  # its training block is a TrainingSpec, defined after
 
 class HeldOutSeeds(_Strict):
     """The final evaluation's episodes: episode ``i`` resets with seed ``first + i``, the
-    same for every run (see :mod:`langadapt.experiments.heldout`)."""
+    same for every run (see :class:`~langadapt.experiments.config_base.HeldOutEpisodes`)."""
 
     first: Annotated[Int, Field(ge=0, le=MAX_HELDOUT_SEED)]
     count: Annotated[Int, Field(gt=0, le=MAX_EVALUATION_EPISODES)]

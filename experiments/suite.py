@@ -37,23 +37,14 @@ import numpy as np
 import yaml
 
 from ..environments.babyai_goals import GOAL_TYPES
-from .balrog import BALROG_BABYAI
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
+from .folders import ResultsFolderError, folder_lock, inside, replacing, write_text, writing
 from .one_run import make_env
 from .plots import plot_performance_profile
 from .report import ci_text, text_cell, write_report
-from .results import (
-    ResultsFolderError,
-    check_results,
-    folder_lock,
-    inside,
-    read_episodes,
-    replacing,
-    write_text,
-    writing,
-)
+from .results import check_results, read_episodes
 from .runner import run_experiment
-from .stats import Cost, aggregate_estimates, folder_costs, require_rliable
+from .stats import BALROG_BABYAI, Cost, aggregate_estimates, folder_costs, require_rliable
 
 __all__ = ["BALROG_BABYAI", "SUITE_FILE", "merge_suites", "run_suite", "task_configs",
            "write_suite_report"]
@@ -265,7 +256,7 @@ def suite_tables(sources: list[Source], title: str) -> tuple[str, list[list[str]
     if balrog:
         lines += ["", "BALROG's leaderboard, zero-shot on the same level (BabyAI "
                   "MixedTrainLocal, num_dists 0; progression = success, %, ± standard error "
-                  "as published; experiments/balrog.py); a row whose protocol is not `same` "
+                  "as published; experiments/stats.py); a row whose protocol is not `same` "
                   "is not measured as they are:", "",
                   "| model | date | BabyAI | episodes per task | "
                   + " | ".join(GOAL_TYPES) + " |", "|---|---|---|---:|" + "---:|" * 5]

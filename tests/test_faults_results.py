@@ -23,17 +23,13 @@ import yaml
 from experiment_fixtures import LANGADAPT, QUIET, raw_config
 from fake_ollama import FakeOllama, example_for
 
-from langadapt.experiments import cli, one_run, results
+from langadapt.experiments import cli, folders, one_run
 from langadapt.experiments import report as report_module
 from langadapt.experiments.config import ConfigError, experiment_from_dict
 from langadapt.experiments.executors import RayUnavailableError, check_reachable
+from langadapt.experiments.folders import LOCK_FILE, ResultsFolderError, folder_lock
 from langadapt.experiments.report import run_curves, write_report
-from langadapt.experiments.results import (
-    LOCK_FILE,
-    ResultsFolderError,
-    folder_lock,
-    read_run_record,
-)
+from langadapt.experiments.results import read_run_record
 from langadapt.experiments.runner import check_results, finished_runs, run_experiment, runs_of
 
 
@@ -189,7 +185,7 @@ def test_without_flock_a_lock_whose_pid_is_gone_is_taken_over(tmp_path, monkeypa
     def no_flock(*args):
         raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(results.fcntl, "flock", no_flock)
+    monkeypatch.setattr(folders.fcntl, "flock", no_flock)
     with folder_lock(out):
         assert (out / LOCK_FILE).read_text().split()[0] == str(os.getpid())
     (out / LOCK_FILE).write_text(f"{os.getppid()} {socket.gethostname()}\n")  # alive

@@ -406,7 +406,7 @@ def test_a_suite_report_is_refused_while_another_process_writes_the_folder(tmp_p
     pytest.importorskip("rliable")
     from test_suite_protocol import _config, _episodes
 
-    from langadapt.experiments.results import ResultsFolderError
+    from langadapt.experiments.folders import ResultsFolderError
     from langadapt.experiments.suite import SUITE_FILE, write_suite_report
 
     config = _config(tasks={"goto": {"goal": "goto"}}, output=str(tmp_path))

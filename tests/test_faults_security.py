@@ -86,7 +86,7 @@ def test_a_crafted_checkpoint_is_refused_on_resume_and_never_runs(tmp_path):
 def test_a_grpo_run_refuses_a_crafted_checkpoint_before_loading_a_model(tmp_path, capsys):
     from langadapt.experiments.cli import main
     from langadapt.experiments.config import load_config
-    from langadapt.experiments.results import prepare_output
+    from langadapt.experiments.folders import prepare_output
 
     marker = tmp_path / "MARKER"
     out = tmp_path / "results"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from experiment_fixtures import raw_config, run_cli
 
-from langadapt.experiments import progress as progress_module
+from langadapt.experiments import runner as progress_module
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.runner import run_experiment
 

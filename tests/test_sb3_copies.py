@@ -151,8 +151,8 @@ def test_transfer_seeds_that_training_uses_are_refused(tmp_path):
 
 def test_held_out_success_is_split_by_the_goal_type_each_seed_draws(tmp_path):
     pytest.importorskip("minigrid")
-    from langadapt.experiments.balrog import episode_goals, goals_markdown
     from langadapt.experiments.results import Episode
+    from langadapt.experiments.stats import episode_goals, goals_markdown
 
     data = raw_config(tmp_path, seeds=[0])
     data["environment"] = {"id": "langadapt/BabyAI-MixedTrainLocal-v0",

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from langadapt.experiments.config import ConfigError, experiment_from_dict
-from langadapt.experiments.heldout import HeldOutEpisodes
+from langadapt.experiments.config_base import HeldOutEpisodes
 from langadapt.experiments.results import EPISODE_COLUMNS, runs_of
 
 rliable = pytest.importorskip("rliable")
