@@ -205,25 +205,26 @@ def train_run(
         rows += 1
         last_stats = stats
 
-    if run.agent.type == "grpo":  # GRPO trains on its own (finetune.GRPOAgent), files in grpo/
-        records = agent.fit(lambda: make_env(config), run_dir and Path(run_dir) / "grpo", record)
-    else:
-        records = [] if not agent.learns else agents.train(  # a zero-shot policy: none
-            agent,
-            env,
-            episodes=config.training_for(run.agent).episodes,
-            steps=config.training_for(run.agent).steps,
-            eval_every=config.evaluation.every,
-            eval_episodes=config.evaluation.episodes,
-            seed=run.seed,
-            progress=False,
-            on_episode=record,
-            **_retention(config),
-            **({} if eval_env is env else {"eval_env": eval_env}),
-            advisor=advisor,
-            callbacks=_logs(config, run_dir, lambda: _run_stats(adapter, agent, advisor, shaper,
-                                                                plan)),
-        )
+    scheduled = run.agent.type != "grpo"  # GRPO evaluates itself: its records come at the end
+    if run.agent.type == "grpo":  # its own copies of the environment, its files in grpo/
+        agent.make_env = lambda: make_env(config)
+        agent.folder = run_dir and Path(run_dir) / "grpo"
+    records = [] if not agent.learns else agents.train(  # a zero-shot policy: none
+        agent,
+        env,
+        episodes=config.training_for(run.agent).episodes,
+        steps=config.training_for(run.agent).steps,
+        eval_every=config.evaluation.every if scheduled else None,
+        eval_episodes=config.evaluation.episodes,
+        seed=run.seed,
+        progress=False,
+        on_episode=record,
+        **(_retention(config) if scheduled else {}),
+        **({} if eval_env is env else {"eval_env": eval_env}),
+        advisor=advisor,
+        callbacks=_logs(config, run_dir, lambda: _run_stats(adapter, agent, advisor, shaper,
+                                                            plan)),
+    )
     final_env = _final_env(config, eval_env)
     if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
         for episode_record in agents.evaluate(

@@ -1,6 +1,6 @@
-"""GRPO as an agent of an experiment file (``type: grpo``): :class:`GRPOAgent` trains in
-:meth:`GRPOAgent.fit` and is evaluated like every agent; its files live in
-``runs/<run>/grpo/``. See docs/finetune.md."""
+"""GRPO as an agent of an experiment file (``type: grpo``): :class:`GRPOAgent` trains through
+its learner (:class:`GRPOLearner`, :meth:`GRPOAgent.fit`) and is evaluated like every agent;
+its files live in ``runs/<run>/grpo/``. See docs/finetune.md."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import gymnasium
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents import Agent
+from ..agents.loop import Budget, Callback, TrainingResult, end_run, start_run
 from ..agents.training import EpisodeRecord
 from ..environments import language_for
 from ..environments.frozenlake import FrozenLakeEnv
@@ -22,8 +24,8 @@ from .grpo import GRPOSettings, GRPOTrainer, read_checkpoint
 from .policy import LoRAPolicy, LoRASettings
 from .tasks import MazeTask, SnapshotTask
 
-__all__ = ["TRAIN_SEED", "FinetuneError", "GRPOAgent", "GRPOAgentConfig", "HeldOutSettings",
-           "check_grpo"]
+__all__ = ["TRAIN_SEED", "FinetuneError", "GRPOAgent", "GRPOAgentConfig", "GRPOLearner",
+           "HeldOutSettings", "check_grpo"]
 
 #: The first reset seed of the training episodes of a MiniGrid level or FrozenLake (held-out
 #: seeds lie below).
@@ -172,11 +174,18 @@ class GRPOAgent(Agent):
                  config: GRPOAgentConfig | dict[str, Any] | None = None, seed: int = 0) -> None:
         super().__init__(observation_space, action_space, config, seed)
         self.trainer: GRPOTrainer | None = None
+        self.make_env: Callable[[], Any] | None = None  # the learner's copies; None: env.spec's
+        self.folder: Path | None = None  # the learner's files (checkpoint, log, adapter)
         self.final: dict[str, Any] = {}
         self._greedy: dict[tuple[bytes, tuple[int, ...]], int] = {}
 
     def bind(self, env: Any) -> None:
         language_for(env)  # ValueError naming the environment when it has no language spec
+
+    def learner(self, override: Any = None) -> GRPOLearner:
+        if override is not None:
+            raise ValueError("the grpo agent learns without an advisor")
+        return GRPOLearner(self)
 
     def fit(self, make_env: Callable[[], Any], folder: Path | None = None,
             on_episode: Callable[[EpisodeRecord], None] | None = None,
@@ -236,3 +245,34 @@ class GRPOAgent(Agent):
         """GRPO's own evaluation of the trained policy (``final`` row of the step log)."""
         return {f"grpo_{k}": float(v) for k, v in self.final.items()
                 if np.isfinite(float(v))}
+
+
+class GRPOLearner:
+    """GRPO as a learner: ``learn`` runs :meth:`GRPOAgent.fit` on the copies the agent's
+    ``make_env`` builds (GRPO restarts rollouts from saved states; never ``env`` itself), its
+    files in the agent's ``folder``, then hands each step's ``train`` record to the callbacks.
+    GRPO's own settings (``steps``, ``max_minutes``, ...) are its budget; ``budget`` seeds
+    ``env``'s action space only."""
+
+    takes_copies = False
+
+    def __init__(self, agent: GRPOAgent) -> None:
+        self.agent = agent
+
+    def learn(self, env: Any, budget: Budget,
+              callbacks: Sequence[Callback] = ()) -> TrainingResult:
+        run = start_run(self.agent, env, budget, callbacks)
+        make_env = self.agent.make_env
+        if make_env is None:
+            if env.spec is None:
+                raise ValueError("the grpo agent builds its own copies of the environment: "
+                                 "set agent.make_env (env has no gymnasium spec)")
+            spec = env.spec
+            make_env = lambda: gymnasium.make(spec)  # noqa: E731
+
+        def record(episode_record: EpisodeRecord) -> None:
+            run.episodes, run.steps = run.episodes + 1, episode_record.total_steps
+            run.record(episode_record)
+
+        self.agent.fit(make_env, self.agent.folder, on_episode=record)
+        return end_run(run)
