@@ -29,6 +29,7 @@ from ..agents import (
 )
 from ..agents.loop import end_run, run_episode, start_run
 from ..llm import LLMReplyError, make_backend
+from .policy_actions import ActionGrid, box_settings, check_family
 from .policy_families import (
     LinearPolicy,
     Policy,
@@ -53,7 +54,7 @@ class LLMPolicySearch(Agent):
     kind = "llm_policy_search"
     config_model = PolicySearchConfig
     config: PolicySearchConfig
-    box_actions = True  # linear policies only: clip(W @ [obs, 1])
+    box_actions = True  # clip(W @ [obs, 1]), or a table over discretised actions
 
     def __init__(
         self,
@@ -62,7 +63,7 @@ class LLMPolicySearch(Agent):
         config: PolicySearchConfig | dict[str, Any] | None = None,
         seed: int = 0,
     ) -> None:
-        _check_family(config, action_space)
+        check_family(config, action_space)
         super().__init__(observation_space, action_space, config, seed)
         cfg = self.config
         if not isinstance(observation_space, spaces.Box) or len(self.obs_shape) != 1:
@@ -72,13 +73,15 @@ class LLMPolicySearch(Agent):
         self.obs_dim = int(self.obs_shape[0])
         self.box = isinstance(action_space, spaces.Box)
         self.n_outputs = int(action_space.shape[0]) if self.box else self.n_actions
+        discretise = box_settings(cfg, action_space)
         if self.box:
             self.low, self.high = clip_range(action_space, cfg.action_bounds)
-        elif cfg.action_bounds is not None or cfg.normalise is not None:
-            raise ValueError(f"action_bounds and normalise apply to linear policies on a Box "
-                             f"action space, not to {action_space}")
-        self.obs_stats = (ObservationStats(self.obs_dim)
-                          if self.box and cfg.normalise is not False else None)
+        self.grid = (ActionGrid(action_space, cfg.action_bins, self.low, self.high)
+                     if discretise else None)  # a table over discretised actions
+        #: the proposal's outputs: table actions (tabular) or weight rows (linear)
+        self.n_choices = self.grid.n_actions if self.grid is not None else self.n_outputs
+        self.obs_stats = (ObservationStats(self.obs_dim) if self.box and cfg.family == "linear"
+                          and cfg.normalise is not False else None)
         self.discretisation: Discretisation | None = None
         self.n_states = 0
         if cfg.family == "tabular":
@@ -89,7 +92,7 @@ class LLMPolicySearch(Agent):
         self.observation_names = _names(cfg.observation_names, self.obs_dim, "observation_names",
                                         "x")
         self.action_names = _names(cfg.action_names, self.n_outputs, "action_names", "action ")
-        self.schema = proposal_schema(cfg.family, self.n_outputs, self.n_states, self.obs_dim)
+        self.schema = proposal_schema(cfg.family, self.n_choices, self.n_states, self.obs_dim)
         self.max_tokens = cfg.max_tokens or self._reply_tokens()
         self.templates = load_templates(cfg.templates) if cfg.proposer == "llm" else {}
         self.backend = None
@@ -114,7 +117,7 @@ class LLMPolicySearch(Agent):
             self.candidate: Policy = self._random_policy()
         elif cfg.family == "tabular":
             self.candidate = TabularPolicy(np.zeros(self.n_states, dtype=np.int64),
-                                           self.n_actions)
+                                           self.n_choices)
         else:
             self.candidate = self._own(LinearPolicy(
                 np.zeros((self.n_outputs, self.obs_dim + 1)), self.obs_dim, self.n_outputs))
@@ -140,21 +143,21 @@ class LLMPolicySearch(Agent):
 
     def _random_policy(self) -> Policy:
         cfg = self.config
-        return self._own(random_policy(self.rng, cfg.family, self.n_outputs, self.n_states,
+        return self._own(random_policy(self.rng, cfg.family, self.n_choices, self.n_states,
                                        self.obs_dim, cfg.random_scale))
 
     def _own(self, policy: Policy) -> Policy:
         """On a Box action space, linear weights as a clipped policy with the observation
         statistics seen so far (frozen with it); else ``policy`` itself."""
-        if not self.box or isinstance(policy, LinearBoxPolicy):
+        if not (self.box and isinstance(policy, LinearPolicy)):
             return policy
         mean, std = self.obs_stats.snapshot() if self.obs_stats is not None else (None, None)
         return LinearBoxPolicy(policy.weights, self.low, self.high, mean, std,
                                self.action_space.dtype.type)
 
     def _reply_tokens(self) -> int:
-        if self.config.family == "tabular":
-            return 3 * self.n_states + 32
+        if self.config.family == "tabular":  # digits, a comma and a space per entry
+            return (2 + len(str(self.n_choices - 1))) * self.n_states + 32
         return 24 * self.n_outputs * (self.obs_dim + 1) + 32
 
     # ---------------------------------------------------------------- protocol
@@ -166,6 +169,8 @@ class LLMPolicySearch(Agent):
         policy = self.candidate if explore or self.best is None else self.best
         if isinstance(policy, LinearBoxPolicy):
             return policy.action(x)
+        if self.grid is not None:
+            return self.grid.vector(int(policy.table[self.discretisation.index(x)]))
         mask = self.legal_mask(legal_moves, "legal_moves")
         if isinstance(policy, TabularPolicy):
             action, own = policy.action(self.discretisation.index(x), mask)
@@ -178,10 +183,12 @@ class LLMPolicySearch(Agent):
         """Remember one step of the candidate's episode for the trajectories shown."""
         x = self.check_obs(obs)
         self.counters["env_steps"] += 1
-        if self.box:
+        if self.obs_stats is not None:
+            self._seen.append(x)
+        if self.grid is not None:
+            action = self.grid.index(action)  # the table's own index
+        elif self.box:
             action = [round(float(v), 3) for v in action]
-            if self.obs_stats is not None:
-                self._seen.append(x)
         state: Any = (self.discretisation.index(x) if self.discretisation is not None
                       else [round(float(v), 2) for v in x])
         self._steps.append((state, action, reward))
@@ -285,7 +292,7 @@ class LLMPolicySearch(Agent):
         except LLMReplyError as error:  # includes StructuredOutputError: nothing usable
             return "", None, str(error)
         try:
-            policy = parse_proposal(reply, self.config.family, self.n_outputs, self.n_states,
+            policy = parse_proposal(reply, self.config.family, self.n_choices, self.n_states,
                                     self.obs_dim)
         except ValueError as error:
             return reply, None, str(error)
@@ -303,7 +310,13 @@ class LLMPolicySearch(Agent):
 
     def prompt_variables(self) -> dict[str, str]:
         """The values of every :data:`TEMPLATE_VARIABLES` entry for the current round."""
-        return prompt_variables(self)
+        variables = prompt_variables(self)
+        if self.grid is not None:  # table entries are indices of discretised action vectors
+            variables |= {"actions": self.grid.layout(self.action_names),
+                          "n_actions": str(self.n_choices), "output_format": (
+                              f'{{"actions": [a list of exactly {self.n_states} action indices, '
+                              f"one per state in state order, each 0 to {self.n_choices - 1}]}}")}
+        return variables
 
     # ---------------------------------------------------------------- logging
     def _log(self, entry: dict[str, Any]) -> None:
@@ -339,7 +352,8 @@ class LLMPolicySearch(Agent):
     # ------------------------------------------------------------ save / load
     def header(self) -> dict[str, Any]:
         return super().header() | {"family": self.config.family, "n_states": self.n_states,
-                                   "bins": self.config.bins, "n_outputs": self.n_outputs}
+                                   "bins": self.config.bins, "n_outputs": self.n_outputs,
+                                   "action_bins": self.config.action_bins}
 
     def snapshot(self) -> Any:
         return (self.best, self.best_return)
@@ -368,12 +382,12 @@ class LLMPolicySearch(Agent):
             self.best, self.best_return = None, -math.inf
             return
         data = tensors["best"].numpy()
-        if self.box:
+        if self.box and self.grid is None:
             self.best = LinearBoxPolicy(data, self.low, self.high, tensors["best_mean"].numpy(),
                                         tensors["best_std"].numpy(),
                                         self.action_space.dtype.type)
         else:
-            self.best = (TabularPolicy(data, self.n_actions) if self.config.family == "tabular"
+            self.best = (TabularPolicy(data, self.n_choices) if self.config.family == "tabular"
                          else LinearPolicy(data, self.obs_dim, self.n_actions))
         self.best_return = float(state["best_return"])
 
@@ -382,24 +396,6 @@ def _entry(round_: int, proposer: str) -> dict[str, Any]:
     """The start of one round's log entry."""
     return {"round": round_, "proposer": proposer, "requests": 0, "corrections": 0,
             "prompt_chars": 0, "reply": None, "error": None, "llm_seconds": 0.0}
-
-
-def _check_family(config: Any, action_space: spaces.Space) -> None:
-    """One line naming the family and the action space when they do not fit."""
-    family = (config.family if isinstance(config, PolicySearchConfig)
-              else (config or {}).get("family", "tabular") if isinstance(config, dict)
-              else "tabular")
-    if isinstance(action_space, spaces.Discrete):
-        return
-    if isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
-        if family == "linear":
-            return
-        raise ValueError(f"family {family} does not fit action space {action_space}: a table "
-                         "holds one discrete action per state (family: linear writes "
-                         "clip(W @ [obs, 1]) for Box actions)")
-    raise ValueError(f"family {family} does not fit action space {action_space}: policy "
-                     "search writes tables or linear policies for Discrete actions, and "
-                     "linear policies for a one-dimensional Box")
 
 
 def _names(given: list[str] | None, count: int, what: str, prefix: str) -> list[str]:

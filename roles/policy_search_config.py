@@ -49,8 +49,11 @@ class PolicySearchConfig(BaseModel):
     observation_names: list[str] | None = Field(None, description="names of the dimensions")
     action_names: list[str] | None = Field(None, description="names of the actions")
     action_bounds: list[tuple[float, float]] | None = Field(
-        None, description="linear on a Box action space: the clip range per action dimension "
-        "instead of the space's bounds (needed when they are infinite)")
+        None, description="on a Box action space: the action range per dimension instead of "
+        "the space's bounds (needed when they are infinite)")
+    action_bins: int | list[int] | None = Field(
+        None, description="tabular on a Box action space: values per action dimension (one int "
+        "for all), evenly spaced from low to high inclusive")
     normalise: bool | None = Field(
         None, description="linear on a Box action space: act on observations normalised by "
         "the running mean and std of those seen, as ARS V2 does (default true)")
@@ -70,6 +73,14 @@ class PolicySearchConfig(BaseModel):
         if not isinstance(value, (str, dict)):
             raise ValueError(f"llm is {value!r}, expected a backend name or a dict spec")
         return check_backend_spec(value)  # a bad field fails now, not mid-run
+
+    @field_validator("action_bins")
+    @classmethod
+    def _action_bins(cls, value: int | list[int] | None) -> int | list[int] | None:
+        if value is not None and min([value] if isinstance(value, int) else value or [0]) < 2:
+            raise ValueError(f"action_bins is {value!r}, expected ints of at least 2 (the "
+                             "values of an action dimension include its low and high)")
+        return value
 
     @model_validator(mode="after")
     def _templates_exist(self) -> PolicySearchConfig:

@@ -1,6 +1,6 @@
-"""Continuous control: linear policies on Box actions (hand-computed), ARS's update on a
-quadratic toy, the proposal parser, LLM replies as counted fallbacks, family / action-space
-mismatches, and the experiment files run shrunk."""
+"""Continuous control: linear policies and tables over discretised actions on Box actions
+(hand-computed), ARS's update on a quadratic toy, the proposal parser, LLM replies as counted
+fallbacks, family / action-space mismatches, and the experiment files run shrunk."""
 
 from __future__ import annotations
 
@@ -169,16 +169,107 @@ def test_bad_replies_on_a_box_are_counted_fallbacks_and_a_good_one_is_kept():
     assert "1 rows, one per action dimension" in fake.chat_bodies[-1]["messages"][-1]["content"]
 
 
-@pytest.mark.parametrize(("family", "space", "named"), [
-    ("tabular", spaces.Box(-2, 2, (1,)), "family tabular does not fit action space Box"),
-    ("linear", spaces.MultiBinary(3), "family linear does not fit action space MultiBinary"),
-    ("linear", spaces.Box(-np.inf, np.inf, (2,)), "infinite bounds: give action_bounds"),
+@pytest.mark.parametrize(("family", "space", "settings", "named"), [
+    ("tabular", spaces.Box(-2, 2, (1,)), {},
+     r"family tabular does not fit action space Box\(-2.0, 2.0, \(1,\), float32\) without "
+     "action_bins: add action_bins"),
+    ("tabular", spaces.Box(-np.inf, np.inf, (2,)), {"action_bins": 3},
+     "infinite bounds: give action_bounds"),
+    ("tabular", spaces.Box(-2, 2, (2,)), {"action_bins": [3, 3, 3]},
+     "action_bins is .3, 3, 3.*, expected one int or 2 ints"),
+    ("tabular", spaces.Box(-2, 2, (1,)), {"action_bins": 3, "normalise": True},
+     "normalise applies to linear policies"),
+    ("linear", spaces.Box(-2, 2, (1,)), {"action_bins": 3}, "action_bins applies to family: "
+     "tabular"),
+    ("tabular", spaces.Discrete(2), {"action_bins": 3}, "apply to a Box action space, not to "
+     "Discrete"),
+    ("linear", spaces.MultiBinary(3), {}, "family linear does not fit action space MultiBinary"),
+    ("linear", spaces.Box(-np.inf, np.inf, (2,)), {}, "infinite bounds: give action_bounds"),
 ])
-def test_a_family_that_does_not_fit_the_action_space_is_one_line(family, space, named):
+def test_a_family_that_does_not_fit_the_action_space_is_one_line(family, space, settings,
+                                                                  named):
     obs = spaces.Box(-1, 1, (3,))
     with pytest.raises(ValueError, match=named) as error:
-        make_agent("llm_policy_search", obs, space, family=family, proposer="random")
+        make_agent("llm_policy_search", obs, space, family=family, proposer="random",
+                   bins=[3] * 3 if family == "tabular" else None, **settings)
     assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="action_bins is 1, expected ints of at least 2"):
+        make_agent("llm_policy_search", obs, spaces.Box(-1, 1, (1,)), proposer="random",
+                   bins=[3] * 3, action_bins=1)
+
+
+# ------------------------------------------------------------------ tables on Box actions
+def test_a_table_over_discretised_states_and_actions_acts_as_computed_by_hand(tmp_path):
+    """States: 2 x 2 bins of [-1, 1]^2 (state = 2 i0 + i1). Actions: 3 values of [-1, 1] and
+    2 of [0, 2], action = 2 j0 + j1: 0 (-1, 0), 1 (-1, 2), 2 (0, 0), 3 (0, 2), 4 (1, 0),
+    5 (1, 2). Table [5, 0, 3, 2]."""
+    from langadapt.roles.policy_families import TabularPolicy, parse_proposal
+
+    space = spaces.Box(np.array([-1, 0], np.float32), np.array([1, 2], np.float32))
+    agent = make_agent("llm_policy_search", spaces.Box(-1, 1, (2,)), space, proposer="random",
+                       bins=[2, 2], action_bins=[3, 2], initial="zeros")
+    assert agent.n_states == 4 and agent.n_choices == 6
+    agent.candidate = TabularPolicy([5, 0, 3, 2], 6)
+    for obs, action in (([-0.5, -0.5], [1, 2]), ([-0.5, 0.5], [-1, 0]), ([0.5, -0.5], [0, 2]),
+                        ([0.5, 0.5], [0, 0])):  # states 0, 1, 2, 3
+        got = agent.act(np.array(obs, np.float32))
+        assert got.tolist() == action and got.dtype == np.float32 and space.contains(got)
+    agent.record_step(np.array([0.5, -0.5]), np.array([0, 2], np.float32), 1.0)
+    assert agent._steps[-1] == (2, 3, 1.0)  # trajectories show (state, action index, reward)
+    layout = agent.prompt_variables()["actions"]
+    assert "action = j0*2 + j1" in layout and "j0 is the value of action 0 (0: -1, 1: 0, 2: 1)" \
+        in layout and "j1 is the value of action 1 (0: 0, 1: 2)" in layout
+    schema = agent.schema["properties"]["actions"]
+    assert schema["items"]["enum"] == [0, 1, 2, 3, 4, 5]
+    assert schema["minItems"] == schema["maxItems"] == 4
+
+    def parse(reply: str):
+        return parse_proposal(reply, "tabular", agent.n_choices, agent.n_states)
+
+    assert parse('{"actions": [5, 0, 3, 2]}').to_json() == [5, 0, 3, 2]
+    for wrong, says in (("[5, 0, 3]", "3 entries, expected 4"), ("[5, 0, 3, 2, 1]", "5 entries"),
+                        ("[5, 0, 6, 2]", "not actions 0..5 at states .2."),
+                        ("[-1, 0, 3, 2]", "at states .0.")):
+        with pytest.raises(ValueError, match=says):
+            parse(f'{{"actions": {wrong}}}')
+    for _ in range(20):  # random search draws tables of the grid's indices
+        assert agent._random_policy().table.max() < 6
+    agent.best, agent.best_return = TabularPolicy([5, 0, 3, 2], 6), 1.0
+    agent.save(tmp_path / "table.pt")
+    other = make_agent("llm_policy_search", spaces.Box(-1, 1, (2,)), space, proposer="random",
+                       bins=[2, 2], action_bins=[3, 2])
+    other.load(tmp_path / "table.pt")
+    assert other.act(np.array([-0.5, -0.5]), None, explore=False).tolist() == [1, 2]
+    with pytest.raises(ValueError, match=r"saved with action_bins=\[3, 2\], but this agent"):
+        make_agent("llm_policy_search", spaces.Box(-1, 1, (2,)), space, proposer="random",
+                   bins=[2, 2], action_bins=3).load(tmp_path / "table.pt")
+
+
+def test_bad_tables_on_a_box_are_counted_fallbacks_and_a_good_one_is_kept():
+    """Pendulum, 8 states (2 bins per dimension), 5 torques -2, -1, 0, 1, 2."""
+    replies = iter([
+        json.dumps({"actions": [4] * 7}),                 # round 1: short ...
+        json.dumps({"actions": [5] * 8}),                 # ... corrected, out of range: skipped
+        json.dumps({"actions": [4] * 9}),                 # round 2: long ...
+        json.dumps({"actions": [4] * 8}),                 # ... corrected: torque 2 everywhere
+    ])
+    with FakeOllama(reply=lambda _body: next(replies)) as fake:
+        agent, records = _pendulum_search(fake, rounds=2, family="tabular", bins=[2] * 3,
+                                          action_bins=5)
+    log = agent.round_log
+    assert [e["skipped"] for e in log] == [False, True, False]
+    assert agent.counters["skipped_rounds"] == 1 and agent.counters["corrections"] == 2
+    assert "7 entries, expected 8" in fake.chat_bodies[1]["messages"][-1]["content"]
+    assert "not actions 0..4 at states [0, 1" in log[1]["error"]  # the correction's error
+    assert sum(r.phase == "train" for r in records) == 2 and log[2]["proposal"] == [4] * 8
+    obs, _ = gym.make("Pendulum-v1").reset(seed=0)
+    if agent.best_return == log[2]["evaluated_return"]:  # kept only when it scored higher
+        assert agent.act(obs, None, explore=False).tolist() == [2.0]
+    assert agent.best_return == max(e["evaluated_return"] for e in log if not e["skipped"])
+    system = fake.chat_bodies[0]["messages"][0]["content"]
+    assert "j0 is the value of action 0 (0: -2, 1: -1, 2: 0, 3: 1, 4: 2)" in system
+    assert "exactly 8 action indices, one per state in state order, each 0 to 4" in system
+    assert ",0," in fake.chat_bodies[2]["messages"][-1]["content"]  # round 0's action index
 
 
 def test_action_bounds_clip_an_infinite_box_and_normalise_false_acts_on_raw_observations():
@@ -190,40 +281,43 @@ def test_action_bounds_clip_an_infinite_box_and_normalise_false_acts_on_raw_obse
         [[10.0, 0.0, 0.0]], agent.low, agent.high))
     assert agent.act(np.array([1.0, 0.0])).tolist() == [0.5]
     assert agent.act(np.array([0.01, 0.0])).tolist() == pytest.approx([0.1])
-    with pytest.raises(ValueError, match="apply to linear policies on a Box action space"):
+    with pytest.raises(ValueError, match="apply to a Box action space, not to Discrete"):
         make_agent("llm_policy_search", obs_space, spaces.Discrete(2), family="linear",
                    proposer="random", normalise=True)
 
 
 # ------------------------------------------------------------------ experiment files
 CONTINUOUS_FILES = ["policy_search_pendulum", "policy_search_mountaincar_continuous",
-                    "policy_search_swimmer"]
+                    "policy_search_swimmer", "policy_search_bipedalwalker"]
 
 
 @pytest.mark.parametrize("name", CONTINUOUS_FILES)
 def test_continuous_experiment_files_run_shrunk(name, tmp_path, monkeypatch):
-    """Each file with 2 rounds / 1 iteration, one seed, the LLM behind the fake server: every
+    """Each file with 2 rounds / 1 iteration, one seed, the LLMs behind the fake server: every
     row trains and the search's rows and ARS's rows share the results folder."""
     from langadapt.experiments.config import load_config
     from langadapt.experiments.runner import run_experiment
 
     if name.endswith("swimmer"):
         pytest.importorskip("mujoco", reason="the mujoco extra (in dev) runs Swimmer-v5")
+    if name.endswith("bipedalwalker"):
+        pytest.importorskip("Box2D", reason="the box2d extra (in dev) runs BipedalWalker-v3")
 
     data = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
-    types = [a["type"] for a in data["agents"]]
-    assert types == ["llm_policy_search", "llm_policy_search", "ars"]
-    assert data["agents"][0]["params"]["llm"]["backend"] == "llamacpp"
+    assert [a["type"] for a in data["agents"][:3]] == ["llm_policy_search"] * 2 + ["ars"]
+    searches = [a for a in data["agents"] if a["type"] == "llm_policy_search"]
+    llms = [a for a in searches if a["params"].get("proposer", "llm") == "llm"]
+    assert all(a["params"]["llm"]["backend"] == "llamacpp" for a in llms)
     assert data["seeds"] >= 3
-    episodes = [(a["params"]["rounds"] + 1) * a["params"]["evaluation_episodes"]
-                for a in data["agents"][:2]]
+    episodes = {(a["params"]["rounds"] + 1) * a["params"]["evaluation_episodes"]
+                for a in searches}
     ars = data["agents"][2]["params"]
-    assert episodes == [2 * ars["directions"] * ars["iterations"]] * 2  # the same budget
+    assert episodes == {2 * ars["directions"] * ars["iterations"]}  # the same budget
     with FakeOllama() as fake:  # schema-fitting replies
-        for agent in data["agents"][:2]:
+        for agent in searches:
             agent["params"] = {**agent["params"], "rounds": 2, "evaluation_episodes": 1}
-        data["agents"][0]["params"]["llm"] = {
-            "backend": "ollama", "model": "llama3.2", "host": fake.host}
+        for agent in llms:
+            agent["params"]["llm"] = {"backend": "ollama", "model": "llama3.2", "host": fake.host}
         data["agents"][2]["params"] |= {"iterations": 1, "directions": 1, "top_directions": 1}
         data |= {"seeds": [0], "cache_dir": str(tmp_path / "cache"),
                  "evaluation": {"final_episodes": 1}}
@@ -232,12 +326,12 @@ def test_continuous_experiment_files_run_shrunk(name, tmp_path, monkeypatch):
         monkeypatch.setenv("LANGADAPT_CACHE_DIR", str(tmp_path / "llm"))
         out = run_experiment(load_config(path), tmp_path / "out", progress=False,
                              log=lambda _: None)
-    assert fake.chat_requests == 2
+    assert fake.chat_requests == 2 * len(llms)
     with open(out / "episodes.csv") as handle:
         rows = list(csv.DictReader(handle))
-    train_rows = {a: sum(r["phase"] == "train" for r in rows if r["agent"] == a)
-                  for a in ("llm", "random_search", "ars")}
-    assert train_rows == {"llm": 3, "random_search": 3, "ars": 2}
+    labels = [a["label"] for a in data["agents"]]
+    train_rows = {a: sum(r["phase"] == "train" for r in rows if r["agent"] == a) for a in labels}
+    assert train_rows == {a: 2 if a == "ars" else 3 for a in labels}
     assert all(math.isfinite(float(r["return"])) for r in rows)
     assert {r["agent"] for r in rows if r["phase"] == "final"} == set(train_rows)
 
