@@ -1,11 +1,7 @@
-"""The ``langadapt`` command. Each group of commands has its ``add_parsers(commands)`` and its
-``COMMANDS``: :mod:`.cli_run` (run, finetune, init, prerender, report), :mod:`.cli_inspect`
-(describe, prompt), and here bench, doctor and finetune-export.
-
-A bad command-line value is one line naming the option (exit code 2; an unknown option
-with the nearest known one: "did you mean --out?"); an exception raised in the user's own
-code (their environment, describer) is one line naming their file:line and the run (exit
-code 1; ``--traceback`` shows the whole); any other exception (a bug) keeps its traceback.
+"""The ``langadapt`` command: :mod:`.cli_run` (run, finetune, init, prerender, report),
+:mod:`.cli_inspect` (describe, prompt), and here bench, doctor and finetune-export, each group
+with its ``add_parsers(commands)`` and ``COMMANDS``. A bad value or an error in the user's
+own code is one line (exit 2 or 1); a bug keeps its traceback. See docs/configuration.md.
 """
 
 from __future__ import annotations

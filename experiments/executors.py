@@ -1,12 +1,8 @@
-"""Where the runs of an experiment execute: this machine's process pool, or a Ray cluster
-(every run one Ray task). An executor is a context manager whose ``run(config, keys,
+"""Where the runs of an experiment execute: this machine's process pool
+(:class:`ProcessExecutor`) or a Ray cluster (:class:`RayExecutor`, one Ray task a run; Ray
+imported only when used). An executor is a context manager whose ``run(config, keys,
 out_dir)`` yields one :class:`Outcome` per run as it finishes, after its files are written.
-The pool's workers never outlive the run: stopped when ``run`` ends early, and sent SIGTERM
-by the kernel when their parent dies (docs/configuration.md, "Stopping is clean"). Ray's
-workers share the driver's store (shipped to other nodes, their new rows sent back); its
-address is probed (TCP and HTTP/2 within :data:`CONNECT_TIMEOUT_S`) before ``ray.init``,
-so no cluster is one line naming it; Ray is imported only when used (the ``ray`` extra).
-See docs/cluster.md.
+Stopping, workers and the cluster: docs/configuration.md ("Stopping is clean"), docs/cluster.md.
 """
 
 from __future__ import annotations

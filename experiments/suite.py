@@ -1,28 +1,8 @@
-"""A suite: one experiment per task, and one report across the tasks.
-
-An experiment file with a ``tasks`` block (task name -> environment params added to the
-file's own) is a suite, e.g. BALROG's BabyAI suite, ``configs/babyai_suite.yaml``::
-
-    environment: {id: langadapt/BabyAI-MixedTrainLocal-v0, params: {num_dists: 0}}
-    tasks: {goto: {goal: goto}, pickup: {goal: pickup}, ...}
-
-:func:`run_suite` runs each task as an ordinary experiment into ``<output>/<task>/`` (its
-own ``episodes.csv``, ``summary.md``, plots; ``--resume`` and ``--force`` apply to each)
-and then :func:`write_suite_report` writes, in ``<output>/``:
-
-- ``suite.md``: per adapter x agent, each task's final success (mean over runs, stratified
-  bootstrap 95% interval) and the suite's IQM and mean over runs x tasks with rliable's
-  stratified bootstrap intervals (with a single run, e.g. a zero-shot LLM: the mean and its
-  interval over the held-out episodes of each task instead, no IQM), the LLM calls, LLM
-  seconds and CPU seconds of its runs; on BALROG's level, each row's protocol against
-  BALROG's (tasks, episodes per task) and BALROG's published zero-shot BabyAI figures
-  (:data:`BALROG_BABYAI`) beside them;
-- ``suite.csv``: one row per adapter, agent, task and seed (its success rate and episodes);
-- ``performance_profile.png``: rliable's performance profiles over runs x tasks.
-
-``suite.yaml`` is the resolved suite file; ``langadapt report <output>`` rebuilds every
-task's report and the suite report from the episodes alone; ``langadapt report A B --out C``
-puts the rows of suite folders A and B in one such table (:func:`merge_suites`).
+"""A suite: an experiment file with a ``tasks`` block runs one experiment per task into
+``<output>/<task>/`` (:func:`run_suite`), then :func:`write_suite_report` writes ``suite.md``,
+``suite.csv`` and ``performance_profile.png`` in ``<output>/`` (BALROG's figures beside them
+on its level); :func:`merge_suites` puts several suite folders in one table. Every table and
+rule: docs/configuration.md (Suites and held-out episodes).
 """
 
 from __future__ import annotations
