@@ -10,18 +10,13 @@ from pydantic import ConfigDict, validate_call
 
 RENDER_MODES: tuple[str, ...] = ("rgb_array", "ansi")
 
+#: Checks a constructor's arguments against their annotations (a ValidationError naming them).
 checked_arguments = validate_call(config=ConfigDict(arbitrary_types_allowed=True))
-"""Check a constructor's arguments against their annotations (``Annotated`` bounds, a
-``Literal``): a pydantic ValidationError naming the argument, the bound and the value."""
 
 
 def check_action(action: Any, n_actions: int) -> int:
-    """Return `action` as a plain int in ``[0, n_actions)`` or raise `ValueError`.
-
-    Accepts Python ints, numpy integers and 0-d integer arrays (what ``Discrete.sample()``
-    and most agents return); floats, bools and anything else are rejected rather than
-    silently truncated.
-    """
+    """`action` (an int, numpy integer or 0-d integer array) as an int in ``[0, n_actions)``,
+    else ValueError: floats and bools are refused, never truncated."""
     if type(action) is int:
         value = action
     elif isinstance(action, bool):
@@ -51,13 +46,11 @@ def check_render_mode(render_mode: str | None) -> str | None:
     return render_mode
 
 
-MAX_STEP_LIMIT = 1_000_000
-"""Longest episode a step limit allows (the shipped environments use 500 at most)."""
+MAX_STEP_LIMIT = 1_000_000  # the longest episode a step limit allows (shipped: 500 at most)
 
 
 def check_step_limit(name: str, value: Any) -> int:
-    """Return `value` as an int from 1 to :data:`MAX_STEP_LIMIT` (a step limit) or raise
-    `ValueError`."""
+    """`value` as a step limit, an int from 1 to `MAX_STEP_LIMIT`, else ValueError."""
     if isinstance(value, bool):
         raise ValueError(f"{name}={value!r} is a bool; expected a positive integer")
     try:
@@ -84,7 +77,7 @@ def check_finite(name: str, value: Any) -> float:
 
 
 def episode_over_error(env_name: str) -> RuntimeError:
-    """The error raised when `step()` is called before `reset()` or after the episode ended."""
+    """The error of `step()` before `reset()` or after the episode ended."""
     return RuntimeError(
         f"{env_name}.step() called outside an episode: call reset() first "
         "(the previous episode terminated or was truncated, or reset() was never called)"
