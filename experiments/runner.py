@@ -1,10 +1,7 @@
-"""Run an experiment: every (adapter x agent x seed) combination, written to disk as it goes
-(the results folder: :mod:`.results`). A crash loses at most the runs in flight;
-``resume=True`` keeps every finished run and redoes the others from their start. While
-:func:`run_experiment` runs in the main thread, SIGTERM and SIGHUP raise
-:class:`Interrupted` (a ``KeyboardInterrupt``, like SIGINT): the workers stop, the lock is
-released, ``--resume`` continues. :func:`watching`: the progress inside the runs in flight,
-read from their flushed ``episodes.csv``. See docs/configuration.md.
+"""Run an experiment (:func:`run_experiment`): every (adapter x agent x seed) combination,
+written as it goes into the results folder; ``resume=True`` keeps every finished run; SIGTERM
+and SIGHUP raise :class:`Interrupted` (a ``KeyboardInterrupt``); :func:`watching` shows the
+progress inside the runs in flight. See docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""The numbers of a report, computed from rows and run records; no file is written here.
-
-:func:`summarise` gives one :class:`SummaryRow` per adapter x agent (bootstrap intervals
-over seeds, episodes and steps to threshold, costs from :func:`folder_costs`); the few-seed
-statistics (IQM, mean, stratified bootstrap intervals, performance profiles) go through
-``rliable``, the optional extra ``stats`` (:func:`require_rliable`: one line without it).
-Every bootstrap is seeded, so a rebuilt report is identical. What each number means:
-``docs/configuration.md`` (the summary, the suite report). :data:`BALROG_BABYAI`: BALROG's
-published BabyAI leaderboard (balrog-ai/experiments, read 2026-11); :func:`goals_markdown`:
-a mixed-goal folder's held-out success per goal type, each goal drawn again from its seed.
+"""The numbers of a report, from rows and run records (no file written here):
+:func:`summarise` (one :class:`SummaryRow` per adapter x agent), the few-seed statistics
+through ``rliable``, the optional extra ``stats`` (:func:`require_rliable`), every bootstrap
+seeded; BALROG's published BabyAI leaderboard (:data:`BALROG_BABYAI`) and held-out success
+per goal type (:func:`goals_markdown`). What each number means: docs/configuration.md.
 """
 
 from __future__ import annotations
