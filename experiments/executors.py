@@ -55,12 +55,12 @@ class ProcessExecutor:
 
     def run(self, config: ExperimentConfig, keys: list[str], out_dir: Path
             ) -> Iterator[Outcome]:
-        data = config.resolved()
         if self.jobs <= 1 or len(keys) <= 1:
-            for key in keys:
-                one_run.execute_run(data, key, str(out_dir))
+            for key in keys:  # the driver's config, validated once
+                one_run.execute_run(config, key, str(out_dir))
                 yield Outcome(key)
             return
+        data = config.resolved()
         workers = min(self.jobs, len(keys))
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
                                    initializer=die_with_parent, initargs=(os.getpid(),))

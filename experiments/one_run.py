@@ -405,10 +405,13 @@ def _retention(config: ExperimentConfig) -> dict[str, Any]:
     return {"eval_every_steps": spec.every_steps, "keep_best": spec.keep_best}
 
 
-def execute_run(config_data: dict[str, Any], run_key: str, out_dir: str) -> dict[str, Any]:
+def execute_run(config: ExperimentConfig | dict[str, Any], run_key: str, out_dir: str
+                ) -> dict[str, Any]:
     """Train one combination into ``out_dir/runs/<key>/``, each episode's row flushed as it
-    ends, and ``done.json`` last. Takes plain data so that it can run in a worker process."""
-    config = worker_config(config_data)
+    ends, and ``done.json`` last. ``config``: the driver's validated config, or in a worker
+    process its resolved data (rebuilt by :func:`worker_config`, not validated again)."""
+    if not isinstance(config, ExperimentConfig):
+        config = worker_config(config)
     run = find_run(config, run_key)
     folder = Path(out_dir)
     run_dir = fresh_run_dir(folder, run.key)
