@@ -430,21 +430,10 @@ def test_the_continuous_language_file_runs_shrunk(tmp_path):
     """SAC on raw and language Pendulum states: 250 steps, one seed; the language rows are
     the describer's sentences (the wrapper on a Box action space)."""
     pytest.importorskip("stable_baselines3")
-    from langadapt.experiments.config import load_config
-    from langadapt.experiments.runner import run_experiment
+    from test_continuous_language import run_sac_shrunk  # tests/ is on pytest's path
 
     data = yaml.safe_load((CONFIGS / "continuous_language.yaml").read_text())
     assert [a["type"] for a in data["adapters"]] == ["raw", "language"]
     assert data["agents"][0]["params"]["algorithm"] == "SAC"
-    data["agents"][0]["params"] |= {"learning_starts": 200}
-    data |= {"seeds": [0], "training": {"steps": 250}, "cache_dir": str(tmp_path / "cache"),
-             "evaluation": {"final_episodes": 1}}
-    path = tmp_path / "shrunk.yaml"
-    path.write_text(yaml.safe_dump(data))
-    out = run_experiment(load_config(path), tmp_path / "out", progress=False,
-                         log=lambda _: None)
-    with open(out / "episodes.csv") as handle:
-        rows = list(csv.DictReader(handle))
-    assert {(r["adapter"], r["phase"]) for r in rows} == {
-        ("raw", "train"), ("raw", "final"), ("language", "train"), ("language", "final")}
+    rows = run_sac_shrunk(data, tmp_path)
     assert all(math.isfinite(float(r["return"])) for r in rows)

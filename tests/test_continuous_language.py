@@ -25,6 +25,26 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+
+def run_sac_shrunk(data: dict, tmp_path: Path) -> list[dict]:
+    """Run a raw-vs-language SAC file at 250 steps, one seed, one final episode; its rows,
+    which hold train and final rows of both adapters."""
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.runner import run_experiment
+
+    data["agents"][0]["params"] |= {"learning_starts": 200}
+    data |= {"seeds": [0], "training": {"steps": 250}, "cache_dir": str(tmp_path / "cache"),
+             "evaluation": {"final_episodes": 1}}
+    shrunk = tmp_path / "shrunk.yaml"
+    shrunk.write_text(yaml.safe_dump(data))
+    out = run_experiment(load_config(shrunk), tmp_path / "out", progress=False,
+                         log=lambda _: None)
+    with open(out / "episodes.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["adapter"], r["phase"]) for r in rows} == {
+        ("raw", "train"), ("raw", "final"), ("language", "train"), ("language", "final")}
+    return rows
+
 def _mujoco() -> None:
     pytest.importorskip("mujoco", reason="the mujoco extra (in dev) runs InvertedPendulum-v5")
 
@@ -134,7 +154,6 @@ def test_the_inverted_pendulum_file_validates_and_runs_shrunk(tmp_path):
     _mujoco()
     pytest.importorskip("stable_baselines3")
     from langadapt.experiments.config import load_config
-    from langadapt.experiments.runner import run_experiment
 
     path = CONFIGS / "continuous_language_inverted_pendulum.yaml"
     assert load_config(path).seeds == 3
@@ -144,17 +163,7 @@ def test_the_inverted_pendulum_file_validates_and_runs_shrunk(tmp_path):
     assert data["agents"][0]["params"]["algorithm"] == "SAC"
     assert data["torch_threads"] == 1 and data["seeds"] == 3
     assert data["evaluation"]["final_episodes"] > 0
-    data["agents"][0]["params"] |= {"learning_starts": 200}
-    data |= {"seeds": [0], "training": {"steps": 250}, "cache_dir": str(tmp_path / "cache"),
-             "evaluation": {"final_episodes": 1}}
-    shrunk = tmp_path / "shrunk.yaml"
-    shrunk.write_text(yaml.safe_dump(data))
-    out = run_experiment(load_config(shrunk), tmp_path / "out", progress=False,
-                         log=lambda _: None)
-    with open(out / "episodes.csv") as handle:
-        rows = list(csv.DictReader(handle))
-    assert {(r["adapter"], r["phase"]) for r in rows} == {
-        ("raw", "train"), ("raw", "final"), ("language", "train"), ("language", "final")}
+    rows = run_sac_shrunk(data, tmp_path)
     for adapter in ("raw", "language"):  # the episode cut by the budget is not a row
         steps = sum(int(r["length"]) for r in rows
                     if r["adapter"] == adapter and r["phase"] == "train")
