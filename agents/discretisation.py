@@ -125,12 +125,14 @@ class Discretisation:
         return self.low + (idx + 0.5) * width
 
     def layout(self, names: Sequence[str]) -> str:
-        """How a state index is built, in words (for prompts)."""
+        """How a state index is built, in words (for prompts); one-bin dimensions are named
+        once as not used."""
+        used = [d for d in range(self.dims) if self.sizes[d] > 1]
         terms = " + ".join(
-            f"i{d}*{int(r)}" if r > 1 else f"i{d}" for d, r in enumerate(self._radix)
-        )
+            f"i{d}*{int(self._radix[d])}" if self._radix[d] > 1 else f"i{d}" for d in used
+        ) or "0"
         lines = [f"There are {self.n_states} states; state = {terms}, where"]
-        for d in range(self.dims):
+        for d in used:
             if self.discrete:
                 offset = f" - {self.low[d]:g}" if self.low[d] else ""
                 lines.append(f"- i{d} = {names[d]}{offset} (0 to {int(self.sizes[d]) - 1})")
@@ -138,6 +140,9 @@ class Discretisation:
             inner = self.inner_edges[d].tolist()
             ranges = ", ".join(_bin_range(k, inner) for k in range(len(inner) + 1))
             lines.append(f"- i{d} is the bin of {names[d]} ({ranges})")
+        unused = [names[d] for d in range(self.dims) if self.sizes[d] == 1]
+        if unused:
+            lines.append(f"Not used (one bin each): {', '.join(unused)}.")
         return "\n".join(lines)
 
 

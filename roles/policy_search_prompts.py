@@ -24,7 +24,8 @@ TEMPLATE_VARIABLES: dict[str, str] = {
     "task_hints": "the task_hints setting (what the task is, what the return means)",
     "family": "tabular or linear",
     "actions": "the actions, e.g. '0 = push left, 1 = push right'",
-    "n_actions": "number of actions (on a Box action space: its dimensions)",
+    "n_actions": ("number of actions (a Box action space: its dimensions; a table over "
+                  "discretised Box actions: its action indices)"),
     "n_states": "number of table states (tabular; 0 for linear)",
     "state_layout": "how a state index is built from the observation (tabular)",
     "observation_names": "the observation's dimensions, comma-separated",

@@ -193,6 +193,18 @@ def test_discretisation_edges_and_round_trip():
         d.index([np.nan, 0.0])
 
 
+def test_the_layout_names_one_bin_dimensions_once_as_not_used():
+    d = Discretisation(spaces.Box(-1.0, 1.0, (3,), np.float32), [3, 1, 2])
+    layout = d.layout(["angle", "speed", "contact"])
+    assert layout.splitlines() == [
+        "There are 6 states; state = i0*2 + i2, where",
+        "- i0 is the bin of angle (0: below -0.333, 1: -0.333 to 0.333, 2: 0.333 and above)",
+        "- i2 is the bin of contact (0: below 0, 1: 0 and above)",
+        "Not used (one bin each): speed.",
+    ]
+    assert d.index([0.9, -0.9, 0.5]) == 2 * 2 + 1  # the same formula
+
+
 def test_discrete_states_are_the_observation_itself():
     space = spaces.Box(np.zeros(2, np.float32), np.array([3, 4], np.float32))
     d = Discretisation(space)
