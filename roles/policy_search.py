@@ -435,6 +435,10 @@ class PolicySearchLearner:
                 search.end_episode(record.return_, record.length)
                 returns.append(record.return_)
                 if len(returns) == search.config.evaluation_episodes:
+                    started = time.perf_counter()
                     search.end_round(returns)  # before the record: evaluations see the best
+                    # the round's last row carries the proposal's time, as a step learner's
+                    # row carries its updates (progress and the summary read wall times)
+                    record.wall_time += time.perf_counter() - started
                 run.record(record)
         return end_run(run)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -153,6 +154,16 @@ def test_random_search_keeps_best_and_never_decreases():
     assert len(records) == 31 * 3 and agent.finished
     assert agent.best_return == max(scores)
 
+
+def test_the_rounds_last_row_carries_the_proposals_time(monkeypatch):
+    # progress's ETA and the summary's wall times read rows: a slow proposer must show there
+    env = gym.make("langadapt/CartPole-v0")
+    agent = make_agent("llm_policy_search", env.observation_space, env.action_space, seed=0,
+                       family="linear", proposer="random", rounds=2, evaluation_episodes=2)
+    end_round = agent.end_round
+    monkeypatch.setattr(agent, "end_round", lambda returns: (time.sleep(0.3), end_round(returns)))
+    records = [r for r in train(agent, env, progress=False, seed=0) if r.phase == "train"]
+    assert [r.wall_time >= 0.3 for r in records] == [False, True] * 3
 
 def test_search_stops_at_the_step_cap():
     env = gym.make("langadapt/CartPole-v0")
