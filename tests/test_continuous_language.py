@@ -25,7 +25,6 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-
 def run_sac_shrunk(data: dict, tmp_path: Path) -> list[dict]:
     """Run a raw-vs-language SAC file at 250 steps, one seed, one final episode; its rows,
     which hold train and final rows of both adapters."""
@@ -44,6 +43,7 @@ def run_sac_shrunk(data: dict, tmp_path: Path) -> list[dict]:
     assert {(r["adapter"], r["phase"]) for r in rows} == {
         ("raw", "train"), ("raw", "final"), ("language", "train"), ("language", "final")}
     return rows
+
 
 def _mujoco() -> None:
     pytest.importorskip("mujoco", reason="the mujoco extra (in dev) runs InvertedPendulum-v5")
