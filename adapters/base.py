@@ -28,6 +28,7 @@ from .representation import (
     sentence_slots_vector,
 )
 from .sentence_mean import sentence_mean_vectors, sentences_of
+from .sentence_set import sentence_set_vectors
 
 __all__ = ["FLATTENED_SPACES", "AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "check_state",
            "env_spaces"]
@@ -113,11 +114,13 @@ class BaseAdapter(BaseModel):
     embedding_cache_capacity: int = Field(20_000, ge=1, le=10**8,
                                           description="vectors kept in memory")
     memo_capacity: int = Field(100_000, ge=0, le=10**8, description="inputs remembered")
-    embedding: Literal["paragraph", "sentences", "sentence_mean"] = Field(
+    embedding: Literal["paragraph", "sentences", "sentence_mean", "sentence_set"] = Field(
         "paragraph", description="one vector of the whole description, one per sentence in "
-        "fixed slots (adapters.representation), or the mean of the sentences' vectors "
-        "(adapters.sentence_mean)")
+        "fixed slots (adapters.representation), the mean of the sentences' vectors "
+        "(adapters.sentence_mean), or the set of the sentences (adapters.sentence_set)")
     sentence_slots: int = Field(4, ge=1, le=64, description="slots of embedding: sentences")
+    max_sentences: int = Field(24, ge=2, le=256,
+                               description="rows of embedding: sentence_set (its padding)")
     normalise: Literal["none", "centre", "whiten"] = Field(
         "none", description="subtract the fit set's mean (centre), then also whiten (whiten)")
     fit_steps: int = Field(2000, ge=1, le=10**6,
@@ -372,9 +375,11 @@ class BaseAdapter(BaseModel):
         """Box of float32: the language vector, then with ``with_raw`` the raw bounds."""
         if self._observation_space is None:
             slots = self.sentence_slots if self.embedding == "sentences" else 1
+            rows = self.max_sentences if self.embedding == "sentence_set" else None
             self._observation_space = language_box(self.embedding_cache.encoder, slots,
                                                    self.normalise,
-                                                   self._space if self.with_raw else None)
+                                                   self._space if self.with_raw else None,
+                                                   rows)
         return self._observation_space
 
     @property
@@ -417,6 +422,9 @@ class BaseAdapter(BaseModel):
         source = self.text_source()
         if self.embedding == "sentence_mean":
             return sentence_mean_vectors(texts, self.lookup, source)
+        if self.embedding == "sentence_set":
+            return sentence_set_vectors(texts, self.lookup, self.max_sentences,
+                                        self.embedding_cache.encoder.dimension, source)
         sentences = [sentences_of(text, "sentences", source) for text in texts]
         distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
         found = dict(zip(distinct, self.lookup(distinct), strict=True))

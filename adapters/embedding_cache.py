@@ -13,6 +13,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ..llm.store import open_store
+from .sentence_set import set_box
 
 __all__ = ["EmbeddingCache", "Memo", "language_box", "text_key"]
 
@@ -105,13 +106,17 @@ class EmbeddingCache:
         self.store.close()
 
 
-def language_box(encoder: Any, slots: int, normalise: str, raw: spaces.Box | None
-                 ) -> spaces.Box:
-    """Box of float32: ``slots`` vectors ([-1, 1] when L2-normalised and not centred), then
-    ``raw``'s bounds (with ``with_raw``)."""
+def language_box(encoder: Any, slots: int, normalise: str, raw: spaces.Box | None,
+                 set_rows: int | None = None) -> spaces.Box:
+    """Box of float32: ``slots`` vectors ([-1, 1] when L2-normalised and not centred), or
+    ``set_rows`` rows of a sentence set (`sentence_set.set_box`), then ``raw``'s bounds
+    (with ``with_raw``)."""
     bound = 1.0 if getattr(encoder, "normalized", False) and normalise == "none" else np.inf
-    low = np.full(encoder.dimension * slots, -bound)
-    high = np.full(encoder.dimension * slots, bound)
+    if set_rows is not None:
+        low, high = set_box(bound, set_rows, encoder.dimension)
+    else:
+        low = np.full(encoder.dimension * slots, -bound)
+        high = np.full(encoder.dimension * slots, bound)
     if raw is not None:
         low, high = np.concatenate([low, raw.low.ravel()]), np.concatenate([high, raw.high.ravel()])
     return spaces.Box(low=low.astype(np.float32), high=high.astype(np.float32), dtype=np.float32)

@@ -15,8 +15,8 @@ __all__ = ["REPRESENTATION_DEFAULTS", "Standardiser", "check_representation", "f
 
 #: The representation settings and their defaults.
 REPRESENTATION_DEFAULTS: dict[str, Any] = {
-    "embedding": "paragraph", "sentence_slots": 4, "normalise": "none", "fit_steps": 2000,
-    "fit_seed": 0, "with_raw": False,
+    "embedding": "paragraph", "sentence_slots": 4, "max_sentences": 24, "normalise": "none",
+    "fit_steps": 2000, "fit_seed": 0, "with_raw": False,
 }
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -33,7 +33,14 @@ def check_representation(settings: Mapping[str, Any], adapter: str) -> None:
     if "sentence_slots" in settings and embedding != "sentences":
         raise ValueError(f"sentence_slots applies to embedding: sentences, not to embedding: "
                          f"{embedding}")
+    if "max_sentences" in settings and embedding != "sentence_set":
+        raise ValueError(f"max_sentences applies to embedding: sentence_set, not to embedding: "
+                         f"{embedding}")
     normalise = settings.get("normalise", "none")
+    if embedding == "sentence_set" and normalise != "none":
+        raise ValueError(f"normalise: {normalise} applies to one vector per state; "
+                         "embedding: sentence_set keeps each sentence's own vector (set "
+                         "normalise: none)")
     for key in ("fit_steps", "fit_seed"):
         if key in settings and normalise not in ("centre", "whiten"):
             raise ValueError(f"{key} applies to normalise: centre or whiten, not to "

@@ -16,7 +16,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from .base import Agent
 from .loop import Budget, Callback, TrainingResult, end_run, start_run
@@ -64,6 +72,10 @@ class SB3Config(BaseModel):
     deterministic: StrictBool = True
     """Evaluation actions: the policy's most probable legal action (True, SB3's
     ``deterministic=True``) or an action sampled from it (False; PPO, A2C, MaskablePPO, SAC)."""
+    extractor: Literal["sentence_attention", "babyai11"] | None = None
+    """A features extractor of :mod:`.sb3_extractors` by name (None: SB3's default)."""
+    extractor_kwargs: dict[str, StrictInt] = Field(default_factory=dict)
+    """Its keyword arguments (e.g. ``max_sentences``, ``channels``)."""
 
     @field_validator("algorithm")
     @classmethod
@@ -89,6 +101,20 @@ class SB3Config(BaseModel):
             raise ValueError(f"{unknown[0]}: not a parameter of SB3's {self.algorithm} "
                              f"({expected})")
         check_keyword_values(sb3_algorithm(self.algorithm), self.policy, self.keywords)
+        if self.extractor_kwargs and self.extractor is None:
+            raise ValueError("extractor_kwargs: given without an extractor (sentence_attention "
+                             "or babyai11)")
+        if self.extractor is not None:
+            from .sb3_extractors import EXTRACTORS  # imports SB3 (the optional extra)
+
+            cls = EXTRACTORS[self.extractor]
+            accepted = [name for name in inspect.signature(cls).parameters
+                        if name != "observation_space"]
+            for name, value in self.extractor_kwargs.items():
+                if name not in accepted or not 1 <= value <= 100_000:
+                    raise ValueError(f"extractor_kwargs.{name}={value!r}: expected one of "
+                                     f"{', '.join(accepted)} of {self.extractor}, from 1 to "
+                                     "100,000")
         return self
 
     @property
@@ -126,9 +152,17 @@ class SB3Agent(Agent):
             raise ValueError(f"SB3's {cfg.algorithm} does not take action space {action_space} "
                              f"(it takes {'Box' if cfg.algorithm in BOX_ONLY else 'Discrete'} "
                              "actions; PPO and A2C take both)")
+        keywords = cfg.keywords
+        if cfg.extractor is not None:
+            from .sb3_extractors import EXTRACTORS  # imports SB3 (the optional extra)
+
+            keywords["policy_kwargs"] = {
+                **(keywords.get("policy_kwargs") or {}),
+                "features_extractor_class": EXTRACTORS[cfg.extractor],
+                "features_extractor_kwargs": dict(cfg.extractor_kwargs)}
         with own_random_state():
             model = sb3_algorithm(cfg.algorithm)(cfg.policy, env=None, seed=self.seed, verbose=0,
-                                                 _init_setup_model=False, **cfg.keywords)
+                                                 _init_setup_model=False, **keywords)
             model.observation_space, model.action_space, model.n_envs = (
                 observation_space, action_space, 1)
             if getattr(model, "target_entropy", None) == "auto":  # SAC's "auto" reads env

@@ -21,6 +21,7 @@ from ..adapters.representation import check_representation
 from ..agents import AGENTS, SB3Agent
 from ..agents.base import Agent
 from ..agents.loop import check_demonstrations
+from ..environments.minigrid import is_minigrid_id
 from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
@@ -164,6 +165,7 @@ def check_component_settings(config: ExperimentConfig, source: Path | str) -> No
             _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
         _check_llm_roles(config, index, spec, source)
         _check_copies(config, index, spec, source)
+        _check_extractors(config, index, spec, source)
         if spec.type == "sb3" and config.training_for(spec).steps is None:
             raise ConfigError(f"{source}: agents.{index}: an sb3 agent trains for a number of "
                               "environment steps (SB3's total_timesteps); give it training: "
@@ -223,6 +225,33 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
         )
     if spec.type == "grpo":
         _check_grpo(config, index, spec, source)
+
+
+def _check_extractors(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any
+                      ) -> None:
+    """An sb3 agent's ``extractor`` only with adapters whose observations it reads:
+    ``sentence_attention`` a language/llm adapter with ``embedding: sentence_set``,
+    ``babyai11`` raw views of a MiniGrid/BabyAI level."""
+    if spec.type != "sb3":
+        return
+    minigrid = is_minigrid_id(config.environment.id)
+    for adapter in config.adapters:
+        extractor = spec.params_for(adapter.name).get("extractor")
+        embedding = adapter.settings.get("embedding", "the default")
+        fits = (extractor is None
+                or extractor == "sentence_attention" and embedding == "sentence_set"
+                or extractor == "babyai11" and adapter.type == "raw" and minigrid)
+        if not fits:
+            observation = (f"raw views of {config.environment.id}" if adapter.type == "raw"
+                           else f"{adapter.type} states with embedding: {embedding}")
+            expected = ("a language or llm adapter with embedding: sentence_set"
+                        if extractor == "sentence_attention" else
+                        "raw views of a MiniGrid/BabyAI level (adapter type raw)")
+            raise ConfigError(
+                f"{source}: agents.{index}: extractor {extractor} cannot read adapter "
+                f"{adapter.name}'s observations ({observation}); it takes {expected} (set it "
+                f"for that adapter alone with per_adapter: {{{adapter.name}: {{extractor: "
+                "...}})")
 
 
 def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:

@@ -129,6 +129,16 @@ def agent_params(spec: AgentSpec, adapter: str, cache_dir: str) -> dict[str, Any
     return params
 
 
+def with_set_layout(params: dict[str, Any], adapter: Any) -> dict[str, Any]:
+    """``params`` with a ``sentence_attention`` extractor told the adapter's set layout
+    (``max_sentences``, ``dimension``) where the file does not say it."""
+    if params.get("extractor") != "sentence_attention":
+        return params
+    layout = {"max_sentences": adapter.max_sentences,
+              "dimension": adapter.embedding_cache.encoder.dimension}
+    return {**params, "extractor_kwargs": {**layout, **params.get("extractor_kwargs", {})}}
+
+
 def make_adapter(spec: AdapterSpec, env, cache_dir: str, n_envs: int = 1):
     """The run's adapter; an LLM adapter trained on ``n_envs`` copies keeps up to ``n_envs``
     requests in flight (at most 64) unless its settings name ``concurrency``."""
@@ -171,7 +181,7 @@ def train_run(
         one.observation_space,
         one.action_space,
         seed=run.seed,
-        **agent_params(run.agent, run.adapter.name, config.cache_dir),
+        **with_set_layout(agent_params(run.agent, run.adapter.name, config.cache_dir), adapter),
     )
     advisor = None if run.agent.advisor is None else LLMAdvisor(
         _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir), seed=run.seed)
