@@ -59,3 +59,23 @@ def started_runs(monkeypatch, finished_before_crash: int | None = None) -> list[
     record_and_run.unrecorded = real
     monkeypatch.setattr(one_run, "execute_run", record_and_run)
     return started
+
+
+def one_line_error(capsys, *args: str, lines: int = 1) -> tuple[int, str]:
+    """``langadapt ARGS`` in this process -> (exit code, its error): ``lines`` lines (an
+    invalid experiment file is its name, then one line per bad key), no traceback."""
+    from langadapt.experiments import cli
+
+    capsys.readouterr()
+    code = cli.main(list(args))
+    err = capsys.readouterr().err
+    assert err.count("\n") == lines and "Traceback" not in err, err  # (a bar ends in \r)
+    return code, err.rsplit("\r", 1)[-1]
+
+
+def write_yaml(path: Path, data: dict) -> Path:
+    """``data`` written as YAML to ``path``; ``path``."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

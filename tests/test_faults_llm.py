@@ -17,10 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from adapter_fixtures import CountingEncoder
+from experiment_fixtures import QUIET, raw_config
+from experiment_fixtures import one_line_error as _main
+from experiment_fixtures import write_yaml as _write
 from fake_ollama import FakeOllama
 
 from langadapt import adapters, environments
 from langadapt.adapters.llm import OllamaAdapter
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.runner import run_experiment
 from langadapt.llm import LLMError, LLMUnavailableError, OllamaBackend, SQLiteStore
 
 TESTS = Path(__file__).resolve().parent
@@ -221,3 +226,87 @@ def test_the_breaker_tries_again_after_the_cool_down(tmp_path):
         assert backend.complete("s", "c") == "back again"
         assert not backend.breaker_open
         assert backend.stats()["llm_breaker_skips"] == 1
+
+
+# -------------------------------------------------- the store: foreign files, links, absurd vectors
+
+
+def _foreign_database(path: Path) -> bytes:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE entries (id INTEGER, name TEXT)")
+        db.execute("CREATE TABLE invoices (id INTEGER)")
+        db.commit()
+    return path.read_bytes()
+
+
+def _journal_mode(path: Path) -> str:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute("PRAGMA journal_mode").fetchone()[0]
+
+
+def test_a_cache_file_that_is_a_directory_or_foreign_is_refused_before_force(tmp_path, capsys):
+    data = raw_config(tmp_path, adapters=[{"type": "language"}], agents=[{"type": "random"}])
+    out = run_experiment(experiment_from_dict(raw_config(tmp_path)), **QUIET)
+    before = sorted(p.name for p in out.iterdir())
+    path = _write(tmp_path / "exp.yaml", data)
+    store = tmp_path / "cache" / "cache.sqlite"
+    store.mkdir(parents=True)
+    for extra in (["--check"], ["--force", "--no-progress"]):
+        code, err = _main(capsys, "run", str(path), *extra, lines=2)
+        assert code == 2 and f"cache_dir: cache path {str(store)!r} is a directory" in err
+    store.rmdir()
+    kept = _foreign_database(store)
+    for extra in (["--check"], ["--force", "--no-progress"]):
+        code, err = _main(capsys, "run", str(path), *extra, lines=2)
+        assert code == 2 and "is another program's SQLite database (tables invoices)" in err
+    assert store.read_bytes() == kept and _journal_mode(store) == "delete"
+    assert sorted(p.name for p in out.iterdir()) == before  # --force emptied nothing
+
+
+def test_the_store_never_follows_a_link_nor_writes_another_programs_database(tmp_path):
+    from langadapt.llm import CacheError, SQLiteStore
+
+    theirs = tmp_path / "theirs.sqlite"
+    kept = _foreign_database(theirs)
+    with pytest.raises(CacheError, match="another program's SQLite database"):
+        SQLiteStore(theirs)
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    for target in (theirs, empty):
+        link = tmp_path / f"link-{target.name}"
+        link.symlink_to(target)
+        with pytest.raises(CacheError, match=r"link-.* is a symbolic link"):
+            SQLiteStore(link)
+    assert theirs.read_bytes() == kept and _journal_mode(theirs) == "delete"
+    assert empty.read_bytes() == b"" and not list(tmp_path.glob("*-wal"))
+
+
+@pytest.mark.parametrize("value", [3e38, -3e38, 2e3])
+def test_a_cached_vector_of_absurd_length_is_encoded_again(tmp_path, value):
+    import sqlite3
+    from contextlib import closing
+
+    import numpy as np
+    from adapter_fixtures import CountingEncoder
+
+    from langadapt.adapters.embedding_cache import EmbeddingCache, text_key
+
+    encoder = CountingEncoder(name=f"absurd-{value}")
+    path = tmp_path / "cache.sqlite"
+    with closing(sqlite3.connect(path)) as db:  # a store holding a vector no encoder made
+        db.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+                   "meta TEXT NOT NULL, created TEXT NOT NULL)")
+        blob = np.full(encoder.dimension, value, dtype=np.float32).tobytes()
+        db.execute("INSERT INTO entries VALUES (?, ?, '{}', '2026-01-01')",
+                   (text_key(encoder.name, "a lake"), blob))
+        db.commit()
+    cache = EmbeddingCache(encoder, path)
+    vector = cache.get("a lake")
+    assert cache.misses == 1 and np.array_equal(vector, encoder.encode_many(["a lake"])[0])
+    assert np.linalg.norm(vector) < 10

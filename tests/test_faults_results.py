@@ -10,6 +10,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from experiment_fixtures import LANGADAPT, QUIET, raw_config
+from experiment_fixtures import one_line_error as _main
 from fake_ollama import FakeOllama, example_for
 
 from langadapt.experiments import cli, folders, one_run
@@ -441,3 +443,184 @@ def test_a_folder_with_old_counter_names_in_done_json_still_loads(finished, monk
     write_report(out, log=None)
     curves, _ = run_curves(out)
     assert len(curves) == len(runs_of(config))
+
+
+# --------------------------------------------------- --force, comparisons, report cells and writers
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _someone_elses(folder: Path) -> dict[str, bytes]:
+    """A folder of another tool's files, named like ours (the red team's case)."""
+    (folder / "runs" / "tb").mkdir(parents=True)
+    (folder / "runs" / "tb" / "events.out").write_bytes(b"their tensorboard events")
+    (folder / "config.yaml").write_text("model: resnet50\nlr: 0.1\n")
+    (folder / "summary.md").write_text("# their summary\n")
+    return _snapshot(folder)
+
+
+def test_force_never_empties_a_folder_whose_config_yaml_is_not_an_experiment(tmp_path, capsys):
+    theirs = tmp_path / "theirs"
+    before = _someone_elses(theirs)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw_config(tmp_path)))
+    code, err = _main(capsys, "run", str(path), "--out", str(theirs), "--no-progress")
+    assert code == 2 and "not a langadapt results folder" in err
+    assert "--force" not in err  # never suggest deleting someone else's files
+    code, err = _main(capsys, "run", str(path), "--out", str(theirs), "--force", "--no-progress")
+    assert code == 2 and str(theirs) in err and "not a langadapt results folder" in err
+    assert _snapshot(theirs) == before
+
+
+def test_force_removes_only_what_the_runner_wrote(tmp_path):
+    config = experiment_from_dict(raw_config(tmp_path))
+    out = run_experiment(config, **QUIET)
+    assert (out / ".langadapt-results").is_file()
+    (out / "runs" / "tb").mkdir()
+    (out / "runs" / "tb" / "events.out").write_bytes(b"mine")
+    (out / "notes.md").write_text("mine too")
+    (out / "runs" / "old__run__seed9").mkdir()  # a run of an earlier experiment: ours
+    (out / "config.yaml").write_text("not: [an experiment any more\n")  # the marker decides
+    run_experiment(config, force=True, **QUIET)
+    assert (out / "runs" / "tb" / "events.out").read_bytes() == b"mine"
+    assert (out / "notes.md").read_text() == "mine too"
+    assert not (out / "runs" / "old__run__seed9").exists()
+    assert check_results(out) == {}
+
+
+def _finished(tmp_path: Path, name: str) -> Path:
+    data = raw_config(tmp_path, agents=[{"type": "random"}], seeds=1,
+                      output=str(tmp_path / name))
+    return run_experiment(experiment_from_dict(data), **QUIET)
+
+
+@pytest.fixture()
+def two_folders(tmp_path):
+    return _finished(tmp_path, "a"), _finished(tmp_path, "b")
+
+
+def test_a_comparison_never_writes_through_planted_links(two_folders, tmp_path, capsys):
+    a, b = two_folders
+    out = tmp_path / "cmp"
+    out.mkdir()
+    victims = {}
+    for name in ("summary.md", "summary.csv"):
+        victims[name] = tmp_path / f"precious-{name}"
+        victims[name].write_text("years of work")
+        (out / name).symlink_to(victims[name])
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(out))
+    assert code == 2 and "summary.csv is a symbolic link" in err
+    assert all(v.read_text() == "years of work" for v in victims.values())
+    assert sorted(p.name for p in out.iterdir()) == [".langadapt.lock", "summary.csv",
+                                                     "summary.md"]  # no temporary file left
+    before = (a / "summary.md").read_bytes()
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(a))
+    assert code == 2 and f"--out {a} is a results folder" in err
+    assert (a / "summary.md").read_bytes() == before
+    for name in victims:
+        (out / name).unlink()
+    assert cli.main(["report", str(a), str(b), "--out", str(out)]) == 0
+    assert not (out / "summary.md").is_symlink()
+
+
+def test_a_comparison_checks_each_episodes_csv_against_its_runs(two_folders, tmp_path,
+                                                                monkeypatch, capsys):
+    from langadapt.experiments import results
+
+    a, b = two_folders
+    kept = (a / "episodes.csv").read_text()
+    last = kept.rstrip("\n").rsplit("\n", 1)[1]
+    (a / "episodes.csv").write_text(kept + (last + "\n") * 50)  # crafted rows
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(tmp_path / "cmp"))
+    assert code == 2 and f"{a / 'episodes.csv'} does not match runs/" in err
+    (a / "episodes.csv").write_text(kept)
+    monkeypatch.setattr(results, "MAX_EPISODES_BYTES", 100)
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(tmp_path / "cmp"))
+    assert code == 2 and "episodes.csv: " in err and "expected at most 100 bytes" in err
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_names_that_start_like_formulas_are_text_in_summary_csv(tmp_path):
+    import csv
+
+    from langadapt.experiments.report import compare_folders
+
+    folders = [_finished(tmp_path, name) for name in ("=cmd|' -C calc'!A0", "@SUM(1+1)")]
+    compare_folders(folders, tmp_path / "cmp")
+    with open(tmp_path / "cmp" / "summary.csv", newline="") as handle:
+        cells = [cell for row in csv.reader(handle) for cell in row]
+    assert "'=cmd|' -C calc'!A0/raw" in cells and "'@SUM(1+1)/raw" in cells
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+
+
+def test_an_llms_text_in_rounds_csv_is_text_not_a_formula(tmp_path, monkeypatch):
+    import csv
+
+    from langadapt.experiments import report as search_report
+
+    out = _finished(tmp_path, "search")
+    entry = dict.fromkeys(search_report.ROUND_COLUMNS, 0) | {
+        "adapter": "raw", "agent": "llm", "error": "=HYPERLINK(\"http://x\")",
+        "proposer": "@SUM(A1)", "proposal": "+1"}
+    monkeypatch.setattr(search_report, "run_curves", lambda folder: ([], [entry]))
+    search_report.write_search_report(out, log=None)
+    with open(out / "rounds.csv", newline="") as handle:
+        row = next(csv.DictReader(handle))
+    assert row["error"] == "'=HYPERLINK(\"http://x\")" and row["proposer"] == "'@SUM(A1)"
+    assert row["proposal"] == '"+1"'  # JSON text: quoted, so never a formula
+
+
+def test_tensorboard_never_writes_through_a_planted_link(tmp_path):
+    pytest.importorskip("tensorboard")
+    data = raw_config(tmp_path, agents=[{"type": "qlearning"}], seeds=1,
+                      logging={"tensorboard": True})
+    config = experiment_from_dict(data)
+    out = run_experiment(config, **QUIET)
+    run = out / "runs" / "raw__qlearning__seed0"
+    (run / "done.json").unlink()  # unfinished: --resume trains it again
+    shutil.rmtree(run / "tb")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "notes").write_text("years of work")
+    (run / "tb").symlink_to(victim)
+    run_experiment(config, resume=True, **QUIET)
+    assert [p.name for p in victim.iterdir()] == ["notes"]
+    assert (run / "tb").is_dir() and not (run / "tb").is_symlink()
+    assert any((run / "tb").iterdir())
+
+
+def test_a_suite_report_is_refused_while_another_process_writes_the_folder(tmp_path):
+    import subprocess
+    import time
+
+    pytest.importorskip("rliable")
+    from test_suite_protocol import _config, _episodes
+
+    from langadapt.experiments.folders import ResultsFolderError
+    from langadapt.experiments.suite import SUITE_FILE, write_suite_report
+
+    config = _config(tasks={"goto": {"goal": "goto"}}, output=str(tmp_path))
+    (tmp_path / SUITE_FILE).write_text(yaml.safe_dump(config.resolved(), sort_keys=False))
+    _episodes(tmp_path / "goto" / "episodes.csv", {("raw", "random", 0): [1, 0]})
+    lock = tmp_path / ".langadapt.lock"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.write(fd, f'{os.getpid()} {os.uname().nodename}'.encode())\n"
+        "time.sleep(60)\n")])
+    try:
+        deadline = time.monotonic() + 30
+        while not (lock.exists() and lock.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with pytest.raises(ResultsFolderError, match=f"is being written by langadapt process "
+                                                     f"{holder.pid}"):
+            write_suite_report(tmp_path, log=None, task_reports=False)
+        assert not (tmp_path / "suite.md").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    write_suite_report(tmp_path, log=None, task_reports=False)
+    assert (tmp_path / "suite.md").is_file()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 
 import gymnasium as gym
 import pytest
@@ -146,3 +147,54 @@ def test_the_llm_potential_is_the_expectation_over_the_scale():
                            {"potential": "llm", "scale": 1.0}, backend=backend)
     assert shaper.potential([1, 1], [1, 3]) == pytest.approx(0.5, abs=1e-6)
     assert shaper.stats()["llm_scored"] == 1
+
+
+# ---------------------------------------------------------------------------- the BabyAI bot oracle
+
+
+@pytest.fixture()
+def bot_oracle():
+    pytest.importorskip("minigrid")
+    from langadapt.environments.minigrid import make_minigrid
+    from langadapt.roles import oracle_for
+
+    env = make_minigrid("BabyAI-GoToObj-v0")
+    _, info = env.reset(seed=0)
+    return env, oracle_for(env), info
+
+
+def test_a_bot_that_raises_inside_the_oracle_is_counted_and_warned(bot_oracle):
+    env, oracle, info = bot_oracle
+
+    class Broken(oracle._bot_class):
+        def replan(self, action_taken=None):
+            raise AssertionError("the bot lost its plan (simulated)")
+
+    oracle._bot_class = Broken
+    with pytest.warns(RuntimeWarning, match=r"oracle on BabyAI-GoToObj-v0: BabyAI's bot raised "
+                      r"AssertionError: the bot lost its plan \(simulated\) \(episode 1, step 0\)"):
+        env.reset(seed=1)
+    assert oracle.bot_failures == 2 and "simulated" in oracle.last_bot_error
+    assert oracle.potential(env) == -1.0 and oracle.best_move(env, info["legal_moves"]) == 0
+    env.step(2)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        oracle.best_move(env, info["legal_moves"])  # the bot fails again: counted, not warned
+    assert oracle.bot_failures > 2 and not seen
+
+
+def test_the_bot_oracles_plan_memo_is_bounded(bot_oracle):
+    from langadapt.roles.minigrid_oracle import PLAN_MEMO_SIZE
+
+    env, oracle, _ = bot_oracle
+    assert oracle.plan_memo_size == PLAN_MEMO_SIZE
+    oracle.plan_memo_size = 5
+    rng = __import__("random").Random(0)
+    for _ in range(60):
+        oracle.potential(env)
+        _, _, terminated, truncated, _ = env.step(rng.choice([0, 1, 2]))
+        if terminated or truncated:
+            env.reset(seed=rng.randrange(100))
+    assert len(oracle._plans) == 5  # a 60-step walk asks about more than 5 states
+    first = oracle.potential(env)
+    assert oracle.potential(env) == first and next(reversed(oracle._plans)) is not None

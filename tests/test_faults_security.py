@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
+from experiment_fixtures import QUIET, raw_config
+from experiment_fixtures import one_line_error as _main
+from experiment_fixtures import write_yaml as _write
+
+from langadapt.experiments import cli
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.runner import run_experiment
 
 torch = pytest.importorskip("torch")
 
@@ -235,3 +244,55 @@ def test_check_refuses_what_would_send_or_store_a_secret(
     err = capsys.readouterr().err
     assert "agents.0.params.backend" in err and named in err and "SECRETX" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.yaml"]  # nothing written
+
+
+# ------------------------------------------------------------------------ a received results folder
+
+
+@pytest.fixture()
+def sent_folder(tmp_path, monkeypatch):
+    """results/sent: a finished folder someone sent, with an evil.py its config.yaml imports
+    (the red team's case); the working folder is tmp_path, as for a user in their project."""
+    monkeypatch.chdir(tmp_path)
+    config = experiment_from_dict(raw_config(tmp_path, output="results/sent"))
+    out = run_experiment(config, **QUIET)
+    (out / "evil.py").write_text('open("PWNED", "w").write("x")\n')
+    data = yaml.safe_load((out / "config.yaml").read_text())
+    data["imports"] = ["results.sent.evil"]
+    _write(out / "config.yaml", data)
+    return out
+
+
+def test_reading_a_results_folder_never_imports_what_it_names(sent_folder, tmp_path, capsys):
+    shutil.copytree(sent_folder, tmp_path / "results" / "other")
+    assert cli.main(["report", "results/sent"]) == 0
+    assert cli.main(["report", "results/sent", "results/other", "--out", "cmp"]) == 0
+    code, err = _main(capsys, "run", "results/sent/config.yaml", "--resume", "--no-progress")
+    assert code == 2 and "results.sent.evil" in err and "--import results.sent.evil" in err
+    mine = _write(tmp_path / "mine.yaml", raw_config(tmp_path, output="results/sent"))
+    code, err = _main(capsys, "run", str(mine), "--out", "results/sent", "--resume",
+                      "--no-progress")
+    assert code == 2 and "different experiment" in err
+    code, err = _main(capsys, "run", "results/sent/config.yaml", "--check")
+    assert code == 2 and "read as data" in err
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_results_folders_module_id_and_stdlib_import_are_data(sent_folder, tmp_path):
+    data = yaml.safe_load((sent_folder / "config.yaml").read_text())
+    data["imports"] = ["this"]  # a standard-library module that prints when imported
+    data["environment"]["id"] = "results.sent.evil:Evil-v0"
+    _write(sent_folder / "config.yaml", data)
+    shutil.copytree(sent_folder, tmp_path / "results" / "other")
+    assert cli.main(["report", "results/sent", "results/other", "--out", "cmp"]) == 0
+    assert cli.main(["report", "results/sent"]) == 0
+    assert not (tmp_path / "PWNED").exists() and "this" not in sys.modules
+
+
+def test_resume_from_a_results_folders_file_imports_what_the_command_line_names(
+        sent_folder, tmp_path, capsys):
+    (sent_folder / "evil.py").write_text("MARK = 1\n")  # now the user trusts it
+    code = cli.main(["run", "results/sent/config.yaml", "--resume", "--no-progress",
+                     "--import", "results.sent.evil"])
+    out = capsys.readouterr().out
+    assert code == 0 and "a results folder's file; nothing it names is imported" in out

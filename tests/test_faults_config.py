@@ -1,0 +1,214 @@
+"""Bad experiment files and command-line values: every case one line naming the file, the
+key or the value and what was expected, exit code 2, nothing written — YAML that expands
+without bound (aliases, ``--set``), counts, sizes and step limits past their bounds, held-out
+seeds training uses, paths too long for the file system, lakes that cannot be drawn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from experiment_fixtures import one_line_error as _main
+from experiment_fixtures import raw_config
+from experiment_fixtures import write_yaml as _write
+
+from langadapt.experiments import cli
+from langadapt.experiments.config import MAX_YAML_VALUES, ConfigError, experiment_from_dict
+
+# ----------------------------------------------------------------------------- YAML, bounds
+
+
+def _alias_bomb(path: Path, levels: int = 9) -> None:
+    lines = ["name: bomb", "environment:", "  id: langadapt/Maze-v0", "  params:",
+             "    a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"    a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]"
+              for i in range(1, levels)]
+    lines += ["adapters: [{type: raw}]", "agents: [{type: random}]", "training: {episodes: 2}"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_yaml_alias_bomb_is_one_line_before_it_expands(tmp_path, capsys):
+    path = tmp_path / "bomb.yaml"
+    _alias_bomb(path)
+    assert path.stat().st_size < 700
+    code, err = _main(capsys, "run", str(path), "--check")
+    assert code == 2 and str(path) in err and f"{MAX_YAML_VALUES:,}" in err and "aliases" in err
+    recursive = tmp_path / "loop.yaml"
+    recursive.write_text("name: loop\nenvironment: &e {id: langadapt/Maze-v0, params: {x: *e}}\n")
+    code, err = _main(capsys, "run", str(recursive), "--check")
+    assert code == 2 and "recursive YAML alias" in err
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("name: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    code, err = _main(capsys, "run", str(deep), "--check")
+    assert code == 2 and str(deep) in err
+    many = tmp_path / "many.yaml"  # no alias, but more values than the cap: not composed
+    many.write_text("name: many\ndescription: [" + ", ".join(["1"] * 100_001) + "]\n")
+    code, err = _main(capsys, "run", str(many), "--check")
+    assert code == 2 and f"more than {MAX_YAML_VALUES:,} values" in err
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("name: huge\ndescription: " + "x" * 5_000_000 + "\n")
+    code, err = _main(capsys, "run", str(huge), "--check")
+    assert code == 2 and "5,000,025 bytes; expected an experiment file of at most 4,000,000" in err
+
+
+def test_a_few_aliases_still_load(tmp_path):
+    path = tmp_path / "shared.yaml"
+    path.write_text(
+        "name: shared\nenvironment: {id: langadapt/Maze-v0}\nadapters: [{type: raw}]\n"
+        "agents:\n  - {type: qlearning, label: a, params: &p {alpha: 0.3}}\n"
+        "  - {type: qlearning, label: b, params: *p}\ntraining: {episodes: 2}\n")
+    from langadapt.experiments.config import load_config
+
+    assert [a.params for a in load_config(path).agents] == [{"alpha": 0.3}] * 2
+
+
+def test_instruction_counts_are_bounded_when_the_file_is_checked(tmp_path, capsys):
+    data = raw_config(tmp_path)
+    data["environment"]["instructions"] = {"instruction": "reach the goal",
+                                           "exploration_episodes": 10**12}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, err = _main(capsys, "run", str(path), "--check", lines=2)
+    assert code == 2 and "environment.instructions.exploration_episodes: Input should be less " \
+        "than or equal to 100000, got 1000000000000" in err
+
+
+def test_a_cache_dir_that_is_a_file_is_one_line(tmp_path, capsys):
+    from langadapt.experiments.config import AdapterSpec
+    from langadapt.experiments.one_run import adapter_settings
+
+    a_file = tmp_path / "cache"
+    a_file.write_text("not a folder")
+    for cache_dir in (a_file, a_file / "below"):
+        path = tmp_path / "exp.yaml"
+        path.write_text(yaml.safe_dump(raw_config(tmp_path, cache_dir=str(cache_dir))))
+        code, err = _main(capsys, "run", str(path), "--check", lines=2)
+        assert code == 2 and f"cache_dir: {str(cache_dir)!r}" in err and "is a file" in err
+    with pytest.raises(ConfigError, match=r"cache_dir '.*cache' is a file"):  # made a file later
+        adapter_settings(AdapterSpec(type="language"), str(a_file))
+    assert a_file.read_text() == "not a folder" and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("steps", [1.5, 0, True])
+def test_minigrid_max_steps_is_validated_naming_the_key(tmp_path, capsys, steps):
+    pytest.importorskip("minigrid")
+    data = raw_config(tmp_path, agents=[{"type": "random"}],
+                      environment={"id": "MiniGrid-DoorKey-5x5-v0",
+                                   "params": {"max_steps": steps}})
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, err = _main(capsys, "run", str(path), "--no-progress")
+    assert code == 2 and f"environment.params: max_steps={steps!r}: expected a whole number" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["file", "agent"])
+def test_held_out_seeds_used_by_a_copy_of_the_environment_are_refused(tmp_path, capsys, where):
+    training = {"episodes": 4, "n_envs": 8}
+    agent = {"type": "qlearning", **({"training": training} if where == "agent" else {})}
+    data = raw_config(tmp_path, agents=[agent], seeds=[0],
+                      evaluation={"heldout_seeds": {"first": 1, "count": 5}},
+                      training=training if where == "file" else {"episodes": 4})
+    path = _write(tmp_path / "exp.yaml", data)
+    code, err = _main(capsys, "run", str(path), "--check", lines=2)
+    assert code == 2 and "held-out seeds [1, 6) overlap the seeds training uses — 1: run seed " \
+        "0 + 1 (copy 1 of n_envs 8, its first training episode)" in err
+    data["evaluation"]["heldout_seeds"]["first"] = 8  # past every copy's seed: accepted
+    assert cli.main(["run", str(_write(path, data)), "--check"]) == 0
+
+
+def test_a_lake_generator_that_finds_no_lake_is_one_line_not_a_hang(tmp_path, capsys):
+    data = raw_config(tmp_path, environment={"id": "langadapt/FrozenLakeMaps-v0",
+                                             "params": {"size": 16, "frozen_probability": 0.05}})
+    path = _write(tmp_path / "exp.yaml", data)
+    for extra in (["--check"], ["--no-progress"]):
+        code, err = _main(capsys, "run", str(path), *extra)
+        assert code == 2 and "environment.params: size=16, frozen_probability=0.05: no lake " \
+            "with a path from S to G in 10,000 draws (map seed 0)" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_bounded_lake_generator_draws_gymnasiums_lakes():
+    from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+    from langadapt.environments.frozenlake import random_lake
+
+    for size, probability in ((4, 0.8), (8, 0.6), (16, 0.5)):
+        assert [random_lake(size, probability, seed) for seed in range(5)] == [
+            generate_random_map(size, probability, seed=seed) for seed in range(5)]
+
+
+def test_a_minigrid_level_made_huge_is_refused_when_the_file_is_checked(tmp_path, capsys):
+    pytest.importorskip("minigrid")
+    data = raw_config(tmp_path, agents=[{"type": "random"}],
+                      environment={"id": "BabyAI-GoToObj-v0", "params": {"room_size": 1000}})
+    code, err = _main(capsys, "run", str(_write(tmp_path / "exp.yaml", data)), "--check")
+    assert code == 2 and "['room_size'] of 'BabyAI-GoToObj-v0' make a 1000x1000 grid; " \
+        "expected at most 64 cells a side" in err
+
+
+@pytest.mark.parametrize(("environment", "expected"), [
+    ({"id": "langadapt/Maze-v0", "params": {"maze": "random", "width": 100_001, "height": 9}},
+     "width=100001 is too large for a random maze; expected an int from 5 to 201"),
+    ({"id": "langadapt/Maze-v0", "params": {"maze": "umaze", "max_steps": 10**12}},
+     "max_steps=1000000000000 is not allowed; expected a positive integer (1 to 1,000,000)"),
+    ({"id": "langadapt/Sailing-v0", "params": {"max_steps": 10**9}},
+     "max_steps=1000000000 is not allowed; expected a positive integer (1 to 1,000,000)"),
+])
+def test_environment_sizes_and_step_limits_are_bounded(tmp_path, capsys, environment, expected):
+    path = _write(tmp_path / "exp.yaml", raw_config(tmp_path, environment=environment))
+    code, err = _main(capsys, "run", str(path), "--check")
+    assert code == 2 and expected in err
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("output", "x" * 5_000, "5,000 bytes, a name of 5,000"),
+    ("output", "/".join(["abc"] * 1_100), "4,399 bytes, a name of 3"),
+    ("cache_dir", "c" * 300, "300 bytes, a name of 300"),
+])
+def test_a_path_too_long_for_the_file_system_is_one_line(tmp_path, capsys, monkeypatch, key,
+                                                         value, expected):
+    monkeypatch.chdir(tmp_path)  # (relative paths: nothing made outside tmp_path, ever)
+    path = _write(tmp_path / "exp.yaml", raw_config(tmp_path, **{key: value}))
+    code, err = _main(capsys, "run", str(path), "--no-progress", lines=2)
+    assert code == 2 and f"{key}: " in err and expected in err and "at most 4,096 bytes" in err
+    assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------------- SB3 keywords
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({"policy_kwargs": {"activation_fn": "os.system"}},
+     "policy_kwargs.activation_fn='os.system': a class, module or function cannot be written"),
+    ({"learning_rate": "abc"}, "learning_rate='abc': expected a finite number"),
+    ({"algorithm": "DQN", "buffer_size": "1e12"}, "buffer_size='1e12': expected an integer"),
+    ({"algorithm": "DQN", "buffer_size": 10**12},
+     "buffer_size=1000000000000: expected an integer from -1 to 10,000,000"),
+    ({"algorithm": "DQN", "replay_buffer_class": "HerReplayBuffer"},
+     "replay_buffer_class='HerReplayBuffer': expected null"),
+    ({"policy_kwargs": {"net_arch": [8], "optimiser": "Adam"}},
+     "policy_kwargs.optimiser: not a parameter of ActorCriticPolicy"),
+    ({"policy": "LstmPolicy"}, "policy='LstmPolicy': expected one of SB3's MlpPolicy"),
+])
+def test_sb3_keyword_values_are_checked_by_type_when_the_file_is_read(tmp_path, capsys,
+                                                                     params, expected):
+    pytest.importorskip("stable_baselines3")
+    data = raw_config(tmp_path, agents=[{"type": "sb3", "params": params}],
+                      training={"steps": 64}, seeds=1)
+    path = _write(tmp_path / "exp.yaml", data)
+    code, err = _main(capsys, "run", str(path), "--check", lines=2)
+    assert code == 2 and "agents.0.params" in err and expected in err, err
+    code, err = _main(capsys, "run", str(path), "--no-progress", lines=2)
+    assert code == 2 and expected in err and not (tmp_path / "out").exists()
+
+
+def test_sb3_keywords_of_the_right_types_still_pass(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    params = {"algorithm": "DQN", "learning_rate": 1e-3, "buffer_size": 1000, "gamma": 1,
+              "train_freq": [4, "step"], "device": "cpu",
+              "policy_kwargs": {"net_arch": [16, 16]}}
+    data = raw_config(tmp_path, agents=[{"type": "sb3", "params": params}],
+                      training={"steps": 64}, seeds=1)
+    assert experiment_from_dict(data).agents[0].params["train_freq"] == [4, "step"]
