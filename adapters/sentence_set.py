@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
 from .sentence_mean import sentences_of
 
 __all__ = ["set_box", "sentence_set_vectors"]

@@ -1,5 +1,5 @@
 """The agent protocol, its input checks (the agent's public boundary) and the one save format
-(a torch file ``{"header": JSON, "tensors": {...}}``, read with ``weights_only=True``).
+(a safetensors file: the tensors, and the JSON header in its metadata; loading runs no code).
 See docs/agents.md (The protocol, Save and load)."""
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from .loop import ActionOverride, StepLearner, check_count
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
-#: Name and version written into every saved file's header.
+#: Name and version written into every saved file's header (version 2: safetensors; the
+#: torch files of version 1 are no longer read).
 FILE_FORMAT = "langadapt-agent"
-FILE_VERSION = 1
+FILE_VERSION = 2
 
 
 def parse_config(config: BaseModel | dict[str, Any] | None, model: type[ConfigT]) -> ConfigT:
@@ -229,22 +230,27 @@ class Agent:
         wrong when it is damaged, not an agent file, or saved by another agent kind, for
         other shapes or settings, or by a newer format."""
         header, tensors = read_agent_file(path)
+        self.load_saved(header, tensors, path)
+
+    def load_saved(self, header: dict[str, Any], tensors: dict[str, torch.Tensor],
+                   source: Any) -> None:
+        """Restore what `read_agent_file` read from ``source`` (named in the errors)."""
         for key, want in self.header().items():
             got = header.get(key)
             if json.loads(json.dumps(got)) != json.loads(json.dumps(want)):
                 if key == "kind":
                     raise ValueError(
-                        f"{path} holds a {got!r} agent, but this is a {want!r} agent"
+                        f"{source} holds a {got!r} agent, but this is a {want!r} agent"
                     )
                 raise ValueError(
-                    f"{path} was saved with {key}={got!r}, but this agent has {key}={want!r}"
+                    f"{source} was saved with {key}={got!r}, but this agent has {key}={want!r}"
                 )
         try:
             self.set_state(header["state"], tensors)
         except (KeyError, TypeError, RuntimeError) as error:
-            raise ValueError(f"{path}: saved state does not fit this agent: {error}") from None
+            raise ValueError(f"{source}: saved state does not fit this agent: {error}") from None
         except ValueError as error:
-            raise ValueError(f"{path}: {error}") from None
+            raise ValueError(f"{source}: {error}") from None
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -254,39 +260,47 @@ def _flag(name: str, value: Any) -> bool:
     raise ValueError(f"{name} is {value!r}, expected a bool")
 
 
+def agent_file_bytes(header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> bytes:
+    """A saved agent as safetensors bytes: the tensors, the JSON header in the metadata."""
+    from safetensors.torch import save  # noqa: PLC0415  (only when saving)
+
+    own = {name: tensor.detach().cpu().contiguous().clone() for name, tensor in tensors.items()}
+    return save(own, metadata={FILE_FORMAT: json.dumps(header)})
+
+
 def write_agent_file(path: str | Path, header: dict[str, Any], tensors: dict[str, Any]) -> None:
-    """Save ``{"header": JSON, "tensors": tensors}`` with torch, atomically."""
+    """Save ``header`` and ``tensors`` as a safetensors file, atomically."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        torch.save({"header": json.dumps(header), "tensors": tensors}, temporary)
+        temporary.write_bytes(agent_file_bytes(header, tensors))
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
 
 
 def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """``(header, tensors)`` of a file an agent's ``save`` wrote; one ValueError naming the file
-    for anything else (missing, damaged, foreign, newer, non-tensor or non-finite payload)."""
+    """``(header, tensors)`` of a file an agent's ``save`` wrote (safetensors: loading runs
+    no code); one ValueError naming the file for anything else (missing, damaged, foreign,
+    newer, non-finite)."""
+    from safetensors import SafetensorError, safe_open  # noqa: PLC0415  (only when loading)
+
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path} does not exist or is not a file")
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises many types for damaged or foreign files
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = handle.metadata() or {}
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(
-            f"{path} is not a saved agent (damaged, truncated or another format): {reason}"
-        ) from None
-    if not isinstance(data, dict) or not {"header", "tensors"} <= set(data):
-        found = sorted(data) if isinstance(data, dict) else type(data).__name__
-        raise ValueError(
-            f"{path} is not a saved agent: expected entries 'header' and 'tensors', found {found}"
-        )
+        raise ValueError(f"{path} is not a saved agent (damaged, truncated or another "
+                         f"format; langadapt saves safetensors files): {reason}") from None
     try:
-        header = json.loads(data["header"])
-    except (TypeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a saved agent: the header is not JSON ({error})") from None
+        header = json.loads(metadata[FILE_FORMAT])
+    except (KeyError, TypeError, json.JSONDecodeError):
+        raise ValueError(f"{path} is not a saved agent: its metadata has no "
+                         f"{FILE_FORMAT!r} JSON header") from None
     if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
         raise ValueError(f"{path} is not a saved agent: its header does not name {FILE_FORMAT!r}")
     version = header.get("version")
@@ -297,12 +311,7 @@ def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.T
         )
     if "state" not in header or "kind" not in header:
         raise ValueError(f"{path} is not a saved agent: the header has no 'kind' or 'state'")
-    tensors = data["tensors"]
-    if not isinstance(tensors, dict):
-        raise ValueError(f"{path}: 'tensors' is a {type(tensors).__name__}, expected a dict")
     for name, tensor in tensors.items():
-        if not isinstance(tensor, torch.Tensor):
-            raise ValueError(f"{path}: entry {name!r} is not a tensor")
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{path}: tensor {name!r} contains NaN or inf values")
     return header, tensors

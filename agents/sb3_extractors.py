@@ -87,8 +87,8 @@ class _FiLM(nn.Module):
 
     def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
         x = self.conv2(torch.relu(self.bn1(self.conv1(x))))
-        scaled = x * self.weight(condition)[:, :, None, None] + self.bias(condition)[:, :, None, None]
-        return torch.relu(self.bn2(scaled))
+        weight, bias = self.weight(condition), self.bias(condition)
+        return torch.relu(self.bn2(x * weight[:, :, None, None] + bias[:, :, None, None]))
 
 
 class BabyAI11Extractor(BaseFeaturesExtractor):

@@ -15,6 +15,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 from tqdm.auto import tqdm
 
+from ..environments._checks import EVAL_SEED_OFFSET
 from .base import Agent, check_count
 from .loop import (
     ActionOverride,
@@ -28,10 +29,6 @@ from .loop import (
     evaluate,
     info_at,
 )
-
-#: Offset added to the training seed to seed evaluation episodes (so they differ from the
-#: training episodes' initial states but are the same at every evaluation round).
-EVAL_SEED_OFFSET = 100_000
 
 
 class EpisodeHook(Callback):

@@ -48,6 +48,11 @@ def check_render_mode(render_mode: str | None) -> str | None:
 
 MAX_STEP_LIMIT = 1_000_000  # the longest episode a step limit allows (shipped: 500 at most)
 
+#: Offset added to the training seed to seed evaluation episodes during training (so they
+#: differ from the training episodes' initial states but are the same at every evaluation
+#: round); the experiment files' held-out seeds are checked against it.
+EVAL_SEED_OFFSET = 100_000
+
 
 def check_step_limit(name: str, value: Any) -> int:
     """`value` as a step limit, an int from 1 to `MAX_STEP_LIMIT`, else ValueError."""

@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from .. import environments
-from ..agents.training import EVAL_SEED_OFFSET
+from ..environments._checks import EVAL_SEED_OFFSET
 from ..environments.extras import missing_extra
 
 
@@ -330,6 +330,9 @@ class LoggingSpec(_Strict):
     tensorboard: Bool = Field(
         default=False, description="TensorBoard scalars of each run in runs/<run>/tb/ (the "
         "tensorboard extra; the process executor)")
+    policies: Bool = Field(
+        default=True, description="keep each run's final policy (and with keep_best the kept "
+        "one) in runs/<run>/policy_*.safetensors (experiments.policies)")
 
     @field_validator("tensorboard")
     @classmethod

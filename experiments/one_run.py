@@ -24,6 +24,7 @@ from .. import (
 )
 from ..adapters import LanguageObservation
 from ..adapters.vector import LanguageVectorEnv
+from ..agents.base import FILE_FORMAT, FILE_VERSION, agent_file_bytes
 from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
@@ -38,14 +39,17 @@ from .config import (
 )
 from .config_base import HeldOutEpisodes
 from .folders import write_json
-from .results import Run, find_run, fresh_run_dir, run_rows
+from .results import Run, find_run, fresh_run_dir, run_rows, write_policies
 
 FINAL_EVAL_SEED = 10_000
 """The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during
-training use ``agents.training.EVAL_SEED_OFFSET``): held-out starts, the same for every run."""
+training use ``EVAL_SEED_OFFSET``): held-out starts, the same for every run."""
 
 CACHE_FILE = "cache.sqlite"
 """The store in ``cache_dir``: embeddings and LLM answers of the adapters and the LLM roles."""
+
+OBSERVATION_TENSORS = "observation."
+"""Prefix of the adapter's tensors in a kept policy file (its fitted normaliser)."""
 
 OLD_CACHE_FILES = ("descriptions.sqlite", "embeddings.sqlite")
 """The answer and embedding files of the previous layout (adopted into :data:`CACHE_FILE`)."""
@@ -127,6 +131,19 @@ def agent_params(spec: AgentSpec, adapter: str, cache_dir: str) -> dict[str, Any
         default = agents.AGENTS[spec.type].config_model.model_fields[key].default
         params[key] = backend_with_cache(params.get(key, default), cache_dir)
     return params
+
+
+def policy_bytes(agent: Any, adapter: Any) -> bytes:
+    """The agent's saved form (as :meth:`Agent.save` writes it), with the adapter's fitted
+    normaliser beside its tensors."""
+    state, tensors = agent.get_state()
+    header = {"format": FILE_FORMAT, "version": FILE_VERSION, **agent.header(), "state": state}
+    standardiser = getattr(adapter, "_standardiser", None)
+    if standardiser is not None:
+        tensors = {**tensors, f"{OBSERVATION_TENSORS}mean": torch.from_numpy(standardiser.mean)}
+        if standardiser.matrix is not None:
+            tensors[f"{OBSERVATION_TENSORS}matrix"] = torch.from_numpy(standardiser.matrix)
+    return agent_file_bytes(header, tensors)
 
 
 def with_set_layout(params: dict[str, Any], adapter: Any) -> dict[str, Any]:
@@ -236,7 +253,11 @@ def train_run(
                                                             plan)),
     )
     final_env = _final_env(config, eval_env)
+    keep = config.logging.policies and agent.learns
+    policies = {}
     if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
+        if keep:
+            policies["best"] = policy_bytes(agent, adapter)
         for episode_record in agents.evaluate(
             agent, final_env, episodes=config.evaluation.final_episodes,
             seed=run.seed + FINAL_EVAL_SEED,
@@ -245,6 +266,8 @@ def train_run(
             episode_record.episode = records.best.episode  # the evaluation that chose it
             record(episode_record)
         agent.restore(records.last_policy)
+    if keep:
+        policies["final"] = policy_bytes(agent, adapter)
     final = agents.evaluate(
         agent, final_env, episodes=config.evaluation.final_episodes,
         seed=run.seed + FINAL_EVAL_SEED
@@ -276,6 +299,7 @@ def train_run(
                        ("instructions", plan))
                       if hasattr(role, "stats")},
         **_instructions_record(config, run, plan, agent, env, eval_env, run_dir),
+        "policies": policies,  # written beside done.json, not into it
     }
 
 
@@ -431,5 +455,6 @@ def execute_run(config: ExperimentConfig | dict[str, Any], run_key: str, out_dir
         except Exception as error:  # the CLI's one-line error names the run (a worker's too)
             error.langadapt_run_key = run.key  # type: ignore[attr-defined]
             raise
+    write_policies(folder, run.key, summary.pop("policies"))
     write_json(folder, Path("runs") / run.key / "done.json", summary)
     return summary

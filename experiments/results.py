@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import AdapterSpec, AgentSpec, ExperimentConfig, load_config
-from .folders import ResultsFolderError, bounded, inside, write_csv, write_json
+from .folders import ResultsFolderError, bounded, inside, replacing, write_csv, write_json
 
 EPISODE_COLUMNS = ("adapter", "agent", "seed", "phase", "episode", "return", "length", "success",
                    "wall_time", "llm_calls", "cache_hits", "llm_fallbacks")
@@ -25,6 +25,8 @@ EPISODE_COLUMNS = ("adapter", "agent", "seed", "phase", "episode", "return", "le
 OLD_COUNTER_NAMES = {"cache_hits": "llm_cache_hits", "fallbacks": "llm_fallbacks",
                      "seconds": "llm_seconds"}
 """LLM role counters of older ``done.json`` files, by today's names."""
+POLICY_FILES = {"final": "policy_final.safetensors", "best": "policy_best.safetensors"}
+"""A run folder's kept policies (experiments.policies), by which one they are."""
 MAX_EPISODES_BYTES = 1_000_000_000
 MAX_RECORD_BYTES = 10_000_000
 
@@ -128,13 +130,23 @@ def run_rows(run_dir: Path) -> Iterator[csv.DictWriter]:
 
 def write_finished_run(out_dir: Path, run_key: str, rows: list[dict[str, Any]],
                        summary: dict[str, Any]) -> None:
-    """Write a run whose rows arrived all at once (from a Ray worker): CSV, then done.json."""
+    """Write a run whose rows arrived all at once (from a Ray worker): CSV, its kept
+    policies, then done.json."""
     fresh_run_dir(out_dir, run_key)
     with write_csv(out_dir, Path("runs") / run_key / "episodes.csv") as handle:
         writer = csv.DictWriter(handle, fieldnames=EPISODE_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
+    summary = dict(summary)
+    write_policies(out_dir, run_key, summary.pop("policies", {}))
     write_json(out_dir, Path("runs") / run_key / "done.json", {**summary, "rows": len(rows)})
+
+
+def write_policies(out_dir: Path, run_key: str, policies: dict[str, bytes]) -> None:
+    """Write a run's kept policies into ``runs/<run_key>/`` (link-safe, atomic)."""
+    for which, data in policies.items():
+        with replacing(out_dir, Path("runs") / run_key / POLICY_FILES[which]) as temporary:
+            temporary.write_bytes(data)
 
 
 def write_failed_run(out_dir: Path, run_key: str, error: str) -> None:

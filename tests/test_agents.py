@@ -13,6 +13,7 @@ from gymnasium import spaces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from safetensors import safe_open
 
 from langadapt.agents import (
     DQNAgent,
@@ -424,12 +425,10 @@ def test_save_load_gives_identical_actions(name, tmp_path):
     if name == "dqn":
         for o in cells:
             np.testing.assert_array_equal(fresh.q_values(o), agent.q_values(o))
-    # one format for every agent: a JSON header and plain tensors, no pickled objects
-    raw = torch.load(path, weights_only=True)
-    assert set(raw) == {"header", "tensors"}
-    header = json.loads(raw["header"])
+    # one format for every agent: safetensors, a JSON header in its metadata
+    with safe_open(str(path), framework="pt") as handle:
+        header = json.loads(handle.metadata()["langadapt-agent"])
     assert header["kind"] == name and header["format"] == "langadapt-agent"
-    assert all(isinstance(t, torch.Tensor) for t in raw["tensors"].values())
     assert not list(tmp_path.glob(".*.tmp"))  # the temporary file was renamed into place
 
 

@@ -80,6 +80,18 @@ def test_version(capsys):
     assert code == 0 and out.strip() == f"langadapt {__version__}"
 
 
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["run", "--help"]])
+def test_the_command_line_starts_without_torch_or_the_language_models(argv):
+    # a fresh interpreter: what `langadapt --version` and `--help` import, nothing else
+    code = ("import sys; from langadapt.experiments.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "heavy = ('torch', 'transformers', 'sentence_transformers', 'scipy', 'matplotlib')\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_run_list_and_finetune_list_name_every_packaged_file_with_its_description(capsys):
     code, runs, _ = _main(capsys, "run", "--list")
     assert code == 0

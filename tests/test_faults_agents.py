@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import save
 from gymnasium import spaces
 
 from langadapt.agents import DQNAgent, make_agent
@@ -91,9 +94,14 @@ def _saved(tmp_path, name="dqn"):
 
 
 def _rewrite(path, change):
-    data = torch.load(path, weights_only=True)
+    """Change a saved agent as ``{"header": JSON text, "tensors": {...}}`` and save it back
+    (a missing entry: no metadata, or no tensors)."""
+    with safe_open(str(path), framework="pt") as handle:
+        data = {"header": handle.metadata()["langadapt-agent"],
+                "tensors": {name: handle.get_tensor(name) for name in handle.keys()}}
     change(data)
-    torch.save(data, path)
+    metadata = {"langadapt-agent": data["header"]} if "header" in data else None
+    path.write_bytes(save(data.get("tensors", {}), metadata=metadata))
 
 
 def test_truncated_file_names_the_file(tmp_path):
@@ -112,27 +120,50 @@ def test_foreign_zip_and_foreign_torch_file(tmp_path):
         zf.writestr("hello.txt", "not an agent")
     with pytest.raises(ValueError, match="other.zip is not a saved agent"):
         agent.load(other)
-    plain = tmp_path / "weights.pt"
-    torch.save({"weight": torch.zeros(2)}, plain)
-    with pytest.raises(ValueError, match="weights.pt is not a saved agent: expected entries"):
+    plain = tmp_path / "weights.safetensors"
+    plain.write_bytes(save({"weight": torch.zeros(2)}))
+    with pytest.raises(ValueError, match="weights.safetensors is not a saved agent: its "
+                                         "metadata has no 'langadapt-agent' JSON header"):
         agent.load(plain)
-    not_ours = tmp_path / "not_ours.pt"
-    torch.save({"header": json.dumps({"kind": "dqn"}), "tensors": {}}, not_ours)
+    not_ours = tmp_path / "not_ours.safetensors"
+    not_ours.write_bytes(save({}, metadata={"langadapt-agent": json.dumps({"kind": "dqn"})}))
     with pytest.raises(ValueError, match="does not name 'langadapt-agent'"):
         agent.load(not_ours)
+
+
+class _Payload:
+    """Pickled, it runs ``open(marker, "w")`` when unpickled."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_policy_file_crafted_to_run_code_runs_nothing_and_is_one_line(tmp_path):
+    agent, _ = _saved(tmp_path)
+    marker = tmp_path / "ran"
+    crafted = tmp_path / "policy_final.safetensors"
+    torch.save({"header": "{}", "tensors": {}, "payload": _Payload(marker)}, crafted)
+    with pytest.raises(ValueError, match=r"^\S*policy_final.safetensors is not a saved agent "
+                                         r"\(damaged, truncated or another format; langadapt "
+                                         r"saves safetensors files\): [^\n]*$"):
+        agent.load(crafted)
+    assert not marker.exists()
 
 
 def test_header_that_is_not_json_and_missing_payload(tmp_path):
     agent, path = _saved(tmp_path)
     _rewrite(path, lambda d: d.__setitem__("header", "{not json"))
-    with pytest.raises(ValueError, match="the header is not JSON"):
+    with pytest.raises(ValueError, match="metadata has no 'langadapt-agent' JSON header"):
         agent.load(path)
     agent, path = _saved(tmp_path)
     _rewrite(path, lambda d: d["tensors"].pop("q_net.0.weight"))
     with pytest.raises(ValueError, match=r"dqn.pt: .*missing tensor 'q_net.0.weight'"):
         agent.load(path)
-    _rewrite(path, lambda d: d.pop("tensors"))
-    with pytest.raises(ValueError, match="expected entries 'header' and 'tensors'"):
+    _rewrite(path, lambda d: d.pop("header"))
+    with pytest.raises(ValueError, match="metadata has no 'langadapt-agent' JSON header"):
         agent.load(path)
 
 
@@ -176,12 +207,12 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     agent, path = _saved(tmp_path)
     good = path.read_bytes()
 
-    def crash(obj, f, *args, **kwargs):
-        with open(f, "wb") as handle:
-            handle.write(b"PK\x03\x04 half written")
+    def crash(self, data):
+        with open(self, "wb") as handle:
+            handle.write(data[:10])
         raise OSError("disk full")
 
-    monkeypatch.setattr(torch, "save", crash)
+    monkeypatch.setattr(Path, "write_bytes", crash)
     with pytest.raises(OSError, match="disk full"):
         agent.save(path)
     assert path.read_bytes() == good  # the real name still holds the last good save

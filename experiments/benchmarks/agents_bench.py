@@ -53,7 +53,7 @@ SUCCESS_RETURN = 475.0
 #: Evaluation schedule of the best-policy retention runs (both libraries).
 KEEP_BEST_EVERY_STEPS = 2_500
 KEEP_BEST_EPISODES = 10
-#: Our evaluations during training reset with seed + this (agents.training.EVAL_SEED_OFFSET).
+#: Our evaluations during training reset with seed + this (environments._checks.EVAL_SEED_OFFSET).
 HELD_OUT_OFFSET = 100_000
 
 MAZES = ("umaze", "double_t_maze", "medium", "large")
