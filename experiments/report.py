@@ -32,6 +32,7 @@ from .folders import (
     write_text,
     writing,
 )
+from .llm_rows import Fallbacks, fallback_mark, fallback_notes
 from .plots import plot_best_so_far, plot_final_returns, plot_learning_curves
 from .results import (
     MAX_RECORD_BYTES,
@@ -97,8 +98,10 @@ def _count(value: float, noun: str) -> str:
     return f"{value:.0f} {noun}" + ("" if round(value) == 1 else "s")
 
 
-def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None) -> str:
-    """The summary table of ``summary.md``."""
+def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None,
+                     fallbacks: dict[tuple[str, str], Fallbacks] | None = None) -> str:
+    """The summary table of ``summary.md``, a row whose LLM roles fell back marked and
+    ``fallbacks`` (per adapter x agent, :mod:`.llm_rows`) said under it."""
     target = ("every evaluation episode succeeds" if threshold is None
               else f"mean return >= {threshold}")
     retained = any(not math.isnan(r.best_return_mean) for r in rows)
@@ -119,13 +122,15 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
                 f" {ci_text(r.best_chosen_at, form='.0f')} |"
                 if retained else "")
         lines.append(
-            f"| {r.adapter} | {r.agent} | {r.seeds} | "
+            f"| {r.adapter} | {r.agent}{fallback_mark(r.llm_fallback_share)} | {r.seeds} | "
             f"{ci_text(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
             f"{r.final_success_rate:.0%} |{best} {to_threshold} | "
             f"{ci_text(r.steps_to_threshold, form=',.0f', none='never')} | "
             f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {ci_text(r.llm_seconds, form='.1f')} | "
             f"{ci_text(r.cpu_seconds, form='.1f')} | {r.cache_hits} |")
-    lines += ["", "Intervals: 95% percentile bootstrap over seeds of each seed's mean return. "
+    notes = fallback_notes(fallbacks or {})
+    lines += ["", *notes, *([""] if notes else []),
+              "Intervals: 95% percentile bootstrap over seeds of each seed's mean return. "
               "LLM calls, LLM s (waiting for answers), CPU s and cache hits: totals over "
               "the seeds' runs."]
     few = sorted({r.seeds for r in rows if r.seeds < FEW_SEEDS})
@@ -141,9 +146,10 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
     return "\n".join(lines) + "\n"
 
 
-def seed_scores_markdown(episodes: Sequence[Episode]) -> str:
-    """Final success per adapter x agent as IQM and mean over seeds (rliable), or one line
-    naming the ``stats`` extra without it."""
+def seed_scores_markdown(episodes: Sequence[Episode],
+                         marks: dict[tuple[str, str], str] | None = None) -> str:
+    """Final success per adapter x agent (its fallback ``marks``) as IQM and mean over seeds
+    (rliable), or one line naming the ``stats`` extra without it."""
     scores = seed_scores(episodes)
     if not scores:
         return ""
@@ -157,7 +163,8 @@ def seed_scores_markdown(episodes: Sequence[Episode]) -> str:
     for (adapter, agent), by_seed in scores.items():
         estimates = aggregate_estimates(np.array(list(by_seed.values()))[:, None])
         iqm, mean = (ci_text(*estimates[k], form=".1f", scale=100) for k in ("iqm", "mean"))
-        lines.append(f"| {adapter} | {agent} | {len(by_seed)} | {iqm} | {mean} |")
+        lines.append(f"| {adapter} | {agent}{(marks or {}).get((adapter, agent), '')} | "
+                     f"{len(by_seed)} | {iqm} | {mean} |")
     return "\n".join(lines) + "\n"
 
 
@@ -186,16 +193,10 @@ def prerender_markdown(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def results_notes(episodes: list[Episode], failed: dict[str, str]) -> str:
-    """Rule-language fallbacks per adapter and failed runs, in bold ('' when none)."""
-    fallbacks: dict[str, int] = defaultdict(int)
-    for e in episodes:
-        fallbacks[e.adapter] += e.llm_fallbacks
-    lines = [f"- **{adapter}: {count} description{'s' if count != 1 else ''} came from the rule "
-             "describer, not the LLM** (the LLM failed and `fallback` is on): its rows are not "
-             "a pure LLM result." for adapter, count in fallbacks.items() if count]
-    lines += [f"- **run {key} failed** and is not in the table: {error}"
-              for key, error in failed.items()]
+def results_notes(failed: dict[str, str]) -> str:
+    """The failed runs, in bold ('' when none)."""
+    lines = [f"- **run {key} failed** and is not in the table: {error}"
+             for key, error in failed.items()]
     return ("\n" + "\n".join(lines) + "\n") if lines else ""
 
 
@@ -225,20 +226,23 @@ def write_report(out_dir: Path | str, log: Callable[[str], None] | None = print
         config = folder_config(out_dir)
         threshold = config.evaluation.threshold
         episodes = read_episodes(out_dir / "episodes.csv")
-        rows = summarise(episodes, threshold, folder_costs(config, out_dir))
+        costs = folder_costs(config, out_dir)
+        rows = summarise(episodes, threshold, costs)
         params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
         title = f"{config.name} — {config.environment.id} {params}".strip()
         sampled = [a.name for a in config.agents if (a.params or {}).get("deterministic") is False]
-        markdown = (summary_markdown(rows, title, threshold)
+        marks = {(r.adapter, r.agent): fallback_mark(r.llm_fallback_share) for r in rows}
+        markdown = (summary_markdown(rows, title, threshold,
+                                     {key: cost.fallbacks for key, cost in costs.items()})
                     + (f"Sampled, not greedy: {', '.join(sampled)} (`deterministic: false`) act "
                        "in every evaluation by sampling their policy's legal actions.\n"
                        if sampled else "")
-                    + seed_scores_markdown(episodes)
+                    + seed_scores_markdown(episodes, marks)
                     + goals_markdown(config, episodes, [
                         (b.model, dict(zip(GOAL_TYPES, b.tasks, strict=True)))
-                        for b in BALROG_BABYAI if b.tasks is not None])
+                        for b in BALROG_BABYAI if b.tasks is not None], marks)
                     + prerender_markdown(out_dir / "prerender.json")
-                    + results_notes(episodes, failed))
+                    + results_notes(failed))
         in_steps = all(config.training_for(agent).steps for agent in config.agents)
         budgets = {agent.name: (config.training_for(agent).steps if in_steps
                                 else config.training_for(agent).episodes)
@@ -277,7 +281,8 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
                                  "replaces a folder's own summary: choose another --out")
     rows = summarise(episodes, threshold, costs)
     title = "compared: " + ", ".join(names)
-    markdown = summary_markdown(rows, title, threshold)
+    markdown = summary_markdown(rows, title, threshold,
+                                {key: cost.fallbacks for key, cost in costs.items()})
     if len(set(environments.values())) > 1:
         markdown += ("\nThe folders' environments differ: "
                      + "; ".join(f"{folder}: {env}" for folder, env in environments.items())

@@ -11,7 +11,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,6 +22,7 @@ from scipy import stats
 
 from ..environments.babyai_goals import GOAL_TYPES, MIXED, SUITE_LEVEL_ID
 from .config import ConfigError, ExperimentConfig
+from .llm_rows import Fallbacks, added, fallback_share, role_fallbacks
 from .results import Episode, read_run_record, runs_of
 
 STATS_HINT = "pip install 'langadapt[stats]'"
@@ -54,6 +55,7 @@ class SummaryRow:
     llm_fallbacks: int
     llm_seconds: float = math.nan
     cpu_seconds: float = math.nan
+    llm_fallback_share: float = math.nan
 
 
 SUMMARY_COLUMNS = tuple(field.name for field in fields(SummaryRow))
@@ -63,11 +65,13 @@ SUMMARY_COLUMNS = tuple(field.name for field in fields(SummaryRow))
 @dataclass(frozen=True)
 class Cost:
     """LLM calls, seconds waiting for LLM answers and CPU seconds, summed over runs (nan:
-    some run's figure is unknown, never zero)."""
+    some run's figure is unknown, never zero), and the LLM roles' fallbacks
+    (:mod:`.llm_rows`)."""
 
     llm_calls: float = 0.0
     llm_seconds: float = 0.0
     cpu_seconds: float = 0.0
+    fallbacks: Fallbacks = field(default_factory=dict)
 
     @classmethod
     def unknown(cls) -> Cost:
@@ -75,7 +79,7 @@ class Cost:
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(self.llm_calls + other.llm_calls, self.llm_seconds + other.llm_seconds,
-                    self.cpu_seconds + other.cpu_seconds)
+                    self.cpu_seconds + other.cpu_seconds, added(self.fallbacks, other.fallbacks))
 
     def cells(self) -> str:
         """``calls | LLM s | CPU s`` for a markdown table (empty where unknown)."""
@@ -95,7 +99,8 @@ def run_cost(record: dict[str, Any] | None) -> Cost:
     calls, llm = (sum(_number(s.get(key)) for s in sources)
                   for key in ("llm_calls", "llm_seconds"))
     cpu = record.get("cpu_seconds")
-    return Cost(calls, llm, _number(cpu) if cpu is not None else math.nan)
+    return Cost(calls, llm, _number(cpu) if cpu is not None else math.nan,
+                role_fallbacks(record))
 
 
 def _number(value: Any) -> float:
@@ -206,7 +211,8 @@ def summarise(episodes: list[Episode], threshold: float | None,
             float(np.mean([sum(e.wall_time for e in eps if e.phase == "train")
                            for eps in by_seed.values()])),
             sum(e.llm_calls for e in group), sum(e.cache_hits for e in group),
-            sum(e.llm_fallbacks for e in group), cost.llm_seconds, cost.cpu_seconds))
+            sum(e.llm_fallbacks for e in group), cost.llm_seconds, cost.cpu_seconds,
+            fallback_share(cost.fallbacks)))
     return rows
 
 
@@ -367,8 +373,10 @@ def _by_goal(config: ExperimentConfig, episodes: list[Episode], phase: str
 
 
 def goals_markdown(config: ExperimentConfig, episodes: list[Episode],
-                   balrog: Sequence[tuple[str, dict[str, float]]] = ()) -> str:
-    """The by-goal-type tables of a mixed-goal folder ('' for any other folder)."""
+                   balrog: Sequence[tuple[str, dict[str, float]]] = (),
+                   marks: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The by-goal-type tables of a mixed-goal folder ('' for any other folder), a row
+    carrying its fallback mark (``marks``, per adapter x agent)."""
     if not is_mixed_suite(config) or config.evaluation.heldout_seeds is None:
         return ""
     out = ["", "## Success by goal type (held-out episodes, %, seeds pooled)", "",
@@ -387,7 +395,8 @@ def goals_markdown(config: ExperimentConfig, episodes: list[Episode],
             count = sum(len(goals[g]) for g in GOAL_TYPES)
             cells = " | ".join("–" if np.isnan(r) else f"{r:.1f}" for r in rates)
             mean = "–" if np.isnan(rates).any() else f"{np.mean(rates):.1f}"
-            out.append(f"| {adapter} / {agent}{label} | {count} | {cells} | {mean} |")
+            mark = (marks or {}).get((adapter, agent), "")
+            out.append(f"| {adapter} / {agent}{label}{mark} | {count} | {cells} | {mean} |")
     for model, tasks in balrog:
         cells = " | ".join(f"{tasks[g]:.1f}" if g in tasks else "–" for g in GOAL_TYPES)
         mean = (f"{np.mean([tasks[g] for g in GOAL_TYPES]):.1f}"

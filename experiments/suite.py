@@ -19,6 +19,7 @@ import yaml
 from ..environments.babyai_goals import GOAL_TYPES
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
 from .folders import ResultsFolderError, folder_lock, inside, replacing, write_text, writing
+from .llm_rows import fallback_mark, fallback_notes, fallback_share, row_models
 from .one_run import make_env
 from .plots import plot_performance_profile
 from .report import ci_text, text_cell, write_report
@@ -189,11 +190,15 @@ def suite_tables(sources: list[Source], title: str) -> tuple[str, list[list[str]
     tasks = list(dict.fromkeys(t for config, _, _ in sources for t in config.tasks or {}))
     found: dict[tuple[str, str], tuple[Outcomes, ExperimentConfig]] = {}
     costs: dict[tuple[str, str], Cost] = {}
+    models: dict[tuple[str, str], str] = {}
     for config, folder, prefix in sources:
         for (adapter, agent), outcomes in _outcomes(folder, list(config.tasks or {})).items():
             found[(prefix + adapter, agent)] = (outcomes, config)
+            models[(prefix + adapter, agent)] = row_models(config, adapter,
+                                                           agent.removesuffix(" (best)"))
         costs.update({(prefix + a, agent): cost
                       for (a, agent), cost in suite_costs(config, folder).items()})
+    named = any(models.values())
     texts = list(dict.fromkeys(_episodes_text(config) for config, _, _ in sources))
     episodes = texts[0] if len(texts) == 1 else "each row's own episodes (see its protocol)"
     balrog = any(balrog_level(config) for config, _, _ in sources)
@@ -205,12 +210,14 @@ def suite_tables(sources: list[Source], title: str) -> tuple[str, list[list[str]
              + (" Rows `<agent> (best)`: the policy of the best evaluation during training "
                 "(evaluation.keep_best; chosen on the training-time evaluation episodes, "
                 "never on the held-out ones), on the same episodes."
-                if any(config.evaluation.keep_best for config, _, _ in sources) else ""), "",
-             "| adapter | agent | " + " | ".join(tasks) + " | suite IQM | suite mean | runs "
-             "| intervals over | LLM calls | LLM s | CPU s |"
+                if any(config.evaluation.keep_best for config, _, _ in sources) else "")
+             + (" Model: the LLMs a row asks (backend and model, as its file names them)."
+                if named else ""), "",
+             "| adapter | agent | " + ("model | " if named else "") + " | ".join(tasks)
+             + " | suite IQM | suite mean | runs | intervals over | LLM calls | LLM s | CPU s |"
              + (" protocol vs BALROG |" if balrog else ""),
-             "|---|---|" + "---|" * len(tasks) + "---|---|---|---|---:|---:|---:|"
-             + ("---|" if balrog else "")]
+             "|---|---|" + ("---|" if named else "") + "---|" * len(tasks)
+             + "---|---|---|---|---:|---:|---:|" + ("---|" if balrog else "")]
     rows, profiles = [["adapter", "agent", "task", "seed", "success_rate", "episodes"]], {}
     for (adapter, agent), (outcomes, config) in sorted(found.items(),
                                                        key=lambda item: item[0][1]):
@@ -218,7 +225,10 @@ def suite_tables(sources: list[Source], title: str) -> tuple[str, list[list[str]
         cells, iqm, mean, runs, over = _method_row(outcomes, own)
         by_task = dict(zip(own, cells, strict=True))
         cost = costs.get((adapter, agent.removesuffix(" (best)")), Cost.unknown())
-        lines.append(f"| {adapter} | {agent} | " + " | ".join(by_task.get(t, "—") for t in tasks)
+        mark = fallback_mark(fallback_share(cost.fallbacks))
+        model = f"{models[(adapter, agent)] or '—'} | " if named else ""
+        lines.append(f"| {adapter} | {agent}{mark} | {model}"
+                     + " | ".join(by_task.get(t, "—") for t in tasks)
                      + f" | {iqm} | {mean} | {runs} | {over} | {cost.cells()} |"
                      + (f" {protocol_vs_balrog(config)} |" if balrog else ""))
         for task in own:
@@ -229,6 +239,9 @@ def suite_tables(sources: list[Source], title: str) -> tuple[str, list[list[str]
         if seeds:
             profiles[f"{adapter} / {agent}"] = np.array(
                 [[np.mean(outcomes[t][s]) for t in tasks] for s in seeds])
+    notes = fallback_notes({key: cost.fallbacks for key, cost in costs.items()})
+    if notes:
+        lines += ["", *notes]
     missing = [prefix + t for config, folder, prefix in sources for t in config.tasks or {}
                if not (folder / t / "episodes.csv").is_file()]
     if missing:

@@ -135,7 +135,9 @@ class LLMAdvisor:
 
     def suggest(self, legal_moves: Sequence[int] | None) -> int | None:
         """The advised action in the current state; None when the LLM's advice is less
-        probable than ``min_confidence`` (counted in ``withheld``)."""
+        probable than ``min_confidence`` (counted in ``withheld``) or when the LLM gave no
+        usable reply (its policy's random fallback is no advice; counted in
+        ``llm_fallbacks``)."""
         if self.env is None:
             raise ValueError("the advisor needs bind(env) first")
         moves = list(range(self.n_actions)) if legal_moves is None else [int(m) for m in
@@ -146,8 +148,11 @@ class LLMAdvisor:
         if self.config.source == "oracle":
             self.counters["advised"] += 1
             return self.oracle.best_move(self.env, moves)
+        fallbacks = self.policy.counters["llm_fallbacks"]
         action, probability = self.policy.decide_with_probability(
             self.spec.state_of(self.env), moves)
+        if self.policy.counters["llm_fallbacks"] > fallbacks:
+            return None
         floor = self.config.min_confidence
         if floor is not None and probability is not None and probability < floor:
             self.counters["withheld"] += 1
@@ -195,7 +200,8 @@ class AdvisedActions(gym.Wrapper):
             p = self.advice.probability(self.steps / self.total_steps)
             self.steps += 1
             if p > 0.0 and self.advice.draws.random() < p:
-                action = self.advice.suggest(self._legal)
+                advice = self.advice.suggest(self._legal)
+                action = action if advice is None else advice
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._legal = info.get("legal_moves")
         info["executed_action"] = action

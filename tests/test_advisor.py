@@ -90,6 +90,20 @@ def test_llm_advice_costs_at_most_one_call_per_prompt_and_none_at_evaluation() -
     assert advisor.stats()["llm_calls"] == stats["llm_calls"]
 
 
+def test_an_unusable_reply_is_no_advice_not_a_random_move() -> None:
+    env = maze("medium")
+    backend = ScriptedBackend(script=lambda messages, schema: json.dumps({"action": 99}),
+                              retries=0)
+    advisor = LLMAdvisor({"source": "llm", "probability": 1.0}, backend=backend)
+    advisor.bind(env)
+    env.reset(seed=0)
+    legal = env.unwrapped.legal_moves_at(env.unwrapped.cell)
+    assert len(legal) > 1
+    assert advisor.suggest(legal) is None  # the agent's own action stands
+    stats = advisor.stats()
+    assert stats["llm_fallbacks"] == 1 and stats["advised"] == 0
+
+
 def test_advice_stops_after_the_decay_and_the_agent_learns_it() -> None:
     env = maze("medium")
     inner = qlearner(env)
