@@ -300,7 +300,7 @@ def _load_experiment(path: Path, imports: list[str],
         written = copy.deepcopy(data)
         changed_source = change(data)
         source = path if data == written else changed_source
-    return experiment_from_dict(data, source)
+    return experiment_from_dict(data, source, home=path.parent)
 
 
 def _build_environments(config: Any) -> None:

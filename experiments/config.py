@@ -65,19 +65,21 @@ MAX_FILE_BYTES = 4_000_000
 
 
 def experiment_from_dict(data: Any, source: Path | str = "<config>",
-                         data_only: bool = False) -> ExperimentConfig:
+                         data_only: bool = False, home: Path | None = None) -> ExperimentConfig:
     """Validate an already-loaded mapping; errors name ``source`` and the key path.
 
     ``data_only``: the file is a results folder's, read as data — no module it names is
     imported (``imports:``, a ``module:EnvId``) and the agents' and adapters' settings are
-    not checked against their classes (the run that wrote it did)."""
+    not checked against their classes (the run that wrote it did). ``home``: the folder of
+    the file read; no module not imported yet whose code lies in its tree is imported."""
     if not isinstance(data, dict):
         raise ConfigError(
             f"{source}: expected a mapping of keys (name, environment, adapters, ...), "
             f"got {type(data).__name__}"
         )
     try:
-        config = ExperimentConfig.model_validate(data, context={"data_only": data_only})
+        config = ExperimentConfig.model_validate(
+            data, context={"data_only": data_only, "home": home})
     except ValidationError as error:
         raise ConfigError(format_validation_error(source, error, ExperimentConfig)) from None
     if not data_only:
@@ -96,7 +98,7 @@ def worker_config(data: dict[str, Any]) -> ExperimentConfig:
 def load_config(path: str | Path, data_only: bool = False) -> ExperimentConfig:
     """Read and validate an experiment YAML file (``data_only``: see
     :func:`experiment_from_dict`)."""
-    return experiment_from_dict(read_file(path), path, data_only)
+    return experiment_from_dict(read_file(path), path, data_only, Path(path).parent)
 
 
 def read_file(path: str | Path) -> Any:

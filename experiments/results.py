@@ -217,7 +217,7 @@ def check_results(out_dir: Path | str) -> dict[str, str]:
     errors."""
     out_dir = Path(out_dir)
     config = folder_config(out_dir)
-    resume = f"langadapt run {out_dir / 'config.yaml'} --resume"
+    resume = f"langadapt run YOUR_EXPERIMENT.yaml --out {out_dir} --resume"  # never its copy
     finished, failed = finished_runs(out_dir), failed_runs(out_dir)
     expected = [run.key for run in runs_of(config)]
     unfinished = [key for key in expected if key not in finished and key not in failed]

@@ -56,6 +56,11 @@ def data_only(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get("data_only"))
 
 
+def home(info: ValidationInfo) -> Path | None:
+    """The folder of the file being read: no module in its tree is imported."""
+    return info.context.get("home") if info.context else None
+
+
 class EnvironmentSpec(_Strict):
     """Which environment to run: a gymnasium id (``langadapt/Maze-v0``) and its arguments."""
 
@@ -73,7 +78,7 @@ class EnvironmentSpec(_Strict):
     @classmethod
     def _known_id(cls, value: str, info: ValidationInfo) -> str:
         if not data_only(info):
-            return resolve_env_id(value)
+            return resolve_env_id(value, home=home(info))
         try:  # a results folder's file: nothing imported, an unknown id kept as written
             return resolve_env_id(value, imports=False)
         except ValueError:
@@ -278,7 +283,7 @@ class ExperimentConfig(_Strict):
         """The ``imports`` first: the environment id may be one they register."""
         names = data.get("imports") if isinstance(data, dict) else None
         if isinstance(names, list) and not data_only(info):
-            import_user_modules(names)
+            import_user_modules(names, home=home(info))
         return data
 
     @field_validator("output", "cache_dir")

@@ -48,7 +48,8 @@ def user_folder(tmp_path, monkeypatch):
 
 def _run(capsys, folder: Path, adapters: str, agent: str) -> dict[tuple[str, str], dict]:
     """``langadapt run`` of a tiny experiment on Lamps-v0 -> its summary rows."""
-    path = folder / "lamps.yaml"
+    path = folder / "experiments" / "lamps.yaml"  # (never beside the code it imports)
+    path.parent.mkdir(exist_ok=True)
     path.write_text(EXPERIMENT.replace("ADAPTERS", adapters).replace("AGENT", agent)
                     .replace("CACHE", str(folder / "cache")), encoding="utf-8")
     code, _, err = run_cli(capsys, "run", str(path), "--no-progress", "--force",

@@ -296,3 +296,64 @@ def test_resume_from_a_results_folders_file_imports_what_the_command_line_names(
                      "--import", "results.sent.evil"])
     out = capsys.readouterr().out
     assert code == 0 and "a results folder's file; nothing it names is imported" in out
+
+
+@pytest.mark.parametrize("planted", ["evil.py", "__init__.py"])
+def test_a_received_folder_without_markers_never_runs_its_code(tmp_path, monkeypatch, capsys,
+                                                               planted):
+    # issue 52, 1: only config.yaml, summary.md and the code (no marker, episodes.csv, runs/)
+    monkeypatch.chdir(tmp_path)
+    sent = tmp_path / "results" / "sent4"
+    sent.mkdir(parents=True)
+    (sent / "evil.py").write_text("")
+    (sent / planted).write_text('open("PWNED", "w").write("x")\n')
+    (sent / "summary.md").write_text("# their summary\n")
+    _write(sent / "config.yaml", raw_config(tmp_path, output="results/sent4",
+                                            imports=["results.sent4.evil"]))
+    code, err = _main(capsys, "report", "results/sent4")
+    assert code == 2 and "config.yaml --resume" not in err and "YOUR_EXPERIMENT.yaml" in err
+    for extra in (["--resume"], ["--check"], ["--force"]):
+        code, err = _main(capsys, "run", "results/sent4/config.yaml", *extra, "--no-progress",
+                          lines=2)
+        assert code == 2 and "module 'results.sent4.evil' is " in err
+        assert "inside the folder of the file that names it" in err
+    data = raw_config(tmp_path, output="results/sent4",
+                      environment={"id": "results.sent4.evil:Evil-v0"})
+    _write(sent / "config.yaml", data)
+    code, err = _main(capsys, "run", "results/sent4/config.yaml", "--resume", lines=2)
+    assert code == 2 and "environment 'results.sent4.evil:Evil-v0': module " in err
+    assert not (tmp_path / "PWNED").exists() and "results.sent4" not in sys.modules
+
+
+def test_a_received_suite_without_task_markers_never_runs_its_code(tmp_path, monkeypatch,
+                                                                    capsys):
+    monkeypatch.chdir(tmp_path)
+    sent = tmp_path / "results" / "ssent"
+    (sent / "goto").mkdir(parents=True)
+    (sent / "evil.py").write_text('open("PWNED", "w").write("x")\n')
+    suite = raw_config(tmp_path, output="results/ssent", imports=["results.ssent.evil"],
+                       tasks={"goto": {"maze": "umaze"}})
+    _write(sent / "suite.yaml", suite)
+    _write(sent / "goto" / "config.yaml", {**suite, "tasks": None})
+    for extra in (["--resume"], ["--check"]):
+        code, err = _main(capsys, "run", "results/ssent/suite.yaml", *extra, "--no-progress",
+                          lines=2)
+        assert code == 2 and "module 'results.ssent.evil' is " in err
+    cli.main(["report", "results/ssent"])
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_users_file_imports_a_module_elsewhere_and_what_import_names(tmp_path, monkeypatch,
+                                                                       capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine_52.py").write_text("MARK = 1\n")
+    beside = _write(tmp_path / "exp.yaml", raw_config(tmp_path, imports=["mine_52"]))
+    code, err = _main(capsys, "run", str(beside), "--check", lines=2)
+    assert code == 2 and "pass --import mine_52 to import it" in err
+    assert "mine_52" not in sys.modules
+    assert cli.main(["run", str(beside), "--check", "--import", "mine_52"]) == 0
+    sys.modules.pop("mine_52")
+    (tmp_path / "experiments").mkdir()  # the file in a folder of its own: the module is elsewhere
+    own = _write(tmp_path / "experiments" / "exp.yaml", raw_config(tmp_path, imports=["mine_52"]))
+    assert cli.main(["run", str(own), "--check"]) == 0 and "mine_52" in sys.modules
+    sys.modules.pop("mine_52")

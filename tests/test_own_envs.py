@@ -45,7 +45,9 @@ def user_folder(tmp_path, monkeypatch):
 
 
 def _experiment(folder: Path, env_id: str, imports: str = "") -> Path:
-    path = folder / "corridor.yaml"
+    """The experiment file, in a folder of its own (a file never imports its own folder's code)."""
+    path = folder / "experiments" / "corridor.yaml"
+    path.parent.mkdir(exist_ok=True)
     path.write_text(EXPERIMENT.replace("IMPORTS", imports).replace("ENV_ID", env_id)
                     .replace("CACHE", str(folder / "cache")), encoding="utf-8")
     return path

@@ -36,10 +36,12 @@ def broken(tmp_path, monkeypatch) -> tuple[Path, int]:
     assert GOOD in CORRIDOR
     source = CORRIDOR.replace(GOOD, BROKEN)
     (tmp_path / "my_broken_corridor.py").write_text(source, encoding="utf-8")
-    (tmp_path / "corridor.yaml").write_text(EXPERIMENT, encoding="utf-8")
+    (tmp_path / "experiments").mkdir()  # (a file never imports its own folder's code)
+    (tmp_path / "experiments" / "corridor.yaml").write_text(EXPERIMENT, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    yield tmp_path / "corridor.yaml", source.splitlines().index("        " + BROKEN) + 1
+    yield tmp_path / "experiments" / "corridor.yaml", \
+        source.splitlines().index("        " + BROKEN) + 1
     sys.modules.pop("my_broken_corridor", None)
 
 
@@ -52,7 +54,7 @@ def _expected(folder: Path, line: int) -> str:
 def test_an_error_in_the_users_describer_is_one_line(broken, capsys):
     path, line = broken
     code, _, err = run_cli(capsys, "run", str(path), "--no-progress", "--out", "results")
-    assert code == 1 and err == _expected(path.parent.resolve(), line)
+    assert code == 1 and err == _expected(path.parent.parent.resolve(), line)
     with pytest.raises(IndexError):
         run_cli(capsys, "run", str(path), "--no-progress", "--out", "results", "--force",
                 "--traceback")
@@ -62,10 +64,10 @@ def test_an_error_in_a_worker_process_is_one_line_too(broken):
     path, line = broken
     done = subprocess.run([str(LANGADAPT), "run", str(path), "--jobs", "2", "--no-progress",
                            "--out", "results"], capture_output=True, text=True,
-                          cwd=path.parent, env=dict(os.environ, HF_HUB_OFFLINE="1"),
+                          cwd=path.parent.parent, env=dict(os.environ, HF_HUB_OFFLINE="1"),
                           timeout=600)
     # (the stopped pool may leave multiprocessing's "leaked semaphore" warning after it)
-    assert done.returncode == 1 and _expected(path.parent.resolve(), line) in done.stderr
+    assert done.returncode == 1 and _expected(path.parent.parent.resolve(), line) in done.stderr
     assert "Traceback" not in done.stderr, done.stderr
 
 
