@@ -362,9 +362,11 @@ def evaluate(
     seed: int,
     total_steps: int = 0,
     after_episode: int = 0,
+    on_episode: Callable[[EpisodeRecord], None] | None = None,
 ) -> list[EpisodeRecord]:
     """Run ``episodes`` greedy episodes without learning; the first reset uses ``seed``, later
-    ones continue the environment's RNG (the same ``seed``: the same initial states)."""
+    ones continue the environment's RNG (the same ``seed``: the same initial states).
+    ``on_episode(record)`` is called as each episode ends (rows written as they finish)."""
     check_count("episodes", episodes, optional=False)
     check_count("seed", seed, minimum=0, optional=False)
     check_count("total_steps", total_steps, minimum=0, optional=False)
@@ -387,4 +389,6 @@ def evaluate(
         records.append(EpisodeRecord(after_episode, ret, length,
                                      bool(info.get("is_success", False)),
                                      time.perf_counter() - started, "eval", total_steps))
+        if on_episode is not None:
+            on_episode(records[-1])
     return records

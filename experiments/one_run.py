@@ -258,34 +258,23 @@ def train_run(
     if getattr(records, "best", None) is not None:  # keep_best: the retained policy first
         if keep:
             policies["best"] = policy_bytes(agent, adapter)
-        for episode_record in agents.evaluate(
-            agent, final_env, episodes=config.evaluation.final_episodes,
-            seed=run.seed + FINAL_EVAL_SEED,
-        ):
-            episode_record.phase = "best"
-            episode_record.episode = records.best.episode  # the evaluation that chose it
-            record(episode_record)
+        agents.evaluate(agent, final_env, episodes=config.evaluation.final_episodes,
+                        seed=run.seed + FINAL_EVAL_SEED,  # episode: the evaluation that chose it
+                        on_episode=_as(record, "best", records.best.episode))
         agent.restore(records.last_policy)
     if keep:
         policies["final"] = policy_bytes(agent, adapter)
-    final = agents.evaluate(
-        agent, final_env, episodes=config.evaluation.final_episodes,
-        seed=run.seed + FINAL_EVAL_SEED
-    )
     trained = sum(1 for r in records if r.phase == "train")
-    for episode_record in final:
-        episode_record.phase = "final"
-        episode_record.episode = trained  # like eval rows: training episodes done
-        record(episode_record)
+    agents.evaluate(agent, final_env, episodes=config.evaluation.final_episodes,
+                    seed=run.seed + FINAL_EVAL_SEED,  # episode, as eval rows: training done
+                    on_episode=_as(record, "final", trained))
     transfer = config.evaluation.transfer
     if transfer is not None:  # the final policy on other parameters' held-out episodes
         other = HeldOutEpisodes(wrap(make_env(config, over=transfer.environment_params),
                                      adapter), transfer.heldout_seeds.seeds)
-        for episode_record in agents.evaluate(agent, other, episodes=transfer.heldout_seeds.count,
-                                              seed=run.seed + FINAL_EVAL_SEED):
-            episode_record.phase = "transfer"
-            episode_record.episode = trained
-            record(episode_record)
+        agents.evaluate(agent, other, episodes=transfer.heldout_seeds.count,
+                        seed=run.seed + FINAL_EVAL_SEED,
+                        on_episode=_as(record, "transfer", trained))
     env.close()
     return {
         "run": run.key,
@@ -301,6 +290,16 @@ def train_run(
         **_instructions_record(config, run, plan, agent, env, eval_env, run_dir),
         "policies": policies,  # written beside done.json, not into it
     }
+
+
+def _as(record: Callable[[Any], None], phase: str, episode: int) -> Callable[[Any], None]:
+    """``record`` of an evaluation's episodes as ``phase`` rows after ``episode`` training
+    episodes, each written as it ends (an LLM policy's rows and calls come episode by
+    episode, so progress and a crash see them)."""
+    def one(episode_record: Any) -> None:
+        episode_record.phase, episode_record.episode = phase, episode
+        record(episode_record)
+    return one
 
 
 def _instruction_plan(config: ExperimentConfig, run: Run, adapter: Any) -> Any:
