@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import cli_inspect, cli_run
+from . import cli_inspect, cli_policies, cli_run
 from .config_base import UsageError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_run.add_parsers(commands)
     cli_inspect.add_parsers(commands)
+    cli_policies.add_parsers(commands)
     _add_tool_parsers(commands)
     for command in {id(c): c for c in commands.choices.values()}.values():  # aliases: once
         command.add_argument("--traceback", action="store_true",
@@ -336,7 +337,7 @@ _TOOLS = {
 }
 
 
-COMMANDS = {**cli_run.COMMANDS, **cli_inspect.COMMANDS, **_TOOLS}
+COMMANDS = {**cli_run.COMMANDS, **cli_inspect.COMMANDS, **cli_policies.COMMANDS, **_TOOLS}
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ them on held-out episodes into a results folder ``report`` reads. See docs/confi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,18 @@ from typing import Any
 from .. import agents
 from ..adapters.representation import Standardiser
 from ..agents.base import read_agent_file
-from .config import ExperimentConfig
+from .config import ConfigError, ExperimentConfig, UsageError, apply_set, experiment_from_dict
+from .config_base import HeldOutEpisodes
+from .folders import (
+    ResultsFolderError,
+    folder_lock,
+    prepare_output,
+    refuse_foreign,
+    unnamed_modules,
+    writing,
+)
 from .one_run import (
+    FINAL_EVAL_SEED,
     OBSERVATION_TENSORS,
     agent_params,
     make_adapter,
@@ -24,7 +35,17 @@ from .one_run import (
     with_set_layout,
     wrap,
 )
-from .results import POLICY_FILES, Run, find_run, folder_config
+from .report import write_report
+from .results import (
+    POLICY_FILES,
+    Run,
+    find_run,
+    folder_config,
+    merge_episodes,
+    runs_of,
+    write_failed_run,
+    write_finished_run,
+)
 
 
 @dataclass
@@ -44,24 +65,28 @@ class LoadedRun:
         return wrap(make_env(self.config, over=params), self.adapter)
 
 
-def load_run(path: str | Path, which: str = "final") -> LoadedRun:
+def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | None = None
+             ) -> LoadedRun:
     """The kept ``which`` policy (final or best) of a run folder ``results/<name>/runs/<run>``,
-    rebuilt from the folder's ``config.yaml`` and the policy file; one ValueError naming
-    what is missing or does not fit."""
+    rebuilt from the folder's ``config.yaml`` (or ``config``, the same experiment changed)
+    and the policy file; one `ResultsFolderError` (a ValueError) naming what is missing or
+    does not fit."""
     run_dir = Path(path)
     if which not in POLICY_FILES:
-        raise ValueError(f"which={which!r}: expected one of {', '.join(POLICY_FILES)}")
+        raise ResultsFolderError(f"which={which!r}: expected one of {', '.join(POLICY_FILES)}")
     file = run_dir / POLICY_FILES[which]
     if not file.is_file():
         kept = [w for w, name in POLICY_FILES.items() if (run_dir / name).is_file()]
-        raise ValueError(f"{run_dir} keeps no {which} policy ({POLICY_FILES[which]}); "
+        raise ResultsFolderError(f"{run_dir} keeps no {which} policy ({POLICY_FILES[which]}); "
                          + (f"it keeps {', '.join(kept)}" if kept else
                             "expected a run folder results/<name>/runs/<run> of a run "
                             "trained with logging.policies on"))
-    out_dir = run_dir.parent.parent
-    config = folder_config(out_dir)
+    config = config or folder_config(run_dir.parent.parent)
     run = find_run(config, run_dir.name)
-    header, tensors = read_agent_file(file)
+    try:
+        header, tensors = read_agent_file(file)
+    except ValueError as error:
+        raise ResultsFolderError(str(error)) from None
     adapter = make_adapter(run.adapter, make_env(config), config.cache_dir)
     mean = tensors.pop(f"{OBSERVATION_TENSORS}mean", None)
     matrix = tensors.pop(f"{OBSERVATION_TENSORS}matrix", None)
@@ -71,12 +96,132 @@ def load_run(path: str | Path, which: str = "final") -> LoadedRun:
     space = adapter.observation_space
     params = with_set_layout(agent_params(run.agent, run.adapter.name, config.cache_dir),
                              adapter)
-    agent = agents.make_agent(run.agent.type, space, make_env(config).action_space,
-                              seed=run.seed, **params)
     saved = tuple(header.get("obs_shape", ()))
     if saved != tuple(space.shape):
-        raise ValueError(f"{file} was saved for observations of shape {saved}; the run's "
-                         f"adapter {run.adapter.name} now gives {tuple(space.shape)}")
-    agent.load_saved(header, tensors, file)
+        raise ResultsFolderError(f"{file} was saved for observations of shape {saved}; adapter "
+                         f"{run.adapter.name} as set now gives shape {tuple(space.shape)}")
+    agent = agents.make_agent(run.agent.type, space, make_env(config).action_space,
+                              seed=run.seed, **params)
+    try:
+        agent.load_saved(header, tensors, file)
+    except ValueError as error:
+        raise ResultsFolderError(str(error)) from None
     return LoadedRun(config, run, agent, adapter, file)
 
+
+
+def kept_runs(folder: Path) -> list[Path]:
+    """The run folders of a results folder (or the one run folder given) that keep a policy."""
+    folder = Path(folder)
+    if (folder / POLICY_FILES["final"]).is_file() or folder.parent.name == "runs":
+        return [folder]
+    runs = sorted(p for p in (folder / "runs").glob("*/") if not p.is_symlink()
+                  and any((p / name).is_file() for name in POLICY_FILES.values()))
+    if not runs:
+        raise ResultsFolderError(f"{folder} keeps no policy (no runs/<run>/"
+                                 f"{POLICY_FILES['final']}); expected a results folder of a run "
+                                 "with logging.policies on (the default), or one of its runs")
+    return runs
+
+
+def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episodes: int | None,
+                    heldout: tuple[int, int] | None, sampled: bool | None, force: bool,
+                    imports: list[str], log: Callable[[str], None] = print) -> Path:
+    """Play the kept policies of ``source`` (a results folder or a run folder) on held-out
+    episodes — the folder's, or ``heldout`` (first seed, count) — with ``assignments``
+    (``--set`` lines) over its environment, into the results folder ``out_dir``: a
+    ``best`` and a ``final`` row per episode as the run wrote them, then the report."""
+    runs = kept_runs(source)
+    home = runs[0].parent.parent
+    data = folder_config(home).resolved()
+    for assignment in assignments:
+        apply_set(data, assignment)
+    evaluation = data["evaluation"]
+    if heldout is not None:
+        evaluation["heldout_seeds"] = {"first": heldout[0], "count": heldout[1]}
+    if episodes is not None and evaluation.get("heldout_seeds"):
+        evaluation["heldout_seeds"] = {**evaluation["heldout_seeds"], "count": episodes}
+    elif episodes is not None:
+        evaluation["final_episodes"] = episodes
+    if evaluation.get("heldout_seeds"):  # the final evaluation plays them all
+        evaluation.pop("final_episodes", None)
+    data["evaluation"]["transfer"] = None  # its rows are this evaluation's own
+    _only(data, [find_run(folder_config(home), run_dir.name) for run_dir in runs])
+    changes = " ".join(f"--set {a}" for a in assignments)
+    config = experiment_from_dict(data, f"{home}/config.yaml with {changes}" if changes
+                                  else home / "config.yaml", data_only=True)
+    unnamed = unnamed_modules(config, imports)
+    if unnamed:
+        raise UsageError(f"{home} names modules of its own ({', '.join(unnamed)}), which are "
+                         "not imported from a results folder; pass "
+                         + " ".join(f"--import {name}" for name in unnamed)
+                         + " to import them, only if you trust their code")
+    make_env(config).close()  # bad environment parameters fail before anything is written
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_dir} is a file; expected a results folder")
+    if out_dir.resolve() == home.resolve() or home.resolve() in out_dir.resolve().parents:
+        raise UsageError(f"--out {out_dir} lies inside the folder evaluated ({home}); "
+                         "choose a folder of its own")
+    refuse_foreign(out_dir)
+    with writing(out_dir, f"rerun: langadapt evaluate {source} --out {out_dir} --force"):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with folder_lock(out_dir):
+            prepare_output(config, out_dir, resume=False, force=force)
+            _play(runs, config, sampled, out_dir, log)
+            merge_episodes(config, out_dir)
+            write_report(out_dir, log=log)
+    return out_dir
+
+
+def _play(runs: list[Path], config: ExperimentConfig, sampled: bool | None, out_dir: Path,
+          log: Callable[[str], None]) -> None:
+    """Each run's rows into ``out_dir/runs/<run>/``; a run of the evaluated adapters, agents
+    and seeds that keeps no policy is recorded as failed (named in the report)."""
+    kept = {run_dir.name: run_dir for run_dir in runs}
+    for run in runs_of(config):
+        if run.key not in kept:
+            write_failed_run(out_dir, run.key, "its folder keeps no policy")
+            continue
+        rows = evaluate_run(kept[run.key], config, sampled)
+        write_finished_run(out_dir, run.key, rows, {"run": run.key,
+                                                    "evaluated_from": str(kept[run.key])})
+        log(f"{run.key}: {len(rows)} episodes")
+
+
+def _only(data: dict[str, Any], runs: list[Run]) -> None:
+    """Narrow an experiment's data to the adapters, agents and seeds of ``runs``."""
+    adapters = {run.adapter.name for run in runs}
+    agent_names = {run.agent.name for run in runs}
+    data["adapters"] = [a for a in data["adapters"] if (a.get("label") or a["type"]) in adapters]
+    data["agents"] = [{**a, "per_adapter": {k: v for k, v in (a.get("per_adapter") or {}).items()
+                                            if k in adapters}}
+                      for a in data["agents"] if (a.get("label") or a["type"]) in agent_names]
+    data["seeds"] = sorted({run.seed for run in runs})
+
+
+def evaluate_run(run_dir: Path, config: ExperimentConfig, sampled: bool | None
+                 ) -> list[dict[str, Any]]:
+    """The rows of a run's kept policies (best first, as a run writes them) on the held-out
+    episodes of ``config`` (the run's experiment, changed)."""
+    rows: list[dict[str, Any]] = []
+    for which in ("best", "final"):
+        if not (run_dir / POLICY_FILES[which]).is_file():
+            continue
+        loaded = load_run(run_dir, which, config)
+        agent = loaded.agent
+        if sampled is not None and "deterministic" in type(agent.config).model_fields:
+            agent.config = agent.config.model_copy(update={"deterministic": not sampled})
+        env = loaded.make_env()
+        held = config.evaluation.heldout_seeds
+        played = agents.evaluate(
+            agent, env if held is None else HeldOutEpisodes(env, held.seeds),
+            episodes=config.evaluation.final_episodes, seed=loaded.run.seed + FINAL_EVAL_SEED)
+        for record in played:
+            rows.append({
+                "adapter": loaded.run.adapter.name, "agent": loaded.run.agent.name,
+                "seed": loaded.run.seed, "phase": which, "episode": 0,
+                "return": repr(float(record.return_)), "length": record.length,
+                "success": int(bool(record.success)), "wall_time": f"{record.wall_time:.6f}",
+                "llm_calls": 0, "cache_hits": 0, "llm_fallbacks": 0})
+        env.close()
+    return rows

@@ -1,0 +1,65 @@
+"""``langadapt evaluate`` and ``langadapt play``: a results folder's kept policies played
+again, on held-out episodes or into a picture (docs/configuration.md, "Kept policies")."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .cli_run import add_import_option, import_modules
+from .config_base import UsageError
+
+
+def add_parsers(commands: Any) -> None:
+    evaluate = commands.add_parser(
+        "evaluate", help="play a results folder's kept policies again on held-out episodes",
+        description="Play the kept policies of a results folder (or of one of its run "
+        "folders, runs/<run>) on held-out episodes of the same or other environment "
+        "parameters, writing a results folder that `report` reads like any other. Nothing "
+        "the folder holds is imported or unpickled.")
+    evaluate.add_argument("folder", type=Path, metavar="RUN_OR_FOLDER")
+    evaluate.add_argument("--out", type=Path, required=True, help="the new results folder")
+    evaluate.add_argument("--set", dest="assignments", action="append", default=[],
+                          metavar="KEY=VALUE", help="change the folder's experiment, e.g. "
+                          "--set environment.params.num_dists=8; repeatable")
+    evaluate.add_argument("--episodes", type=int, help="held-out episodes per policy "
+                          "(default: the folder's)")
+    evaluate.add_argument("--heldout", metavar="FIRST,COUNT",
+                          help="the held-out seeds FIRST..FIRST+COUNT-1 (default: the folder's)")
+    mode = evaluate.add_mutually_exclusive_group()
+    mode.add_argument("--sampled", action="store_const", const=True, dest="sampled",
+                      help="sample the policy's legal actions (SB3 agents)")
+    mode.add_argument("--greedy", action="store_const", const=False, dest="sampled",
+                      help="the policy's most probable legal action (SB3 agents)")
+    evaluate.add_argument("--force", action="store_true",
+                          help="replace the earlier results in --out (a folder langadapt wrote)")
+    add_import_option(evaluate)
+
+
+def _heldout(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    first, _, count = text.partition(",")
+    try:
+        pair = (int(first), int(count))
+    except ValueError:
+        pair = (-1, -1)
+    if pair[0] < 0 or not 1 <= pair[1] <= 1_000_000:
+        raise UsageError(f"--heldout {text!r}: expected FIRST,COUNT (whole numbers, FIRST >= 0, "
+                         "COUNT from 1 to 1,000,000)")
+    return pair
+
+
+def command_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate_folder
+
+    if args.episodes is not None and not 1 <= args.episodes <= 1_000_000:
+        raise UsageError(f"--episodes {args.episodes}: expected 1 to 1,000,000")
+    import_modules(args.imports)
+    evaluate_folder(args.folder, args.out, args.assignments, args.episodes,
+                    _heldout(args.heldout), args.sampled, args.force, args.imports)
+    return 0
+
+
+COMMANDS = {"evaluate": command_evaluate}
