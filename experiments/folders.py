@@ -55,15 +55,16 @@ def bounded(path: Path, most: int) -> Path:
     return path
 
 
-def inside(out_dir: Path, relative: str | Path) -> Path:
-    """``out_dir / relative``, refused when it or a folder on the way is a symbolic link."""
+def inside(out_dir: Path, relative: str | Path, again: str = "remove the link") -> Path:
+    """``out_dir / relative``, refused when it or a folder on the way is a symbolic link
+    (``again``: what the refusal says to do)."""
     path = Path(out_dir)
     for part in Path(relative).parts:
         path = path / part
         if path.is_symlink():
             raise ResultsFolderError(
                 f"{path} is a symbolic link; a results folder is written only inside itself — "
-                "remove the link (or pass --force to replace the folder's results)")
+                f"{again}")
     return path
 
 
@@ -193,14 +194,14 @@ def _alive(pid: int, host: str) -> bool:
     return True
 
 
-def refuse_links(out_dir: Path) -> None:
+def refuse_links(out_dir: Path, again: str = "remove the link") -> None:
     """Refuse a results folder any of whose result entries is a symbolic link."""
     for name in (*RESULT_FILES, LOCK_FILE, MARKER, "runs"):
-        inside(out_dir, name)
+        inside(out_dir, name, again)
     if (out_dir / "runs").is_dir():
         for run_dir in (out_dir / "runs").iterdir():
             for name in ("", *(RUN_FILES if run_dir.is_dir() else ())):
-                inside(out_dir, Path("runs") / run_dir.name / name)
+                inside(out_dir, Path("runs") / run_dir.name / name, again)
 
 
 def results_folder_of(path: Path) -> Path | None:
@@ -231,7 +232,8 @@ def prepare_output(config: ExperimentConfig, out_dir: Path, resume: bool, force:
     config_file = out_dir / "config.yaml"
     if force and is_results_folder(out_dir):
         _remove_results(out_dir)
-    refuse_links(out_dir)
+    refuse_links(out_dir, "remove the link (or pass --force to replace the folder's results: "
+                 "the link is removed, never what it points to)")
     if config_file.exists():
         try:
             existing = load_config(config_file, data_only=True)

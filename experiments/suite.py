@@ -32,6 +32,12 @@ __all__ = ["BALROG_BABYAI", "SUITE_FILE", "merge_suites", "run_suite", "task_con
 
 SUITE_FILE = "suite.yaml"
 
+
+def task_dir(out_dir: Path, task: str) -> Path:
+    """A suite's task folder, refused when it is a symbolic link: a suite is read and written
+    only inside itself (a link would send another experiment's rows in, or writes out)."""
+    return inside(out_dir, task, "remove the link; a task's results live in the suite folder")
+
 def task_configs(config: ExperimentConfig) -> dict[str, ExperimentConfig]:
     """The experiment of each task of a suite: the file's environment params with the task's
     added, named ``<name>-<task>``, written to ``<output>/<task>/``."""
@@ -60,9 +66,10 @@ def run_suite(config: ExperimentConfig, out_dir: Path | None = None, resume: boo
         except ConfigError as error:
             raise ConfigError(f"{config.name}, task {task}: {error}") from None
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
+    folders = {task: task_dir(out_dir, task) for task in experiments}  # --force follows no link
     for task, experiment in experiments.items():
         log(f"suite {config.name}: task {task}")
-        run_experiment(experiment, out_dir=out_dir / task, resume=resume, force=force,
+        run_experiment(experiment, out_dir=folders[task], resume=resume, force=force,
                        progress=progress, log=log)
         # after a task's folder took this suite (a refused --resume leaves the old file)
         with writing(out_dir, "free some space and run again with --resume"):
@@ -83,7 +90,7 @@ named ``<agent> (best)`` for the policy ``evaluation.keep_best`` kept)."""
 def _outcomes(out_dir: Path, tasks: list[str]) -> dict[tuple[str, str], Outcomes]:
     found: dict[tuple[str, str], Outcomes] = defaultdict(lambda: defaultdict(dict))
     for task in tasks:
-        path = out_dir / task / "episodes.csv"
+        path = task_dir(out_dir, task) / "episodes.csv"
         if not path.is_file():
             continue
         by_run: dict[tuple[str, str, int], list[bool]] = defaultdict(list)
@@ -169,9 +176,10 @@ def suite_costs(config: ExperimentConfig, out_dir: Path) -> dict[tuple[str, str]
     """Per adapter x agent, what its runs cost over the suite's tasks (stats.folder_costs)."""
     total: dict[tuple[str, str], Cost] = {}
     for task in config.tasks or {}:
-        if (out_dir / task / "config.yaml").is_file():
-            task_config = load_config(out_dir / task / "config.yaml", data_only=True)
-            for key, cost in folder_costs(task_config, out_dir / task).items():
+        folder = task_dir(out_dir, task)
+        if (folder / "config.yaml").is_file():
+            task_config = load_config(folder / "config.yaml", data_only=True)
+            for key, cost in folder_costs(task_config, folder).items():
                 total[key] = total.get(key, Cost()) + cost
     return total
 
@@ -243,7 +251,7 @@ def suite_tables(sources: list[Source], title: str) -> tuple[str, list[list[str]
     if notes:
         lines += ["", *notes]
     missing = [prefix + t for config, folder, prefix in sources for t in config.tasks or {}
-               if not (folder / t / "episodes.csv").is_file()]
+               if not (task_dir(folder, t) / "episodes.csv").is_file()]
     if missing:
         lines += ["", f"Tasks without results yet: {', '.join(missing)}."]
     if balrog:
@@ -270,10 +278,10 @@ def write_suite_report(out_dir: Path | str, log: Callable[[str], None] | None = 
                                  f"{SUITE_FILE}")
     require_rliable()
     config = load_config(out_dir / SUITE_FILE, data_only=True)
-    if task_reports:
-        for task in config.tasks or {}:
-            if (out_dir / task / "episodes.csv").is_file():
-                write_report(out_dir / task, log=None)
+    folders = [task_dir(out_dir, task) for task in config.tasks or {}]  # all, before a write
+    for folder in folders if task_reports else []:
+        if (folder / "episodes.csv").is_file():
+            write_report(folder, log=None)
     markdown, rows, profiles = suite_markdown(config, out_dir)
     _write_suite(out_dir, f"free some space and rebuild: langadapt report {out_dir}",
                  markdown, rows, profiles, config.name, log)
@@ -326,7 +334,7 @@ def merge_suites(folders: list[Path], out_dir: Path,
             if first[1] != params:
                 raise ResultsFolderError(f"task {task} is {first[1]} in {first[0]} but {params} "
                                          f"in {folder}: not the same task")
-            if (folder / task / "episodes.csv").is_file():
+            if (task_dir(folder, task) / "episodes.csv").is_file():
                 check_results(folder / task)  # cut or crafted rows: refused before the table
     if (out_dir / "config.yaml").exists() or (out_dir / SUITE_FILE).exists():
         raise ResultsFolderError(f"--out {out_dir} is a results folder; a merged table never "

@@ -624,3 +624,39 @@ def test_a_suite_report_is_refused_while_another_process_writes_the_folder(tmp_p
         holder.wait()
     write_suite_report(tmp_path, log=None, task_reports=False)
     assert (tmp_path / "suite.md").is_file()
+
+
+def test_a_suites_task_folder_that_is_a_link_is_never_read_written_or_emptied(tmp_path,
+                                                                               capsys):
+    pytest.importorskip("rliable")
+    other = run_experiment(experiment_from_dict(raw_config(
+        tmp_path, agents=[{"type": "random"}], seeds=1, output=str(tmp_path / "other"))),
+        **QUIET)
+    (other / "notes.md").write_text("another experiment's notes")
+    suite = raw_config(tmp_path, agents=[{"type": "random"}], seeds=1,
+                       output=str(tmp_path / "suite"),
+                       tasks={"a": {"maze": "umaze"}, "b": {"maze": "umaze"}})
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    assert cli.main(["run", str(path), "--no-progress"]) == 0
+    shutil.rmtree(tmp_path / "suite" / "b")
+    (tmp_path / "suite" / "b").symlink_to(other)
+    before = _snapshot(other)
+    code, err = _main(capsys, "report", str(tmp_path / "suite"))
+    assert code == 2 and f"{tmp_path / 'suite' / 'b'} is a symbolic link" in err
+    assert "--force" not in err
+    for extra in (["--force"], ["--resume"]):
+        code, err = _main(capsys, "run", str(path), *extra, "--no-progress")
+        assert code == 2 and "b is a symbolic link" in err
+    assert _snapshot(other) == before
+
+
+def test_reports_link_refusals_never_suggest_force(finished, tmp_path, capsys):
+    _, out = finished
+    (tmp_path / "elsewhere.md").write_text("kept")
+    (out / "summary.md").unlink()
+    (out / "summary.md").symlink_to(tmp_path / "elsewhere.md")
+    code, err = _main(capsys, "report", str(out))
+    assert code == 2 and "summary.md is a symbolic link" in err and "--force" not in err
+    code, err = _main(capsys, "run", str(out / "config.yaml"), "--resume", "--no-progress")
+    assert code == 2 and "or pass --force" in err  # run has --force: it removes the link
