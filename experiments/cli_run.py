@@ -120,33 +120,45 @@ def add_override_options(command: Any) -> None:
                          "a backend name (openai, ollama, llamacpp, ...)")
     command.add_argument("--model", help="with --backend: the model name")
     command.add_argument("--base-url", help="with --backend openai: the server's API root, "
-                         "e.g. http://127.0.0.1:8000/v1 (the key: $OPENAI_API_KEY)")
+                         "e.g. http://127.0.0.1:8000/v1")
+    command.add_argument("--api-key-env", metavar="NAME", help="with --backend openai: the "
+                         "environment variable holding the key (default OPENAI_API_KEY; none: "
+                         "a server that needs no key)")
 
 
 def apply_overrides(data: dict[str, Any], args: Any, source: str) -> list[str]:
-    """Apply the override options of ``args`` to ``data``; returns them as written, for the
-    error messages' source (empty when there are none)."""
-    from .config import agent_name, apply_set, select_tasks, set_backend  # lazy: a fast start
+    """Apply the override options of ``args`` to ``data`` — the backend options first, so
+    that a ``--set`` inside the backend they set applies to it — and return them as
+    written, for the error messages' source (empty when there are none)."""
+    from .config import apply_set, select_tasks, set_backend, spread_budget  # lazy: fast start
 
-    written = [f"--set {a}" for a in args.assignments]
+    written = []
+    given = {"--model": args.model, "--base-url": args.base_url,
+             "--api-key-env": args.api_key_env}
+    if args.backend is None and any(v is not None for v in given.values()):
+        named = [k for k, v in given.items() if v is not None]
+        raise UsageError(f"{' and '.join(named)} {'goes' if len(named) == 1 else 'go'} with "
+                         "--backend (e.g. --backend openai --model gpt-4o-mini --base-url "
+                         "https://api.openai.com/v1)")
+    if args.backend is not None:
+        spec = {k: v for k, v in (("model", args.model), ("base_url", args.base_url))
+                if v is not None}
+        if args.api_key_env is not None:
+            spec["api_key_env"] = None if args.api_key_env == "none" else args.api_key_env
+        set_backend(data, {"backend": args.backend, **spec}, source)
+        written.append(" ".join([f"--backend {args.backend}",
+                                 *(f"{k} {v}" for k, v in given.items() if v is not None)]))
     for assignment in args.assignments:
         apply_set(data, assignment)
-    own = [agent_name(a) for a in data.get("agents") or []
-           if isinstance(a, dict) and a.get("training")]
-    if own and any(a.startswith("training.") or a.startswith("training=")
-                   for a in args.assignments):
-        print(f"note: {', '.join(own)} keep their own training block; change it with --set "
-              f"agents.{own[0]}.training.steps=...")
+        written.append(f"--set {assignment}")
+        own = spread_budget(data, assignment)
+        if own:
+            print(f"note: {assignment.strip()} applies to every agent, {', '.join(own)}'s own "
+                  f"training block too; one agent's own: --set agents.{own[0]}.training."
+                  f"{assignment.split('=')[0].split('.')[-1].strip()}=N after it")
     if args.tasks is not None:
         select_tasks(data, args.tasks, source)
         written.append(f"--tasks {args.tasks}")
-    if args.backend is None and (args.model is not None or args.base_url is not None):
-        raise UsageError("--model and --base-url go with --backend (e.g. --backend openai "
-                         "--model gpt-4o-mini --base-url https://api.openai.com/v1)")
-    if args.backend is not None:
-        spec = {"backend": args.backend, "model": args.model, "base_url": args.base_url}
-        set_backend(data, {k: v for k, v in spec.items() if v is not None}, source)
-        written.append(f"--backend {args.backend}")
     return written
 
 
@@ -242,6 +254,11 @@ def command_run(args: argparse.Namespace) -> int:
               f"adapters x {len(config.agents)} agents x {len(config.seed_list)} seeds"
               f"{f' x {tasks} tasks' if config.tasks else ''}), "
               f"executor {config.executor.type}, results in {args.out or config.output_dir}")
+        print("each run's budget: " + "; ".join(
+            f"{agent.name} " + ("none (zero-shot: evaluated only)" if agent.type == "llm_policy"
+                                and not agent.params.get("few_shot")
+                                else budget_text(config.training_for(agent)))
+            for agent in config.agents))
         return 0
     if args.no_progress:
         quiet_model_loading()
@@ -257,6 +274,14 @@ def command_run(args: argparse.Namespace) -> int:
     )
     print(f"done in {time.perf_counter() - started:.0f} s: {out}")
     return 0
+
+
+def budget_text(training: Any) -> str:
+    """``3,000 steps over 8 copies``, ``1 episode``: a training block's budget."""
+    amount, unit = ((training.steps, "step") if training.steps is not None
+                    else (training.episodes, "episode"))
+    copies = f" over {training.n_envs} copies" if training.n_envs > 1 else ""
+    return f"{amount:,} {unit}{'' if amount == 1 else 's'}{copies}"
 
 
 def _apply_options(data: dict[str, Any], args: argparse.Namespace) -> str:

@@ -156,6 +156,32 @@ def test_backend_options_put_a_users_model_in_every_llm_agent_and_no_key(tmp_pat
     assert code == 2 and "agents.0.params.backend: base_url: Field required" in err
 
 
+def test_backend_combines_with_set_on_the_backend_and_api_key_env_names_the_key(capsys,
+                                                                               monkeypatch):
+    from langadapt.experiments import cli_run
+
+    seen = {}
+    monkeypatch.setattr(cli_run, "_build_environments",
+                        lambda config: seen.__setitem__("config", config))
+    server = ["--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+
+    def backend(*options: str) -> dict:
+        code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", *options)
+        assert (code, err) == (0, "")
+        (agent,) = [a for a in seen["config"].agents if a.type == "llm_policy"]
+        return agent.params["backend"]
+
+    assert backend(*server, "--set", "agents.llm_policy.params.backend.api_key_env=null"
+                   )["api_key_env"] is None
+    assert backend(*server, "--api-key-env", "MY_API_KEY")["api_key_env"] == "MY_API_KEY"
+    assert backend(*server, "--api-key-env", "none")["api_key_env"] is None
+    # a backend given by name is {backend: name} to a --set inside it
+    assert backend("--set", "agents.llm_policy.params.backend.n_threads=1") == {
+        "backend": "llamacpp", "n_threads": 1}
+    code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", "--api-key-env", "K")
+    assert code == 2 and "--api-key-env goes with --backend" in err
+
+
 def test_init_writes_a_packaged_file_once(tmp_path, capsys):
     code, out, _ = run_cli(capsys, "init", "quickstart", str(tmp_path))
     assert code == 0 and "written:" in out
@@ -284,12 +310,29 @@ def test_comparing_folders_of_different_environments_says_which_differ(tmp_path,
         assert all(float(row["cpu_seconds"]) >= 0 for row in csv.DictReader(handle))
 
 
-def test_set_training_names_the_agents_that_keep_their_own_budget(tmp_path, capsys):
+def test_set_training_shrinks_every_agents_budget_and_check_prints_each(tmp_path, capsys,
+                                                                         monkeypatch):
+    from langadapt.experiments import cli_run
+
     data = raw_config(tmp_path, agents=[{"type": "qlearning", "training": {"episodes": 9}},
                                         {"type": "random"}])
     (tmp_path / "own.yaml").write_text(yaml.safe_dump(data))
     code, out, err = run_cli(capsys, "run", str(tmp_path / "own.yaml"), "--check",
-                             "--set", "training.episodes=3")
+                             "--set", "training.steps=30")
     assert (code, err) == (0, "")
-    assert "note: qlearning keep their own training block; change it with --set " \
-           "agents.qlearning.training.steps=..." in out
+    assert "note: training.steps=30 applies to every agent, qlearning's own training block " \
+           "too" in out
+    assert "each run's budget: qlearning 30 steps; random 30 steps" in out
+    # a later --set of one agent's own block wins
+    code, out, err = run_cli(capsys, "run", str(tmp_path / "own.yaml"), "--check",
+                             "--set", "training.episodes=3",
+                             "--set", "agents.qlearning.training.episodes=5")
+    assert (code, err) == (0, "") and "budget: qlearning 5 episodes; random 3 episodes" in out
+    seen = {}
+    monkeypatch.setattr(cli_run, "_build_environments",
+                        lambda config: seen.setdefault("config", config))
+    code, out, err = run_cli(capsys, "run", "babyai_suite", "--check",
+                             "--set", "training.steps=3000", "--set", "seeds=1")
+    assert (code, err) == (0, "")
+    assert "each run's budget: maskable_ppo 3,000 steps over 8 copies; dqn 3,000 steps" in out
+    assert {seen["config"].training_for(a).steps for a in seen["config"].agents} == {3000}
