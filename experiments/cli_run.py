@@ -9,6 +9,7 @@ import argparse
 import atexit
 import contextlib
 import copy
+import json
 import os
 import time
 from collections.abc import Callable
@@ -294,7 +295,8 @@ def _apply_options(data: dict[str, Any], args: argparse.Namespace) -> str:
         if value is not None}
     if executor:
         data["executor"] = {**(data.get("executor") or {}), **executor}
-    changes = apply_overrides(data, args, str(args.file))
+    changes = [c if c.isprintable() else json.dumps(c)  # a newline would split the error
+               for c in apply_overrides(data, args, str(args.file))]
     return (f"{args.file} with {' '.join(changes)}" if changes
             else f"{args.file} with the command-line options")
 

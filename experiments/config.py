@@ -56,7 +56,7 @@ from .schema import (
 __all__ = [  # the public names, wherever they are defined
     "MAX_SEED", "MAX_SEED_COUNT", "MAX_YAML_VALUES", "AdapterSpec", "AgentSpec", "ConfigError",
     "EnvironmentSpec", "EvaluationSpec", "ExecutorSpec", "ExperimentConfig", "HeldOutSeeds",
-    "TrainingSpec", "UsageError", "apply_set", "changed_keys", "experiment_from_dict",
+    "TrainingSpec", "UsageError", "apply_set", "changed_keys", "experiment_from_dict", "listed",
     "load_config", "load_yaml", "read_file", "select_tasks", "set_backend", "worker_config",
 ]
 
@@ -360,13 +360,6 @@ def _validate(
 ROLE_BACKEND_PARAMS = {"llm_policy": "backend", "llm_policy_search": "llm"}
 """The agent parameter holding the backend spec, per LLM agent type."""
 
-BACKEND_KEYS = frozenset({"backend", *ROLE_BACKEND_PARAMS.values()})
-"""Keys whose value is a backend spec: a name there is the mapping ``{backend: name}`` to a
-``--set`` that goes inside it."""
-
-BUDGET_KEYS = ("steps", "episodes")
-"""A training block's budget: exactly one of these."""
-
 
 def apply_set(data: dict[str, Any], assignment: str) -> None:
     """Apply one ``KEY=VALUE`` to ``data`` (the experiment's mapping) in place."""
@@ -375,8 +368,8 @@ def apply_set(data: dict[str, Any], assignment: str) -> None:
     if not equals or not all(parts):
         raise UsageError(f"--set {assignment!r}: expected KEY=VALUE with a dotted KEY, e.g. "
                          "--set training.steps=3000")
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
+    try:  # the files' bounded loader: an alias bomb is refused before it expands
+        value = load_yaml(text, f"--set {key}") if text.strip() else ""
     except yaml.YAMLError as error:
         raise UsageError(f"--set {key}: {text!r} is not a YAML value "
                          f"({' '.join(str(error).split())})") from None
@@ -394,34 +387,10 @@ def apply_set(data: dict[str, Any], assignment: str) -> None:
                 current[part] = value  # an unknown key is named by the validation
             elif current.get(part) is None:
                 current[part] = {}
-            elif part in BACKEND_KEYS and current[part] in (*BACKENDS, "auto"):
-                current[part] = {"backend": current[part]}  # --set ...backend.model=X
             current = current[part]
         else:
             raise UsageError(f"--set {key}: {where} is {json.dumps(current)}, not a mapping or a "
                              f"list, so it has no key {part!r}")
-
-
-def spread_budget(data: dict[str, Any], assignment: str) -> list[str]:
-    """After ``--set training.steps=N`` (or ``training.episodes=N``): that budget in the
-    file's training block and in every agent's own block (the other budget key dropped,
-    ``n_envs`` kept), so the override shrinks every run; the agents whose own block changed
-    (nothing for any other assignment)."""
-    key, _, _ = assignment.partition("=")
-    parts = key.strip().split(".")
-    if len(parts) != 2 or parts[0] != "training" or parts[1] not in BUDGET_KEYS:
-        return []
-    budget, other = parts[1], BUDGET_KEYS[1 - BUDGET_KEYS.index(parts[1])]
-    value = data["training"][budget]
-    data["training"].pop(other, None)
-    changed = []
-    for agent in data.get("agents") or []:
-        block = agent.get("training") if isinstance(agent, dict) else None
-        if isinstance(block, dict):
-            block.pop(other, None)
-            block[budget] = value
-            changed.append(agent_name(agent))
-    return changed
 
 
 def _item(items: list[Any], part: str, key: str, where: str) -> int:
@@ -434,6 +403,11 @@ def _item(items: list[Any], part: str, key: str, where: str) -> int:
     known = [n for n in names if n]
     raise UsageError(f"--set {key}: {where} has no item {part!r}{suggest(part, known)}; "
                      f"give a position 0..{len(items) - 1} or a name: {', '.join(known)}")
+
+
+def listed(value: Any) -> list[Any]:
+    """``value`` if it is a list, else ``[]`` (a wrong type is named by the validation)."""
+    return value if isinstance(value, list) else []
 
 
 def agent_name(item: Any) -> str:
@@ -460,7 +434,9 @@ def set_backend(data: dict[str, Any], spec: dict[str, Any], source: str) -> int:
     """Replace the backend spec of every LLM agent and advisor by ``spec``; returns how
     many were replaced (a UsageError when the file has none)."""
     changed = 0
-    for agent in data.get("agents") or []:
+    for agent in listed(data.get("agents")):
+        if not isinstance(agent, dict):
+            continue  # named by the validation
         key = ROLE_BACKEND_PARAMS.get(agent.get("type"))
         if key is not None:
             agent.setdefault("params", {})[key] = dict(spec)

@@ -212,3 +212,34 @@ def test_sb3_keywords_of_the_right_types_still_pass(tmp_path):
     data = raw_config(tmp_path, agents=[{"type": "sb3", "params": params}],
                       training={"steps": 64}, seeds=1)
     assert experiment_from_dict(data).agents[0].params["train_freq"] == [4, "step"]
+
+
+# ----------------------------------------------------------------------------- --set values
+
+
+def test_a_set_value_is_read_with_the_files_bounded_loader(tmp_path, capsys):
+    path = _write(tmp_path / "exp.yaml", raw_config(tmp_path))
+    levels = ["&a0 [x, x, x, x, x, x, x, x, x]"] + [
+        f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    bomb = "[" + ", ".join(levels) + "]"  # nine levels of nine aliases: 387 million values
+    code, err = _main(capsys, "run", str(path), "--check",
+                      "--set", f"agents.qlearning.params.alpha={bomb}")
+    assert code == 2 and "--set agents.qlearning.params.alpha: the YAML holds more than " \
+        f"{MAX_YAML_VALUES:,} values" in err
+
+
+@pytest.mark.parametrize(("text", "agents"), [("5", 5), ("[5]", [5]), ("{a: 1}", {"a": 1})])
+def test_agents_of_another_type_are_one_error_not_a_traceback(tmp_path, capsys, text, agents):
+    path = _write(tmp_path / "exp.yaml", raw_config(tmp_path))
+    assignment = f"agents={text}"
+    code, err = _main(capsys, "run", str(path), "--check", "--set", assignment, lines=2)
+    assert code == 2 and f"--set {assignment}: invalid experiment file" in err
+    _write(path, raw_config(tmp_path, agents=agents))  # the file's own, with --backend
+    code, err = _main(capsys, "run", str(path), "--check", "--backend", "ollama")
+    assert code == 2 and "has no LLM agent" in err
+
+
+def test_a_set_value_with_a_newline_keeps_the_error_on_its_lines(tmp_path, capsys):
+    path = _write(tmp_path / "exp.yaml", raw_config(tmp_path))
+    code, err = _main(capsys, "run", str(path), "--check", "--set", "seeds=[1,\n  x]", lines=2)
+    assert code == 2 and '"--set seeds=[1,\\n  x]"' in err
