@@ -360,6 +360,13 @@ def _validate(
 ROLE_BACKEND_PARAMS = {"llm_policy": "backend", "llm_policy_search": "llm"}
 """The agent parameter holding the backend spec, per LLM agent type."""
 
+BACKEND_KEYS = frozenset({"backend", *ROLE_BACKEND_PARAMS.values()})
+"""Keys whose value is a backend spec: a name there is the mapping ``{backend: name}`` to a
+``--set`` that goes inside it."""
+
+BUDGET_KEYS = ("steps", "episodes")
+"""A training block's budget: exactly one of these."""
+
 
 def apply_set(data: dict[str, Any], assignment: str) -> None:
     """Apply one ``KEY=VALUE`` to ``data`` (the experiment's mapping) in place."""
@@ -387,10 +394,34 @@ def apply_set(data: dict[str, Any], assignment: str) -> None:
                 current[part] = value  # an unknown key is named by the validation
             elif current.get(part) is None:
                 current[part] = {}
+            elif part in BACKEND_KEYS and current[part] in (*BACKENDS, "auto"):
+                current[part] = {"backend": current[part]}  # --set ...backend.model=X
             current = current[part]
         else:
             raise UsageError(f"--set {key}: {where} is {json.dumps(current)}, not a mapping or a "
                              f"list, so it has no key {part!r}")
+
+
+def spread_budget(data: dict[str, Any], assignment: str) -> list[str]:
+    """After ``--set training.steps=N`` (or ``training.episodes=N``): that budget in the
+    file's training block and in every agent's own block (the other budget key dropped,
+    ``n_envs`` kept), so the override shrinks every run; the agents whose own block changed
+    (nothing for any other assignment)."""
+    key, _, _ = assignment.partition("=")
+    parts = key.strip().split(".")
+    if len(parts) != 2 or parts[0] != "training" or parts[1] not in BUDGET_KEYS:
+        return []
+    budget, other = parts[1], BUDGET_KEYS[1 - BUDGET_KEYS.index(parts[1])]
+    value = data["training"][budget]
+    data["training"].pop(other, None)
+    changed = []
+    for agent in data.get("agents") or []:
+        block = agent.get("training") if isinstance(agent, dict) else None
+        if isinstance(block, dict):
+            block.pop(other, None)
+            block[budget] = value
+            changed.append(agent_name(agent))
+    return changed
 
 
 def _item(items: list[Any], part: str, key: str, where: str) -> int:
