@@ -36,6 +36,23 @@ def add_parsers(commands: Any) -> None:
                           help="replace the earlier results in --out (a folder langadapt wrote)")
     add_import_option(evaluate)
 
+    play = commands.add_parser(
+        "play", help="render a kept policy's episodes to a GIF (or MP4)",
+        description="Play a run's kept policy as the run evaluated it (greedy, or sampled "
+        "with deterministic: false) and write its episodes as a GIF (or an MP4 where "
+        "imageio's ffmpeg writer is installed), with the description the agent saw and the "
+        "action it chose under each frame.")
+    play.add_argument("run", type=Path, metavar="RUN",
+                      help="a run folder, results/<name>/runs/<run>")
+    play.add_argument("--out", type=Path, help="the .gif or .mp4 file (default: RUN's name.gif)")
+    play.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
+    play.add_argument("--seed", type=int, help="reset seed of the first episode (default: the "
+                      "run's first held-out seed)")
+    play.add_argument("--policy", choices=("final", "best"), default="final",
+                      help="which kept policy (default final)")
+    play.add_argument("--fps", type=float, default=4.0, help="frames per second (default 4)")
+    add_import_option(play)
+
 
 def _heldout(text: str | None) -> tuple[int, int] | None:
     if text is None:
@@ -62,4 +79,19 @@ def command_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"evaluate": command_evaluate}
+def command_play(args: argparse.Namespace) -> int:
+    from .play import play_run
+
+    if not 1 <= args.episodes <= 100:
+        raise UsageError(f"--episodes {args.episodes}: expected 1 to 100")
+    if not 0.1 <= args.fps <= 60:
+        raise UsageError(f"--fps {args.fps}: expected 0.1 to 60")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: expected a whole number >= 0")
+    import_modules(args.imports)
+    play_run(args.run, args.out or Path(f"{args.run.resolve().name}.gif"), args.episodes,
+             args.seed, args.policy, args.fps)
+    return 0
+
+
+COMMANDS = {"evaluate": command_evaluate, "play": command_play}

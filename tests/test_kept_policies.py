@@ -9,12 +9,14 @@ import csv
 from importlib.util import find_spec
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from experiment_fixtures import run_cli
 
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.evaluate import load_run
+from langadapt.experiments.play import caption
 from langadapt.experiments.runner import run_experiment
 
 needs_sb3_minigrid = pytest.mark.skipif(
@@ -121,3 +123,24 @@ def test_what_cannot_be_rebuilt_or_loaded_is_one_line(tmp_path, capsys):
 def test_logging_policies_false_keeps_none(tmp_path):
     folder = _trained(tmp_path, {**MAZE, "logging": {"policies": False}})
     assert not list(folder.glob("runs/*/policy_*"))
+
+
+def test_play_writes_a_gif_of_frames_with_their_descriptions_and_actions(tmp_path, capsys):
+    from PIL import Image
+
+    folder = _trained(tmp_path, {**MAZE, "adapters": [{"type": "language"}],
+                                 "agents": [{"type": "qlearning"}]})
+    run = folder / "runs" / "language__qlearning__seed0"
+    code, out, err = run_cli(capsys, "play", str(run), "--out", str(tmp_path / "maze.gif"),
+                             "--episodes", "2")
+    assert code == 0, err
+    with Image.open(tmp_path / "maze.gif") as gif:
+        assert gif.n_frames >= 4 and gif.width == 480  # two episodes, a frame a step and an end
+        gif.seek(0)
+        first = gif.convert("RGB")
+    band = np.asarray(first)[-40:]  # the caption: dark text on white
+    assert (band < 100).any() and (band > 200).any()
+    assert "maze.gif" in out and "2 episodes" in out
+    code, _, err = run_cli(capsys, "play", str(run), "--out", str(tmp_path / "maze.png"))
+    assert code == 2 and "expected a .gif or .mp4 file" in err
+    assert caption("A wall. " * 100, "0 (up)", 3).splitlines()[-1] == "step 3: 0 (up)"
