@@ -100,9 +100,10 @@ def _state_of(env: gymnasium.Env, text: str) -> tuple[Any, list[int]]:
         if observation is None or not space.contains(observation):
             raise UsageError(f"--state {text!r} is not an observation of {env.spec.id}'s "
                              f"observation space {space}")
-        return observation, list(range(env.action_space.n))
+        return observation, _legal_at(env, observation, text)
     if isinstance(space, (spaces.Dict, spaces.Tuple)):
-        return _structured_state(env, text), list(range(env.action_space.n))
+        observation = _structured_state(env, text)
+        return observation, _legal_at(env, observation, text)
     if not isinstance(space, spaces.Box):
         raise UsageError(f"--state gives numbers; {env.spec.id}'s observation space is "
                          f"{space} (describe a rollout instead: leave out --state)")
@@ -116,15 +117,19 @@ def _state_of(env: gymnasium.Env, text: str) -> tuple[Any, list[int]]:
         low, high = np.ravel(space.low).tolist(), np.ravel(space.high).tolist()
         raise UsageError(f"--state {text!r} is outside {env.spec.id}'s observation space "
                          f"(low {low}, high {high})")
+    return state, _legal_at(env, tuple(float(v) for v in state), text)
+
+
+def _legal_at(env: gymnasium.Env, state: Any, text: str) -> list[int]:
+    """The legal moves of ``state``: the environment's ``legal_moves_at(state)`` when it has
+    one (the maze's takes the cell), else every action; a UsageError if it refuses it."""
     base = env.unwrapped
-    if hasattr(base, "legal_moves_at"):
-        try:
-            legal = base.legal_moves_at(tuple(float(v) for v in state))
-        except ValueError as error:
-            raise UsageError(f"--state {text!r}: {error}") from None
-    else:
-        legal = list(range(env.action_space.n))
-    return state, legal
+    if not hasattr(base, "legal_moves_at"):
+        return list(range(env.action_space.n))
+    try:
+        return [int(move) for move in base.legal_moves_at(state)]
+    except ValueError as error:
+        raise UsageError(f"--state {text!r}: {error}") from None
 
 
 def _structured_state(env: gymnasium.Env, text: str) -> Any:
@@ -141,11 +146,12 @@ def _structured_state(env: gymnasium.Env, text: str) -> Any:
         if isinstance(space, spaces.Tuple) and isinstance(value, list):
             value = tuple(value)
         state = spaces.unflatten(space, spaces.flatten(space, value))
-    except (ValueError, TypeError, KeyError, IndexError, AssertionError):
-        state = None
+    except (ValueError, TypeError, KeyError, IndexError, AssertionError, RecursionError):
+        state = None  # (RecursionError: JSON nested past Python's depth)
     if state is None or not space.contains(state) or (
             isinstance(space, spaces.Dict) and set(value) != set(space.spaces)):
-        raise UsageError(f"--state {text!r} is not an observation of {env.spec.id}'s "
+        shown = text if len(text) <= 80 else f"{text[:77]}..."
+        raise UsageError(f"--state {shown!r} is not an observation of {env.spec.id}'s "
                          f"observation space {space}; expected JSON, {kind}")
     return state
 
@@ -302,9 +308,13 @@ def command_prompt(args: argparse.Namespace) -> int:
 
     import_modules(args.imports)
     env = _make_env(args.env, args.maze)
-    state = _state_of(env, args.state)[0] if args.state is not None else None
+    state, legal = _state_of(env, args.state) if args.state is not None else (None, None)
     spec = llm_spec(args.backend, args.model, args.host, args.base_url)
-    print(show_prompt(env, args.role, spec, state=state, decoding=args.decoding))
+    if state is not None and not hasattr(env.unwrapped, "legal_moves_at"):
+        print(f"# legal moves of the given state: every action ({env.spec.id} has no "
+              "legal_moves_at(state) to say which are legal there)")
+    print(show_prompt(env, args.role, spec, state=state, decoding=args.decoding,
+                      legal_moves=legal))
     return 0
 
 

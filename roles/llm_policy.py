@@ -357,18 +357,17 @@ class LLMPolicy(Agent):
 
 
 def show_prompt(
-    env: Any, role: str, backend: Any, state: Any = None, decoding: str = "structured"
+    env: Any, role: str, backend: Any, state: Any = None, decoding: str = "structured",
+    legal_moves: Sequence[int] | None = None,
 ) -> str:
     """The messages an LLM role (``policy``, ``advisor`` or ``shaper``) sends for ``state``
-    (default: the environment's reset state) and the reply, as text (``langadapt prompt``)."""
+    and its ``legal_moves`` (default: the environment's reset state and its legal moves) and
+    the reply, as text (``langadapt prompt``)."""
     obs, info = env.reset(seed=0)
     if state is not None and not isinstance(state, (dict, tuple)):  # a Dict/Tuple one: as is
         state = np.asarray(state, dtype=np.float32)
+    legal = info.get("legal_moves") if state is None else legal_moves
     state = obs if state is None else state
-    legal = info.get("legal_moves")
-    base = env.unwrapped
-    if state is not obs and hasattr(base, "legal_moves_at"):
-        legal = base.legal_moves_at((int(state[0]), int(state[1])))
     if role == "shaper":
         spec = language_for(env)
         messages = [{"role": "system", "content": spec.task},
