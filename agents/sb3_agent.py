@@ -217,6 +217,15 @@ class SB3Agent(Agent):
         return None if value is None else float(value)
 
     @property
+    def train_scalars(self) -> dict[str, float]:
+        """SB3's own ``train/*`` values of the last update as its logger recorded them
+        (PPO: approx_kl, clip_fraction, entropy_loss, explained_variance, value_loss, ...)."""
+        logger = getattr(self.model, "_logger", None)
+        values = {} if logger is None else logger.name_to_value
+        return {name: float(value) for name, value in values.items()
+                if name.startswith("train/") and isinstance(value, int | float | np.number)}
+
+    @property
     def epsilon(self) -> float | None:
         """DQN's exploration rate (SB3's ``rollout/exploration_rate``); None for PPO, A2C."""
         return float(self.model.exploration_rate) if self.algorithm == "DQN" else None

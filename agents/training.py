@@ -166,6 +166,7 @@ class TensorBoardLog(Callback):
             value = getattr(run.policy, attribute, None)
             if value is not None:
                 scalars[name] = value
+        scalars.update(getattr(run.policy, "train_scalars", None) or {})  # SB3's own train/*
         if self.states:
             scalars["train/q_mean"] = np.mean([
                 np.max(np.asarray(run.policy.q_values(obs))[legal]) for obs, legal in self.states])

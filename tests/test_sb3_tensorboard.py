@@ -199,3 +199,14 @@ def test_tensorboard_log_of_qlearning_on_a_maze_by_steps_with_evaluations_and_co
     assert [v for _, v in scalars["llm/calls"]] == [1, 2, 3]
     assert [round(v, 3) for _, v in scalars["rollout/exploration_rate"]] == [0.99, 0.98, 0.97]
     assert "train/q_mean" in scalars and "train/loss" not in scalars  # a table has no loss
+
+
+def test_sb3_ppo_writes_sb3s_own_train_tags(tmp_path):
+    env = _taxi()
+    agent = agents.make_agent("sb3", env.observation_space, env.action_space, seed=0, **PPO)
+    agents.train(agent, env, steps=200, seed=0, progress=False,
+                 callbacks=[agents.TensorBoardLog(tmp_path / "tb")])
+    tags = set(_scalars(tmp_path / "tb"))
+    assert {"train/approx_kl", "train/clip_fraction", "train/entropy_loss",
+            "train/explained_variance", "train/value_loss", "train/policy_gradient_loss",
+            "train/loss", "train/learning_rate", "train/n_updates"} <= tags, tags
