@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cli_inspect, cli_policies, cli_run
-from .config_base import UsageError
+from .config_base import MAX_TRAINING_STEPS, UsageError, path_argument
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -79,6 +79,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix, shown as one message without a traceback: bad
     configuration or options, results folders, missing or unreadable files, an LLM that
     cannot be reached, runs that failed on a cluster. Anything else is a bug: traceback."""
+    from ..environments import LanguageSpecError
     from ..finetune.agent import FinetuneError
     from ..llm import CacheError, LLMError
     from .config import ConfigError
@@ -93,6 +94,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
         RunsFailedError,
         LLMError,
         CacheError,
+        LanguageSpecError,
         FileNotFoundError,
         IsADirectoryError,
         NotADirectoryError,
@@ -213,7 +215,8 @@ def _add_tool_parsers(commands: Any) -> None:
                      "the embedded SmolLM2)")
     trl.add_argument("--cpu-seconds", type=float, help="train each side for this many CPU "
                      "seconds instead of a number of steps")
-    trl.add_argument("--out", type=Path, help="also write the rows to this .csv or .json file")
+    trl.add_argument("--out", type=path_argument,
+                     help="also write the rows to this .csv or .json file")
 
     export = commands.add_parser(
         "finetune-export",
@@ -225,7 +228,7 @@ def _add_tool_parsers(commands: Any) -> None:
     export.add_argument("adapter", metavar="ADAPTER",
                         help="adapter folder (e.g. results/grpo_umaze/runs/raw__grpo__seed0/"
                         "grpo/adapter)")
-    export.add_argument("--out", type=Path, required=True, metavar="FILE.gguf",
+    export.add_argument("--out", type=path_argument, required=True, metavar="FILE.gguf",
                         help="the .gguf file to write")
     export.add_argument("--model", default=None, help="the GGUF base the adapter was trained "
                         "on (default: the embedded SmolLM2)")
@@ -258,8 +261,8 @@ def command_finetune_export(args: argparse.Namespace) -> int:
 def _opt_in_bench(args: argparse.Namespace) -> int:
     if args.only:
         raise UsageError(f"--only names default benchmarks; {args.name} runs on its own")
-    if args.steps is not None and args.steps < 1:
-        raise UsageError(f"--steps {args.steps}: expected an int >= 1")
+    if args.steps is not None:
+        _check_steps(args.steps)
     if args.cpu_seconds is not None and not (math.isfinite(args.cpu_seconds)
                                              and args.cpu_seconds > 0):
         raise UsageError(f"--cpu-seconds {args.cpu_seconds}: expected a number of seconds > 0")
@@ -283,6 +286,11 @@ def _opt_in_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_steps(steps: int) -> None:
+    if not 1 <= steps <= MAX_TRAINING_STEPS:
+        raise UsageError(f"--steps {steps}: expected an int from 1 to {MAX_TRAINING_STEPS:,}")
+
+
 def command_bench(args: argparse.Namespace) -> int:
     if args.name is not None:
         return _opt_in_bench(args)
@@ -294,8 +302,8 @@ def command_bench(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(given)} apply only to an opt-in benchmark "
                          f"({', '.join(OPT_IN_BENCHMARKS)})" + (
                              " (--steps also to --only vector)" if "--steps" in given else ""))
-    if vector_steps and args.steps < 1:
-        raise UsageError(f"--steps {args.steps}: expected an int >= 1")
+    if vector_steps:
+        _check_steps(args.steps)
     figures: dict[str, dict] = {}
     for name in chosen:
         print(f"\n=== benchmark: {name} ===", flush=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config_base import UsageError, import_user_modules, suggest
+from .config_base import UsageError, import_user_modules, path_argument, suggest
 
 
 def add_parsers(commands: Any) -> None:
@@ -35,8 +35,8 @@ def add_parsers(commands: Any) -> None:
                      help="list the packaged experiments with their descriptions and exit")
     run.add_argument("--check", action="store_true",
                      help="validate the file and the options, print what would run, run nothing")
-    run.add_argument("--out", type=Path, help="results folder (default: the file's output, "
-                     "else results/<name>)")
+    run.add_argument("--out", type=path_argument, help="results folder (default: the file's "
+                     "output, else results/<name>)")
     run.add_argument("--seeds", type=int, help="use seeds 0..N-1 instead of the file's seeds")
     run.add_argument("--jobs", type=int, help="runs at a time (default: the file's executor.jobs; "
                      "process pool: 1, ray: as many as the cluster fits)")
@@ -70,7 +70,7 @@ def add_parsers(commands: Any) -> None:
         description="Copy a packaged experiment file (see `langadapt run --list`), comments "
         "and all, to PATH (default: ./NAME.yaml); then `langadapt run PATH`.")
     init.add_argument("name", metavar="NAME", help="a packaged experiment, e.g. quickstart")
-    init.add_argument("path", nargs="?", type=Path, metavar="PATH",
+    init.add_argument("path", nargs="?", type=path_argument, metavar="PATH",
                       help="where to write it (a folder: NAME.yaml in it); never overwritten")
 
     report = commands.add_parser(
@@ -80,9 +80,9 @@ def add_parsers(commands: Any) -> None:
         "episodes.csv and config.yaml. With several folders: one summary and one set of "
         "curves of them all (adapters named FOLDER/ADAPTER) in --out, the folders only read.",
     )
-    report.add_argument("folder", type=Path, nargs="+")
-    report.add_argument("--out", type=Path, help="with several folders: where the comparison "
-                        "goes (default: comparison)")
+    report.add_argument("folder", type=path_argument, nargs="+")
+    report.add_argument("--out", type=path_argument, help="with several folders: where the "
+                        "comparison goes (default: comparison)")
 
 
 def add_import_option(command: argparse.ArgumentParser) -> None:

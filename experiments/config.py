@@ -105,8 +105,11 @@ def read_file(path: str | Path) -> Any:
     """The YAML data of an experiment file, not validated yet (a ConfigError naming the file
     when it is missing, too large, not UTF-8 or not YAML)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"{path}: no such experiment file")
+    if not path.is_file():  # (a fifo would block the read)
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise ConfigError(f"{path} is {kind}; expected an experiment YAML file")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise ConfigError(f"{path}: {size:,} bytes; expected an experiment file of at most "

@@ -325,6 +325,28 @@ Label = Annotated[
 ]
 
 
+def check_path(value: str) -> str:
+    """``value``, a path the file system can hold (Linux's NAME_MAX 255 and PATH_MAX 4096);
+    ValueError naming its length otherwise."""
+    encoded = os.fsencode(value)
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if longest > MAX_PATH_NAME or len(encoded) > MAX_PATH:
+        raise ValueError(f"{shown(value[:60])}... ({len(encoded):,} bytes, a name of "
+                         f"{longest:,}): expected a path of at most {MAX_PATH:,} bytes "
+                         f"whose names are at most {MAX_PATH_NAME} bytes each")
+    return value
+
+
+def path_argument(text: str) -> Path:
+    """A command-line path (argparse ``type``): one line if the file system cannot hold it."""
+    import argparse
+
+    try:
+        return Path(check_path(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -407,7 +429,13 @@ class LoggingSpec(_Strict):
         "tensorboard extra; the process executor)")
     policies: Bool = Field(
         default=True, description="keep each run's final policy (and with keep_best the kept "
-        "one) in runs/<run>/policy_*.safetensors (experiments.policies)")
+        "one) in runs/<run>/policy_*.safetensors (experiments.evaluate)")
+    checkpoint_every_minutes: Annotated[float, Field(gt=0, le=10_000)] | None = Field(
+        default=10.0, description="save an unfinished run's state this often (minutes of "
+        "training); --resume goes on from it (None: never)")
+    checkpoint_every_steps: Annotated[Int, Field(gt=0, le=10**9)] | None = Field(
+        default=None, description="save an unfinished run's state every this many environment "
+        "steps as well (None: by time only)")
 
     @field_validator("tensorboard")
     @classmethod

@@ -297,6 +297,17 @@ def is_results_folder(out_dir: Path) -> bool:
     return True
 
 
+def refuse_inside_results(out_dir: Path, what: str) -> None:
+    """Refuse an ``--out`` that is, or lies inside, a results or suite folder (``what``: what
+    would be written there, for the message)."""
+    for folder in [out_dir.resolve(), *out_dir.resolve().parents]:
+        if is_results_folder(folder) or (folder / "suite.yaml").is_file():
+            where = "a results folder" if folder == out_dir.resolve() else \
+                f"inside a results folder ({folder})"
+            raise ResultsFolderError(f"--out {out_dir} is {where}; {what} never writes into a "
+                                     "results folder: choose another --out")
+
+
 def refuse_foreign(out_dir: Path) -> None:
     """Refuse a folder holding files that is not langadapt's, without offering ``--force``."""
     if not out_dir.is_dir() or is_results_folder(out_dir):

@@ -26,6 +26,7 @@ from .folders import (
     bounded,
     folder_lock,
     inside,
+    refuse_inside_results,
     refuse_links,
     replacing,
     write_csv,
@@ -276,9 +277,7 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
                       for (adapter, agent), cost in folder_costs(config, folder).items()})
         environments[folder] = f"{config.environment.id} {config.environment.params}"
     threshold = thresholds.pop() if len(thresholds) == 1 else None
-    if (out_dir / "config.yaml").exists() or (out_dir / "suite.yaml").exists():
-        raise ResultsFolderError(f"--out {out_dir} is a results folder; a comparison never "
-                                 "replaces a folder's own summary: choose another --out")
+    refuse_inside_results(out_dir, "a comparison")
     rows = summarise(episodes, threshold, costs)
     title = "compared: " + ", ".join(names)
     markdown = summary_markdown(rows, title, threshold,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -43,6 +42,7 @@ from .config_base import (  # noqa: F401  (the executor and logging blocks, publ
     LoggingSpec,
     _Strict,
     check_heldout,
+    check_path,
     import_user_modules,
     resolve_env_id,
     shown,
@@ -290,13 +290,7 @@ class ExperimentConfig(_Strict):
     @classmethod
     def _path_fits(cls, value: str) -> str:
         """A path the file system can hold (Linux's NAME_MAX 255 and PATH_MAX 4096)."""
-        encoded = os.fsencode(value)
-        longest = max((len(part) for part in encoded.split(b"/")), default=0)
-        if longest > MAX_PATH_NAME or len(encoded) > MAX_PATH:
-            raise ValueError(f"{shown(value[:60])}... ({len(encoded):,} bytes, a name of "
-                             f"{longest:,}): expected a path of at most {MAX_PATH:,} bytes "
-                             f"whose names are at most {MAX_PATH_NAME} bytes each")
-        return value
+        return check_path(value)
 
     @field_validator("name")
     @classmethod

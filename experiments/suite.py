@@ -18,7 +18,15 @@ import yaml
 
 from ..environments.babyai_goals import GOAL_TYPES
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
-from .folders import ResultsFolderError, folder_lock, inside, replacing, write_text, writing
+from .folders import (
+    ResultsFolderError,
+    folder_lock,
+    inside,
+    refuse_inside_results,
+    replacing,
+    write_text,
+    writing,
+)
 from .llm_rows import fallback_mark, fallback_notes, fallback_share, row_models
 from .one_run import make_env
 from .plots import plot_performance_profile
@@ -336,9 +344,7 @@ def merge_suites(folders: list[Path], out_dir: Path,
                                          f"in {folder}: not the same task")
             if (task_dir(folder, task) / "episodes.csv").is_file():
                 check_results(folder / task)  # cut or crafted rows: refused before the table
-    if (out_dir / "config.yaml").exists() or (out_dir / SUITE_FILE).exists():
-        raise ResultsFolderError(f"--out {out_dir} is a results folder; a merged table never "
-                                 "replaces a folder's own report: choose another --out")
+    refuse_inside_results(out_dir, "a merged table")
     sources = [(config, folder, f"{folder.name}/")
                for folder, config in zip(folders, configs, strict=True)]
     markdown, rows, profiles = suite_tables(sources, "# suites: " + ", ".join(names))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from experiment_fixtures import one_line_error as _main
-from experiment_fixtures import raw_config
+from experiment_fixtures import raw_config, run_cli
 from experiment_fixtures import write_yaml as _write
 
 from langadapt.experiments import cli
@@ -243,3 +243,48 @@ def test_a_set_value_with_a_newline_keeps_the_error_on_its_lines(tmp_path, capsy
     path = _write(tmp_path / "exp.yaml", raw_config(tmp_path))
     code, err = _main(capsys, "run", str(path), "--check", "--set", "seeds=[1,\n  x]", lines=2)
     assert code == 2 and '"--set seeds=[1,\\n  x]"' in err
+
+
+# ----------------------------------------------------------------------------- command lines
+
+
+def test_describe_with_deeply_nested_state_json_is_one_line(capsys):
+    nested = "[" * 50_000 + "]" * 50_000
+    code, _, err = run_cli(capsys, "describe", "my_lamps:Lamps-v0", "--state", nested)
+    assert code == 2 and err.count("\n") == 1 and "is not an observation of Lamps-v0" in err
+    assert "Traceback" not in err and len(err) < 1_000
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "EXP", "--check", "--out", "o" * 300],
+    ["run", "EXP", "--out", "o" * 300, "--no-progress"],
+    ["report", "r" * 300],
+    ["report", "EXP", "EXP", "--out", "c" * 300],
+    ["init", "quickstart", "i" * 300],
+])
+def test_a_command_line_path_too_long_for_the_file_system_is_one_line(tmp_path, capsys,
+                                                                      monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path / "exp.yaml", raw_config(tmp_path))
+    code, _, err = run_cli(capsys, *[str(path) if a == "EXP" else a for a in args])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "(300 bytes, a name of 300): expected a path of at most 4,096 bytes" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+
+
+def test_an_experiment_file_that_is_a_directory_or_a_fifo_says_what_it_is(tmp_path, capsys):
+    import os
+
+    (tmp_path / "folder.yaml").mkdir()
+    os.mkfifo(tmp_path / "fifo.yaml")
+    code, err = _main(capsys, "run", str(tmp_path / "folder.yaml"), "--check")
+    assert code == 2 and "folder.yaml is a directory; expected an experiment YAML file" in err
+    code, err = _main(capsys, "run", str(tmp_path / "fifo.yaml"), "--check")
+    assert code == 2 and "fifo.yaml is not a regular file; expected an experiment YAML" in err
+
+
+@pytest.mark.parametrize("args", [["--only", "vector"], ["finetune-trl"]])
+def test_bench_steps_are_bounded(capsys, args):
+    code, err = _main(capsys, "bench", *args, "--steps", "99999999999999999999")
+    assert code == 2 and "--steps 99999999999999999999: expected an int from 1 to " \
+        "1,000,000,000" in err

@@ -660,3 +660,13 @@ def test_reports_link_refusals_never_suggest_force(finished, tmp_path, capsys):
     assert code == 2 and "summary.md is a symbolic link" in err and "--force" not in err
     code, err = _main(capsys, "run", str(out / "config.yaml"), "--resume", "--no-progress")
     assert code == 2 and "or pass --force" in err  # run has --force: it removes the link
+
+
+def test_a_comparison_never_writes_inside_a_results_folder(two_folders, tmp_path, capsys):
+    a, b = two_folders
+    before = _snapshot(a)
+    for out in (a / "runs", a / "runs" / "deeper", a):
+        code, err = _main(capsys, "report", str(a), str(b), "--out", str(out))
+        assert code == 2 and f"--out {out} is " in err and "a results folder" in err
+    assert _snapshot(a) == before and not (a / "runs" / "deeper").exists()
+    assert cli.main(["report", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
