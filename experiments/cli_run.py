@@ -334,13 +334,13 @@ def _build_environments(config: Any) -> None:
     """Build the environment of the experiment (of every task of a suite) once, so that
     ``--check`` fails on bad environment params as ``run`` would."""
     from .config import ConfigError
-    from .one_run import make_env
+    from .runner import check_environments
     from .suite import task_configs
 
     experiments = task_configs(config) if config.tasks else {None: config}
     for task, experiment in experiments.items():
         try:
-            make_env(experiment).close()
+            check_environments(experiment)
         except ConfigError as error:
             raise ConfigError(f"{config.name}, task {task}: {error}" if task else error) \
                 from None

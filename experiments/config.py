@@ -259,6 +259,10 @@ def _check_extractors(config: ExperimentConfig, index: int, spec: AgentSpec, sou
                 "...}})")
 
 
+SB3_OFF_POLICY = ("DQN", "SAC", "TD3")
+"""SB3's off-policy algorithms: langadapt trains them on one copy of the environment."""
+
+
 def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
     """``n_envs`` > 1 only for an agent whose learner takes copies (qlearning, dqn, random,
     sb3), without an advisor or instructions."""
@@ -273,6 +277,12 @@ def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source:
         raise ConfigError(f"{source}: {key}: {n_envs} copies of the environment need an agent "
                           "whose learner takes copies (qlearning, dqn, random, sb3), "
                           f"but agents.{index} is {spec.type}; set n_envs: 1 for it")
+    off_policy = sorted({spec.params_for(a.name).get("algorithm") for a in config.adapters}
+                        & set(SB3_OFF_POLICY)) if issubclass(cls, SB3Agent) else []
+    if off_policy:
+        raise ConfigError(f"{source}: {key}: agents.{index} is SB3's {off_policy[0]}, trained "
+                          f"here on one copy of the environment, but n_envs is {n_envs}; set "
+                          "n_envs: 1 for it (PPO, A2C and MaskablePPO train on copies)")
     if spec.advisor is not None:
         raise ConfigError(f"{source}: {key}: an advisor advises one environment, but "
                           f"agents.{index} has an advisor block and n_envs {n_envs}; set "

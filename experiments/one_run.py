@@ -72,7 +72,9 @@ def make_env(config: ExperimentConfig, render_mode: str | None = None,
     try:
         return gymnasium.make(config.environment.id, **params)
     except (TypeError, ValueError) as error:
-        raise ConfigError(f"environment.params: {error}") from None
+        key = ("evaluation.transfer.environment_params" if over else
+               "evaluation.environment_params" if evaluation else "environment.params")
+        raise ConfigError(f"{key}: {error}") from None
 
 
 def _cache_folder(cache_dir: str) -> Path:

@@ -41,6 +41,7 @@ __all__ = [  # what the CLI, the benchmarks and the tests use from here
     "ResultsFolderError",
     "Run",
     "RunsFailedError",
+    "check_environments",
     "check_results",
     "executor_for",
     "finished_runs",
@@ -129,6 +130,16 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(number, handler)
 
 
+def check_environments(config: ExperimentConfig) -> None:
+    """Build and close every environment a run builds (training, evaluation, transfer), so
+    that bad parameters fail before anything is written or trained."""
+    make_env(config).close()
+    if config.evaluation.environment_params:
+        make_env(config, evaluation=True).close()
+    if config.evaluation.transfer is not None:
+        make_env(config, over=config.evaluation.transfer.environment_params).close()
+
+
 def run_experiment(
     config: ExperimentConfig,
     out_dir: Path | None = None,
@@ -150,9 +161,7 @@ def run_experiment(
         raise ConfigError(f"experiment {config.name!r} is a suite (it has tasks): run it with "
                           "experiments.suite.run_suite or `langadapt run`")
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir
-    make_env(config).close()  # bad environment parameters fail before anything is written
-    if config.evaluation.environment_params:
-        make_env(config, evaluation=True).close()
+    check_environments(config)  # bad environment parameters fail before anything is written
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir} is a file; expected a results folder")
     refuse_foreign(out_dir)  # before the lock file: a folder of other files is never touched

@@ -28,11 +28,10 @@ from .folders import (
     writing,
 )
 from .llm_rows import fallback_mark, fallback_notes, fallback_share, row_models
-from .one_run import make_env
 from .plots import plot_performance_profile
 from .report import ci_text, text_cell, write_report
 from .results import check_results, read_episodes
-from .runner import run_experiment
+from .runner import check_environments, run_experiment
 from .stats import BALROG_BABYAI, Cost, aggregate_estimates, folder_costs, require_rliable
 
 __all__ = ["BALROG_BABYAI", "SUITE_FILE", "merge_suites", "run_suite", "task_configs",
@@ -70,7 +69,7 @@ def run_suite(config: ExperimentConfig, out_dir: Path | None = None, resume: boo
     experiments = task_configs(config)
     for task, experiment in experiments.items():  # a bad task fails before any training
         try:
-            make_env(experiment).close()
+            check_environments(experiment)
         except ConfigError as error:
             raise ConfigError(f"{config.name}, task {task}: {error}") from None
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir

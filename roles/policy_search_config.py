@@ -3,6 +3,7 @@ docs/policy-search.md)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -10,6 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..llm import LLMBackend
 from .counting import check_backend_spec
 from .policy_search_prompts import load_templates
+
+MAX_TABLE_STATES = 100_000
+"""Most states a table may have (the product of ``bins``): the LLM writes one entry each."""
+MAX_TABLE_ACTIONS = 10_000
+"""Most discretised actions of a table on a Box (the product of ``action_bins``)."""
 
 
 class PolicySearchConfig(BaseModel):
@@ -80,6 +86,28 @@ class PolicySearchConfig(BaseModel):
         if value is not None and min([value] if isinstance(value, int) else value or [0]) < 2:
             raise ValueError(f"action_bins is {value!r}, expected ints of at least 2 (the "
                              "values of an action dimension include its low and high)")
+        if value is not None and math.prod([value] if isinstance(value, int) else value
+                                           ) > MAX_TABLE_ACTIONS:
+            raise ValueError(f"action_bins is {value!r}: expected at most "
+                             f"{MAX_TABLE_ACTIONS:,} actions in all (their product)")
+        return value
+
+    @field_validator("bins")
+    @classmethod
+    def _bins(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (min(value or [0]) < 1 or math.prod(value) > MAX_TABLE_STATES):
+            raise ValueError(f"bins is {value!r}: expected ints of at least 1 making at most "
+                             f"{MAX_TABLE_STATES:,} states in all (their product)")
+        return value
+
+    @field_validator("action_bounds", "bounds")
+    @classmethod
+    def _finite_ranges(cls, value: list[tuple[float, float]] | None, info: Any
+                       ) -> list[tuple[float, float]] | None:
+        for low, high in value or []:
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ValueError(f"{info.field_name} has ({low}, {high}): expected finite "
+                                 "(low, high) pairs with low < high")
         return value
 
     @model_validator(mode="after")

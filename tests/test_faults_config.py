@@ -288,3 +288,54 @@ def test_bench_steps_are_bounded(capsys, args):
     code, err = _main(capsys, "bench", *args, "--steps", "99999999999999999999")
     assert code == 2 and "--steps 99999999999999999999: expected an int from 1 to " \
         "1,000,000,000" in err
+
+
+# ----------------------------------------------------------------------------- agents' sizes
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({"action_bins": 100_000_000}, "action_bins is 100000000: expected at most 10,000 actions"),
+    ({"action_bins": [100, 1000]}, "expected at most 10,000 actions in all"),
+    ({"bins": [1000, 1000]}, "bins is [1000, 1000]: expected ints of at least 1 making at most "
+                             "100,000 states"),
+    ({"action_bins": 3, "action_bounds": [[2.0, -2.0]]}, "action_bounds has (2.0, -2.0): "
+                                                          "expected finite (low, high) pairs"),
+    ({"action_bins": 3, "action_bounds": [[".inf", 1.0]]}, "action_bounds has (inf, 1.0)"),
+    ({"action_bins": 3, "action_bounds": [[".nan", 1.0]]}, "action_bounds has (nan, 1.0)"),
+])
+def test_policy_search_tables_are_bounded_when_the_file_is_read(tmp_path, capsys, params,
+                                                                expected):
+    agent = {"type": "llm_policy_search", "params": {"proposer": "random", **params}}
+    data = raw_config(tmp_path, agents=[agent], seeds=1,
+                      environment={"id": "Pendulum-v1"}, training={"episodes": 2})
+    text = yaml.safe_dump(data).replace("'.inf'", ".inf").replace("'.nan'", ".nan")
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    code, err = _main(capsys, "run", str(path), "--check", lines=2)
+    assert code == 2 and "agents.0.params" in err and expected in err
+
+
+@pytest.mark.parametrize("algorithm", ["DQN", "SAC", "TD3"])
+def test_sb3_off_policy_algorithms_on_copies_are_refused_when_the_file_is_read(
+        tmp_path, capsys, algorithm):
+    pytest.importorskip("stable_baselines3")
+    env = {"id": "Pendulum-v1"} if algorithm != "DQN" else {"id": "CartPole-v1"}
+    data = raw_config(tmp_path, agents=[{"type": "sb3", "params": {"algorithm": algorithm}}],
+                      environment=env, training={"steps": 64, "n_envs": 2}, seeds=1)
+    code, err = _main(capsys, "run", str(_write(tmp_path / "exp.yaml", data)), "--check")
+    assert code == 2 and f"training.n_envs: agents.0 is SB3's {algorithm}" in err
+    assert "set n_envs: 1 for it" in err
+
+
+def test_transfer_parameters_that_draw_no_lake_fail_before_training(tmp_path, capsys):
+    data = raw_config(tmp_path, seeds=[0], environment={
+        "id": "langadapt/FrozenLakeMaps-v0", "params": {"size": 4}}, evaluation={
+        "final_episodes": 1, "transfer": {
+            "environment_params": {"size": 16, "frozen_probability": 0.05},
+            "heldout_seeds": {"first": 500_000, "count": 2}}})
+    path = _write(tmp_path / "exp.yaml", data)
+    for extra in (["--check"], ["--no-progress"]):
+        code, err = _main(capsys, "run", str(path), *extra)
+        assert code == 2 and "evaluation.transfer.environment_params: size=16, " \
+            "frozen_probability=0.05: no lake" in err
+    assert not (tmp_path / "out").exists()
