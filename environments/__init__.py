@@ -29,6 +29,7 @@ from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
 from .grid_describers import FrozenLakeDescriber, FrozenLakeMapsDescriber, MazeDescriber
 from .language import (
     LanguageSpec,
+    LanguageSpecError,
     bridged_minigrid_hint,
     language_for,
     register_language,
@@ -77,6 +78,7 @@ __all__ = [
     "FrozenLakeMapsDescriber",
     "InvertedPendulumDescriber",
     "LanguageSpec",
+    "LanguageSpecError",
     "MazeDescriber",
     "MazeEnv",
     "MiniGridBridge",

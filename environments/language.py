@@ -19,8 +19,8 @@ from .grid_describers import FrozenLakeDescriber, FrozenLakeMapsDescriber, MazeD
 from .maze import ACTION_NAMES, MazeEnv
 from .sailing import X_LIMIT, SailingEnv
 
-__all__ = ["PROMPT_STYLES", "LanguageSpec", "bridged_minigrid_hint", "language_for",
-           "register_language", "unwrap_env"]
+__all__ = ["PROMPT_STYLES", "LanguageSpec", "LanguageSpecError", "bridged_minigrid_hint",
+           "language_for", "register_language", "unwrap_env"]
 
 #: The prompt styles: ``verbose`` (the describer's sentences) and ``compact`` (few tokens).
 PROMPT_STYLES = ("verbose", "compact")
@@ -124,16 +124,23 @@ def bridged_minigrid_hint(env: Any) -> str:
             "level, with its language spec)")
 
 
+class LanguageSpecError(ValueError):
+    """A registered language spec that cannot describe its environment's observations: one
+    line naming the fix (the user's to make, never a traceback)."""
+
+
 def language_for(env: Any, **options: Any) -> LanguageSpec:
-    """The language spec of ``env`` (possibly wrapped, or a gymnasium id), else ValueError."""
+    """The language spec of ``env`` (possibly wrapped, or a gymnasium id), else ValueError
+    (:class:`LanguageSpecError` for a spec that cannot take the environment's observations)."""
     base = unwrap_env(env)
     for env_type, factory in reversed(_FACTORIES):
         if isinstance(base, env_type):
             try:
-                return factory(base, **options)
+                spec = factory(base, **options)
             except TypeError as error:
                 raise ValueError(f"language options {sorted(options)} for "
                                  f"{type(base).__name__}: {error}") from None
+            return _takes_observations(spec, base)
     known = ", ".join(t.__name__ for t, _ in _FACTORIES)
     bridged = bridged_minigrid_hint(base)
     if bridged:
@@ -142,6 +149,24 @@ def language_for(env: Any, **options: Any) -> LanguageSpec:
         f"no language spec for environment {type(base).__name__!r}; expected one of: {known} "
         "(register your own with langadapt.environments.register_language)"
     )
+
+
+def _takes_observations(spec: LanguageSpec, base: Any) -> LanguageSpec:
+    """``spec``, unless its describer takes numbers (``state_shape`` set) while ``base``'s
+    observations are dicts or tuples of more than numbers: then one line with the fix."""
+    space = getattr(base, "observation_space", None)
+    parts = (space.spaces.values() if isinstance(space, gymnasium.spaces.Dict) else
+             space.spaces if isinstance(space, gymnasium.spaces.Tuple) else None)
+    numbers = isinstance(space, gymnasium.spaces.Tuple) and all(
+        isinstance(part, gymnasium.spaces.Discrete) for part in parts)
+    if parts is None or numbers or spec.state_shape is None:
+        return spec
+    name = type(spec.describer).__name__
+    raise LanguageSpecError(
+        f"{name} has state_shape = {spec.state_shape}, so it takes numbers, but "
+        f"{type(base).__name__}'s observations are a {type(space).__name__}: set "
+        f"state_shape = None in {name}, and its describe receives each observation as the "
+        "environment gives it")
 
 
 # --------------------------------------------------------------------------- built-in specs
