@@ -36,6 +36,7 @@ from .folders import (
 from .llm_rows import Fallbacks, fallback_mark, fallback_notes
 from .plots import plot_best_so_far, plot_final_returns, plot_learning_curves
 from .results import (
+    MAX_EPISODES_BYTES,
     MAX_RECORD_BYTES,
     Episode,
     check_results,
@@ -61,6 +62,9 @@ from .stats import (
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """Cell starts that make a spreadsheet read text as a formula (OWASP, CSV injection)."""
+MAX_COMPARED_ROWS = 500_000
+"""Most rows of episodes.csv a comparison reads over all its folders (about 1 KB of memory
+each while summarised)."""
 CALL_MARKS = (10, 30, 100)
 ROUND_COLUMNS = ("adapter", "agent", "seed", "round", "proposer", "requests", "corrections",
                  "skipped", "prompt_chars", "evaluated_return", "kept", "best_return",
@@ -264,6 +268,12 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
     if repeated:
         raise ResultsFolderError(f"folders named {', '.join(repeated)} twice: their adapters "
                                  "would share names; copy or rename one")
+    rows = sum(_rows(bounded(folder / "episodes.csv", MAX_EPISODES_BYTES))
+               for folder in folders if (folder / "episodes.csv").is_file())
+    if rows > MAX_COMPARED_ROWS:
+        raise ResultsFolderError(f"{', '.join(map(str, folders))}: {rows:,} rows of "
+                                 f"episodes.csv in all; a comparison reads at most "
+                                 f"{MAX_COMPARED_ROWS:,}: compare fewer folders")
     episodes: list[Episode] = []
     in_steps, thresholds, costs, environments = [], set(), {}, {}
     for folder in folders:
@@ -292,6 +302,12 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
             _write_summary(out_dir, rows, markdown, episodes, title,
                            "steps" if all(in_steps) else "episodes")
     return markdown
+
+
+def _rows(path: Path) -> int:
+    """Lines of a CSV file after its header, counted without parsing it."""
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b"")) - 1
 
 
 @dataclasses.dataclass

@@ -670,3 +670,15 @@ def test_a_comparison_never_writes_inside_a_results_folder(two_folders, tmp_path
         assert code == 2 and f"--out {out} is " in err and "a results folder" in err
     assert _snapshot(a) == before and not (a / "runs" / "deeper").exists()
     assert cli.main(["report", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
+
+
+def test_a_comparison_bounds_the_rows_it_reads(two_folders, tmp_path, capsys, monkeypatch):
+    a, b = two_folders
+    rows = sum(len((f / "episodes.csv").read_text().splitlines()) - 1 for f in (a, b))
+    monkeypatch.setattr(report_module, "MAX_COMPARED_ROWS", rows - 1)
+    code, err = _main(capsys, "report", str(a), str(b), "--out", str(tmp_path / "cmp"))
+    assert code == 2 and f"{rows:,} rows of episodes.csv in all; a comparison reads at most " \
+        f"{rows - 1:,}" in err
+    assert not (tmp_path / "cmp").exists()
+    monkeypatch.setattr(report_module, "MAX_COMPARED_ROWS", rows)
+    assert cli.main(["report", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
