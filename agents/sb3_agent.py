@@ -241,14 +241,35 @@ class SB3Agent(Agent):
         return {**super().header(), "settings": self.config.model_dump(mode="json")}
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """The policy's weights, its optimiser's moments and SB3's counters (a checkpoint
+        resumes training from them)."""
         state, _ = super().get_state()
-        return state, {f"policy.{k}": v.detach().cpu() for k, v in
-                       self.model.policy.state_dict().items()}
+        model = self.model
+        tensors = {f"policy.{k}": v.detach().cpu() for k, v in model.policy.state_dict().items()}
+        optimizer = model.policy.optimizer.state_dict()
+        for index, moments in optimizer["state"].items():
+            tensors |= {f"optimizer.{index}.{k}": v.detach().cpu() for k, v in moments.items()
+                        if isinstance(v, torch.Tensor)}
+        state |= {"num_timesteps": int(model.num_timesteps),
+                  "n_updates": int(getattr(model, "_n_updates", 0))}
+        return state, tensors
 
     def set_state(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         super().set_state(state, tensors)
-        self.model.policy.load_state_dict(
-            {k.removeprefix("policy."): v for k, v in tensors.items()})
+        model = self.model
+        model.policy.load_state_dict(
+            {k.removeprefix("policy."): v for k, v in tensors.items() if k.startswith("policy.")})
+        optimizer = model.policy.optimizer.state_dict()
+        moments: dict[int, dict[str, torch.Tensor]] = {}
+        for name, tensor in tensors.items():
+            if name.startswith("optimizer."):
+                _, index, key = name.split(".", 2)
+                moments.setdefault(int(index), {})[key] = tensor
+        if moments:
+            optimizer["state"] = moments
+            model.policy.optimizer.load_state_dict(optimizer)
+        model.num_timesteps = int(state.get("num_timesteps", 0))
+        model._n_updates = int(state.get("n_updates", 0))
 
 
 class SB3Learner:
@@ -273,16 +294,19 @@ class SB3Learner:
         model = self.agent.model
         with own_random_state():
             copies = env.num_envs if isinstance(env, VectorEnv) else 1
-            if copies != model.n_envs:  # buffers sized for N copies; the policy kept
-                weights = model.policy.state_dict()
+            if copies != model.n_envs:  # buffers sized for N copies; policy and optimiser kept
+                weights, moments = model.policy.state_dict(), model.policy.optimizer.state_dict()
                 model.n_envs = copies
                 model._setup_model()
                 model.policy.load_state_dict(weights)
+                model.policy.optimizer.load_state_dict(moments)
             recorded = (RecordedCopies(env, run) if isinstance(env, VectorEnv)
                         else RecordedEpisodes(env, run))
             model.set_env(recorded)
             model.set_random_seed(budget.seed)  # the first reset and the action space
-            model.learn(total_timesteps=budget.steps,
+            # a resumed run (agents.checkpoints) goes on from its counters to the same budget
+            model.learn(total_timesteps=budget.steps - run.steps,
+                        reset_num_timesteps=run.steps == 0,
                         callback=lambda _locals, _globals: not budget.spent(run.episodes,
                                                                             run.steps),
                         log_interval=None)  # type: ignore[arg-type]  # SB3: None = no dumps

@@ -25,6 +25,7 @@ from .. import (
 from ..adapters import LanguageObservation
 from ..adapters.vector import LanguageVectorEnv
 from ..agents.base import FILE_FORMAT, FILE_VERSION, agent_file_bytes
+from ..agents.checkpoints import Checkpoint, Checkpoints
 from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
@@ -38,8 +39,16 @@ from .config import (
     worker_config,
 )
 from .config_base import HeldOutEpisodes
-from .folders import write_json
-from .results import Run, find_run, fresh_run_dir, run_rows, write_policies
+from .folders import inside, replacing, write_json
+from .results import (
+    CHECKPOINT_FILE,
+    Run,
+    find_run,
+    fresh_run_dir,
+    resumable,
+    run_rows,
+    write_policies,
+)
 
 FINAL_EVAL_SEED = 10_000
 """The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during
@@ -183,10 +192,11 @@ def train_run(
     run: Run,
     on_row: Callable[[dict[str, Any]], None],
     run_dir: Path | None = None,
+    resume: Checkpoint | None = None,
 ) -> dict[str, Any]:
     """Train and evaluate one combination, handing each episode's row to ``on_row``;
-    returns what ``done.json`` records. ``run_dir``: where the run's pictures go (the
-    matched cells of instructions on a maze)."""
+    returns what ``done.json`` records. ``run_dir``: where the run's pictures and its
+    checkpoints go; ``resume``: the checkpoint it goes on from (its rows already written)."""
     torch.set_num_threads(config.torch_threads)
     raw_env = make_env(config)
     adapter = make_adapter(run.adapter, raw_env, config.cache_dir,
@@ -208,7 +218,7 @@ def train_run(
     if advisor is not None:
         advisor.bind(env)
     started, cpu_started = time.perf_counter(), time.process_time()
-    rows = 0
+    rows = 0 if resume is None else resume.rows
 
     def record(episode_record) -> None:
         nonlocal last_stats, rows
@@ -251,8 +261,9 @@ def train_run(
         **(_retention(config) if scheduled else {}),
         **({} if eval_env is env else {"eval_env": eval_env}),
         advisor=advisor,
-        callbacks=_logs(config, run_dir, lambda: _run_stats(adapter, agent, advisor, shaper,
-                                                            plan)),
+        callbacks=[*_logs(config, run_dir, lambda: _run_stats(adapter, agent, advisor, shaper,
+                                                              plan)),
+                   *_checkpoints(config, run, run_dir, resume)],
     )
     final_env = _final_env(config, eval_env)
     keep = config.logging.policies and agent.learns
@@ -432,6 +443,24 @@ def _logs(config: ExperimentConfig, run_dir: Path | None,
     return [agents.TensorBoardLog(Path(run_dir) / "tb", counters=counters)]
 
 
+def _checkpoints(config: ExperimentConfig, run: Run, run_dir: Path | None,
+                 resume: Checkpoint | None) -> list[agents.Callback]:
+    """The run's checkpoints in ``runs/<run>/checkpoint.safetensors`` on the schedule of
+    ``logging`` (not under Ray, whose runs have no folder here; not for agents that do not
+    learn step by step in a learner's loop: GRPO keeps its own)."""
+    every_steps = config.logging.checkpoint_every_steps
+    minutes = config.logging.checkpoint_every_minutes
+    if run_dir is None or run.agent.type == "grpo" or (every_steps is None and minutes is None):
+        return []
+    out_dir, relative = Path(run_dir).parent.parent, Path("runs") / run.key / CHECKPOINT_FILE
+
+    def save(data: bytes) -> None:
+        with replacing(out_dir, relative) as temporary:
+            temporary.write_bytes(data)
+
+    return [Checkpoints(save, every_steps, None if minutes is None else 60 * minutes, resume)]
+
+
 def _retention(config: ExperimentConfig) -> dict[str, Any]:
     """``agents.train``'s step-based evaluation and best-policy retention settings, if set."""
     spec = config.evaluation
@@ -449,13 +478,15 @@ def execute_run(config: ExperimentConfig | dict[str, Any], run_key: str, out_dir
         config = worker_config(config)
     run = find_run(config, run_key)
     folder = Path(out_dir)
-    run_dir = fresh_run_dir(folder, run.key)
-    with run_rows(run_dir) as writer:
+    resume = resumable(folder, run.key)
+    run_dir = fresh_run_dir(folder, run.key) if resume is None else folder / "runs" / run.key
+    with run_rows(run_dir, None if resume is None else resume.rows) as writer:
         try:
-            summary = train_run(config, run, writer.writerow, run_dir=run_dir)
+            summary = train_run(config, run, writer.writerow, run_dir=run_dir, resume=resume)
         except Exception as error:  # the CLI's one-line error names the run (a worker's too)
             error.langadapt_run_key = run.key  # type: ignore[attr-defined]
             raise
     write_policies(folder, run.key, summary.pop("policies"))
     write_json(folder, Path("runs") / run.key / "done.json", summary)
+    inside(folder, Path("runs") / run.key / CHECKPOINT_FILE).unlink(missing_ok=True)
     return summary

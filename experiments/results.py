@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..agents.checkpoints import Checkpoint, read_checkpoint
 from .config import AdapterSpec, AgentSpec, ExperimentConfig, load_config
 from .folders import ResultsFolderError, bounded, inside, replacing, write_csv, write_json
 
@@ -26,8 +27,11 @@ OLD_COUNTER_NAMES = {"cache_hits": "llm_cache_hits", "fallbacks": "llm_fallbacks
                      "seconds": "llm_seconds"}
 """LLM role counters of older ``done.json`` files, by today's names."""
 POLICY_FILES = {"final": "policy_final.safetensors", "best": "policy_best.safetensors"}
+CHECKPOINT_FILE = "checkpoint.safetensors"
+"""An unfinished run's last checkpoint (agents.checkpoints), removed when the run ends."""
 """A run folder's kept policies (experiments.policies), by which one they are."""
 MAX_EPISODES_BYTES = 1_000_000_000
+MAX_CHECKPOINT_BYTES = 4_000_000_000
 MAX_RECORD_BYTES = 10_000_000
 
 
@@ -118,13 +122,37 @@ def fresh_run_dir(out_dir: Path, run_key: str) -> Path:
     return run_dir
 
 
+def resumable(out_dir: Path, run_key: str) -> Checkpoint | None:
+    """The checkpoint an unfinished run goes on from: its ``checkpoint.safetensors`` when it
+    reads back and ``episodes.csv`` holds at least the rows it counts; None otherwise (the
+    run starts afresh)."""
+    run_dir = out_dir / "runs" / run_key
+    path, rows = run_dir / CHECKPOINT_FILE, run_dir / "episodes.csv"
+    if any(p.is_symlink() or not p.is_file() for p in (path, rows)):
+        return None
+    try:
+        checkpoint = read_checkpoint(bounded(path, MAX_CHECKPOINT_BYTES))
+        written = len(_table(rows)) - 1
+    except (ValueError, OSError):
+        return None
+    return checkpoint if written >= checkpoint.rows else None
+
+
 @contextmanager
-def run_rows(run_dir: Path) -> Iterator[csv.DictWriter]:
-    """A writer of a fresh run's ``episodes.csv``, each row flushed as it is written."""
+def run_rows(run_dir: Path, keep: int | None = None) -> Iterator[csv.DictWriter]:
+    """A writer of a run's ``episodes.csv``, each row flushed as it is written: a fresh
+    file, or with ``keep`` the first ``keep`` rows of the file there (a resumed run's)."""
+    path = run_dir / "episodes.csv"
+    if keep is not None:
+        kept = _table(path)[: keep + 1]
+        with write_csv(run_dir.parent.parent, Path("runs") / run_dir.name / "episodes.csv"
+                       ) as handle:
+            csv.writer(handle).writerows(kept)
     # "x": never a link; line-buffered: a crash keeps every row written
-    with open(run_dir / "episodes.csv", "x", newline="", buffering=1) as handle:
+    with open(path, "x" if keep is None else "a", newline="", buffering=1) as handle:
         writer = csv.DictWriter(handle, fieldnames=EPISODE_COLUMNS)
-        writer.writeheader()
+        if keep is None:
+            writer.writeheader()
         yield writer
 
 

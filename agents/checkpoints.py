@@ -1,0 +1,123 @@
+"""`Checkpoints`: a callback that saves a learner's state on a schedule (steps or seconds)
+and, given a checkpoint read back, resumes a run from it: the policy (weights, optimiser
+moments, counters), the run's counters and records, the evaluation schedule and the
+kept-best policy. Files are safetensors (reading one runs no code). What is and is not
+identical after a resume: docs/agents.md ("Checkpoints and resume")."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .base import FILE_FORMAT, FILE_VERSION, Agent, agent_file_bytes, read_agent_file
+from .loop import Callback, EpisodeRecord, Evaluation, TrainingRun
+
+__all__ = ["Checkpoint", "Checkpoints", "read_checkpoint"]
+
+#: The kind a checkpoint's header names (beside the agent's own kind).
+CHECKPOINT = "checkpoint"
+_BEST = "best_policy."
+
+
+class Checkpoint:
+    """A checkpoint read back: the agent's header and tensors, the run's state."""
+
+    def __init__(self, header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        self.run = header.pop(CHECKPOINT)
+        self.agent_header = header
+        self.tensors = {k: v for k, v in tensors.items() if not k.startswith(_BEST)}
+        self.best_tensors = {k.removeprefix(_BEST): v for k, v in tensors.items()
+                             if k.startswith(_BEST)}
+
+    @property
+    def rows(self) -> int:
+        """How many records (rows) the run had written when it was saved."""
+        return len(self.run["records"])
+
+
+def read_checkpoint(path: str | Path) -> Checkpoint:
+    """The checkpoint in ``path``; ValueError naming the file when it is not one."""
+    header, tensors = read_agent_file(path)
+    if not isinstance(header.get(CHECKPOINT), dict):
+        raise ValueError(f"{path} is a saved agent, not a checkpoint")
+    return Checkpoint(header, tensors)
+
+
+def _evaluation(values: list[Any] | None) -> Evaluation | None:
+    return None if values is None else Evaluation(int(values[0]), int(values[1]),
+                                                  float(values[2]))
+
+
+class Checkpoints(Callback):
+    """Calls ``save(data)`` with a checkpoint's bytes after a training record once
+    ``every_steps`` steps or ``every_seconds`` seconds have passed since the last (either
+    may be None); with ``resume``, the run starts where that checkpoint was saved."""
+
+    def __init__(self, save: Callable[[bytes], None], every_steps: int | None = None,
+                 every_seconds: float | None = None, resume: Checkpoint | None = None) -> None:
+        self.save, self.every_steps, self.every_seconds = save, every_steps, every_seconds
+        self.resume = resume
+        self._last_steps, self._last_time = 0, time.monotonic()
+
+    def on_start(self, run: TrainingRun) -> None:
+        evaluations = self._evaluations(run)
+        if self.resume is None:
+            return
+        state = self.resume.run
+        agent: Agent = run.policy  # type: ignore[assignment]
+        if self.resume.best_tensors and evaluations is not None:
+            agent.load_saved(self.resume.agent_header, self.resume.best_tensors, "checkpoint")
+            evaluations.best_policy = agent.snapshot()
+        agent.load_saved(self.resume.agent_header, self.resume.tensors, "checkpoint")
+        run.steps, run.episodes = int(state["steps"]), int(state["episodes"])
+        run.result.records[:] = [EpisodeRecord(*record) for record in state["records"]]
+        run.result.best, run.result.last = _evaluation(state["best"]), _evaluation(state["last"])
+        if evaluations is not None:
+            evaluations.next_step = state["next_step"]
+        self._last_steps = run.steps
+
+    def on_record(self, run: TrainingRun, record: EpisodeRecord) -> None:
+        if record.phase != "train":
+            return
+        due = (self.every_steps is not None and run.steps - self._last_steps >= self.every_steps
+               or self.every_seconds is not None
+               and time.monotonic() - self._last_time >= self.every_seconds)
+        if due:
+            self.save(self.checkpoint(run))
+            self._last_steps, self._last_time = run.steps, time.monotonic()
+
+    def checkpoint(self, run: TrainingRun) -> bytes:
+        """The checkpoint of ``run`` now, as bytes."""
+        agent: Agent = run.policy  # type: ignore[assignment]
+        evaluations = self._evaluations(run)
+        result = run.result
+        state, tensors = agent.get_state()
+        if evaluations is not None and evaluations.best_policy is not None:
+            current = agent.snapshot()
+            agent.restore(evaluations.best_policy)
+            tensors = {**tensors, **{_BEST + k: v for k, v in agent.get_state()[1].items()}}
+            agent.restore(current)
+        record = [[r.episode, r.return_, r.length, r.success, r.wall_time, r.phase,
+                   r.total_steps] for r in result.records]
+        header = {
+            "format": FILE_FORMAT, "version": FILE_VERSION, **agent.header(), "state": state,
+            CHECKPOINT: {
+                "steps": run.steps, "episodes": run.episodes, "records": record,
+                "best": None if result.best is None else list(vars(result.best).values()),
+                "last": None if result.last is None else list(vars(result.last).values()),
+                "next_step": None if evaluations is None else evaluations.next_step}}
+        json.dumps(header)  # a value JSON cannot hold fails here, not in the writer
+        return agent_file_bytes(header, tensors)
+
+    @staticmethod
+    def _evaluations(run: TrainingRun) -> Any:
+        """The run's evaluation and keep-best callback (`training.Evaluations`), if any."""
+        for callback in run.callbacks:
+            if hasattr(callback, "best_policy") and hasattr(callback, "next_step"):
+                return callback
+        return None
