@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 
@@ -365,7 +366,9 @@ def evaluate(
     on_episode: Callable[[EpisodeRecord], None] | None = None,
 ) -> list[EpisodeRecord]:
     """Run ``episodes`` greedy episodes without learning; the first reset uses ``seed``, later
-    ones continue the environment's RNG (the same ``seed``: the same initial states).
+    ones continue the environment's RNG (the same ``seed``: the same initial states). Episode
+    ``i`` seeds torch with ``seed + i`` (a sampled SB3 policy draws the same actions on a
+    rerun; torch's global stream is put back after).
     ``on_episode(record)`` is called as each episode ends (rows written as they finish)."""
     check_count("episodes", episodes, optional=False)
     check_count("seed", seed, minimum=0, optional=False)
@@ -375,20 +378,22 @@ def evaluate(
     agent.bind(env)
     records = []
     reset_seed: int | None = seed
-    for _ in range(episodes):
-        started = time.perf_counter()
-        obs, info = env.reset(seed=reset_seed)
-        reset_seed = None
-        ret, length, done = 0.0, 0, False
-        while not done:
-            action = agent.act(agent.observe(obs, info), info.get("legal_moves"), False)
-            obs, reward, terminated, truncated, info = env.step(action)
-            ret += float(reward)
-            length += 1
-            done = terminated or truncated
-        records.append(EpisodeRecord(after_episode, ret, length,
-                                     bool(info.get("is_success", False)),
-                                     time.perf_counter() - started, "eval", total_steps))
-        if on_episode is not None:
-            on_episode(records[-1])
+    with torch.random.fork_rng(devices=[]):  # torch's global stream as it was, after
+        for index in range(episodes):
+            torch.manual_seed(seed + index)  # a sampled policy draws the same actions again
+            started = time.perf_counter()
+            obs, info = env.reset(seed=reset_seed)
+            reset_seed = None
+            ret, length, done = 0.0, 0, False
+            while not done:
+                action = agent.act(agent.observe(obs, info), info.get("legal_moves"), False)
+                obs, reward, terminated, truncated, info = env.step(action)
+                ret += float(reward)
+                length += 1
+                done = terminated or truncated
+            records.append(EpisodeRecord(after_episode, ret, length,
+                                         bool(info.get("is_success", False)),
+                                         time.perf_counter() - started, "eval", total_steps))
+            if on_episode is not None:
+                on_episode(records[-1])
     return records

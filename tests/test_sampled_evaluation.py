@@ -68,3 +68,44 @@ def test_the_summary_says_which_rows_scored_sampled_actions(tmp_path):
     text = (out / "summary.md").read_text()
     assert "Sampled, not greedy: ppo_sampled (`deterministic: false`)" in text
     assert "random" not in text.split("Sampled, not greedy:")[1].splitlines()[0]
+
+
+def test_sampled_evaluation_is_reproducible_and_leaves_torchs_stream_alone():
+    import torch
+
+    sampled, _, _ = agent_and_observation(False)
+    env = adapters.LanguageObservation(gym.make("langadapt/Maze-v0", maze="umaze"),
+                                       adapters.make("language", gym.make("langadapt/Maze-v0",
+                                                                          maze="umaze"),
+                                                     encoder=CountingEncoder()))
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    first = [r.as_dict() | {"wall_time": 0} for r in agents.evaluate(sampled, env, 4, seed=7)]
+    assert torch.equal(torch.rand(1), before)  # the global stream is where it was
+    again = [r.as_dict() | {"wall_time": 0} for r in agents.evaluate(sampled, env, 4, seed=7)]
+    assert again == first
+    other = [r.as_dict() | {"wall_time": 0} for r in agents.evaluate(sampled, env, 4, seed=8)]
+    assert other != first  # another seed, other draws (and other mazes' starts)
+
+
+def test_the_same_file_and_seed_give_the_same_sampled_final_rows(tmp_path):
+    import csv
+
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.runner import run_experiment
+
+    data = {"name": "sampled", "environment": {"id": "langadapt/Maze-v0",
+                                               "params": {"maze": "umaze"}},
+            "adapters": [{"type": "raw"}],
+            "agents": [{"type": "sb3", "params": {**PPO, "deterministic": False}}],
+            "training": {"steps": 256}, "seeds": [0],
+            "evaluation": {"final_episodes": 5}}
+    finals = []
+    for name in ("a", "b"):
+        out = run_experiment(experiment_from_dict(data), tmp_path / name, progress=False,
+                             log=lambda _: None)
+        with open(out / "episodes.csv", newline="") as handle:
+            finals.append([(r["return"], r["length"]) for r in csv.DictReader(handle)
+                           if r["phase"] == "final"])
+    assert len(finals[0]) == 5 and finals[0] == finals[1]
