@@ -428,7 +428,7 @@ def spread_budget(data: dict[str, Any], assignment: str) -> list[str]:
     value = data["training"][budget]
     data["training"].pop(other, None)
     changed = []
-    for agent in data.get("agents") or []:
+    for agent in listed(data.get("agents")):  # another type: named by the validation
         block = agent.get("training") if isinstance(agent, dict) else None
         if isinstance(block, dict):
             block.pop(other, None)

@@ -234,6 +234,11 @@ def test_agents_of_another_type_are_one_error_not_a_traceback(tmp_path, capsys, 
     assignment = f"agents={text}"
     code, err = _main(capsys, "run", str(path), "--check", "--set", assignment, lines=2)
     assert code == 2 and f"--set {assignment}: invalid experiment file" in err
+    # a budget spread over every agent's own block: the same one error (was a TypeError)
+    code, err = _main(capsys, "run", str(path), "--check", "--set", assignment,
+                      "--set", "training.steps=50", lines=2)
+    assert code == 2 and f"--set {assignment} --set training.steps=50: invalid experiment " \
+        "file" in err
     _write(path, raw_config(tmp_path, agents=agents))  # the file's own, with --backend
     code, err = _main(capsys, "run", str(path), "--check", "--backend", "ollama")
     assert code == 2 and "has no LLM agent" in err
