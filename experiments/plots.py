@@ -194,8 +194,9 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
             axis.grid(alpha=0.3)
             if axis.has_data():
                 axis.legend(fontsize=8)
-    figure.suptitle(wrapped(f"{title}\nmean and 95% bootstrap interval over seeds (thin: "
-                            "each seed); star: the final greedy evaluation",
+    spread = ("one seed: its curve" if len({e.seed for e in episodes}) == 1 else
+              "mean and 95% bootstrap interval over seeds (thin: each seed)")
+    figure.suptitle(wrapped(f"{title}\n{spread}; star: the final greedy evaluation",
                             figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
@@ -259,8 +260,9 @@ def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> N
     axis.axhline(0, color="black", linewidth=0.6)
     axis.grid(axis="y", alpha=0.3)
     axis.legend(fontsize=8)
-    axis.set_title(wrapped(f"{title}\nmean and 95% bootstrap interval over seeds",
-                           figure.get_figwidth()), fontsize=10)
+    spread = ("one seed: its final greedy return, no interval" if all(r.seeds == 1 for r in rows)
+              else "mean and 95% bootstrap interval over seeds")
+    axis.set_title(wrapped(f"{title}\n{spread}", figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
@@ -327,16 +329,19 @@ def plot_performance_profile(score_dict: dict[str, np.ndarray], path: Path | str
     _, _, plot_utils = require_rliable()
     taus = np.linspace(0.0, 1.0, 41)
     points, intervals = profile_estimates(score_dict, taus)
-    figure, axis = plt.subplots(figsize=(7, 4.5))
+    figure, axis = plt.subplots(figsize=(9, 4.5))
     plot_utils.plot_performance_profiles(
         points, taus, performance_profile_cis=intervals, ax=axis, labelsize="large",
         ticklabelsize="medium",
         xlabel=r"success rate $\tau$", ylabel="fraction of runs x tasks\n" r"with success $> \tau$")
     for index, line in enumerate(axis.get_lines()):  # overlapping profiles stay visible
         line.set(**line_style(index, len(taus)))
-    axis.legend(loc="lower left", fontsize=8)
-    axis.set_title(wrapped(f"{title}\nperformance profile, stratified bootstrap 95% bands"
-                           .strip(), figure.get_figwidth()), fontsize=10)
+    # beside the axes: inside, it would hide the profiles (they span the whole range)
+    axis.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+    bands = ("one run per row: no band" if all(len(v) == 1 for v in score_dict.values())
+             else "stratified bootstrap 95% bands")
+    axis.set_title(wrapped(f"{title}\nperformance profile, {bands}".strip(),
+                           figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
