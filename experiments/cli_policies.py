@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .cli_run import add_import_option, import_modules
-from .config_base import UsageError
+from .config_base import UsageError, path_argument
 
 
 def add_parsers(commands: Any) -> None:
@@ -18,8 +18,8 @@ def add_parsers(commands: Any) -> None:
         "folders, runs/<run>) on held-out episodes of the same or other environment "
         "parameters, writing a results folder that `report` reads like any other. Nothing "
         "the folder holds is imported or unpickled.")
-    evaluate.add_argument("folder", type=Path, metavar="RUN_OR_FOLDER")
-    evaluate.add_argument("--out", type=Path, required=True, help="the new results folder")
+    evaluate.add_argument("folder", type=path_argument, metavar="RUN_OR_FOLDER")
+    evaluate.add_argument("--out", type=path_argument, required=True, help="the new results folder")
     evaluate.add_argument("--set", dest="assignments", action="append", default=[],
                           metavar="KEY=VALUE", help="change the folder's experiment, e.g. "
                           "--set environment.params.num_dists=8; repeatable")
@@ -42,9 +42,10 @@ def add_parsers(commands: Any) -> None:
         "with deterministic: false) and write its episodes as a GIF (or an MP4 where "
         "imageio's ffmpeg writer is installed), with the description the agent saw and the "
         "action it chose under each frame.")
-    play.add_argument("run", type=Path, metavar="RUN",
+    play.add_argument("run", type=path_argument, metavar="RUN",
                       help="a run folder, results/<name>/runs/<run>")
-    play.add_argument("--out", type=Path, help="the .gif or .mp4 file (default: RUN's name.gif)")
+    play.add_argument("--out", type=path_argument,
+                      help="the .gif or .mp4 file (default: RUN's name.gif)")
     play.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
     play.add_argument("--seed", type=int, help="reset seed of the first episode (default: the "
                       "run's first held-out seed)")

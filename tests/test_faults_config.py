@@ -266,6 +266,10 @@ def test_describe_with_deeply_nested_state_json_is_one_line(capsys):
     ["report", "r" * 300],
     ["report", "EXP", "EXP", "--out", "c" * 300],
     ["init", "quickstart", "i" * 300],
+    ["evaluate", "EXP", "--out", "e" * 300],
+    ["evaluate", "f" * 300, "--out", "x"],
+    ["play", "EXP", "--out", "p" * 296 + ".gif"],
+    ["play", "r" * 300],
 ])
 def test_a_command_line_path_too_long_for_the_file_system_is_one_line(tmp_path, capsys,
                                                                       monkeypatch, args):
