@@ -18,6 +18,11 @@ SIZES = frozenset({"buffer_size", "n_steps", "batch_size", "n_epochs", "gradient
                    "stats_window_size"})
 POLICY_SET_HERE = ("observation_space", "action_space", "lr_schedule")
 """Policy constructor arguments the algorithm passes itself."""
+MAX_WIDTH = 65_536
+"""Widest layer of ``policy_kwargs.net_arch`` (the bound of DQN's ``hidden_sizes``)."""
+MAX_WEIGHTS = 100_000_000
+"""Most weights between the layers of one network of ``net_arch`` (400 MB of float32): layers
+each within bounds can still make a network no machine holds."""
 
 
 def check_keyword_values(algorithm: type, policy: str, keywords: dict[str, Any]) -> None:
@@ -37,6 +42,20 @@ def check_keyword_values(algorithm: type, policy: str, keywords: dict[str, Any])
         raise ValueError(f"policy_kwargs.{unknown[0]}: not a parameter of {policy_class.__name__} "
                          f"(expected one of {', '.join(parameters)})")
     _check(parameters, policy_kwargs, "policy_kwargs.")
+    _check_net_arch(policy_kwargs.get("net_arch"))
+
+
+def _check_net_arch(value: list[int] | dict[str, list[int]] | None) -> None:
+    """ValueError naming a network of ``net_arch`` (checked by type) past the bounds."""
+    networks = value.items() if isinstance(value, dict) else [("", value or [])]
+    for key, widths in networks:
+        where = f"policy_kwargs.net_arch{'.' if key else ''}{key}={widths!r}"
+        if any(not 1 <= width <= MAX_WIDTH for width in widths):
+            raise ValueError(f"{where}: expected layer widths from 1 to {MAX_WIDTH:,}")
+        weights = sum(a * b for a, b in zip(widths, widths[1:], strict=False))
+        if weights > MAX_WEIGHTS:
+            raise ValueError(f"{where}: {weights:,} weights between its layers; expected at "
+                             f"most {MAX_WEIGHTS:,}")
 
 
 def _check(parameters: Any, values: dict[str, Any], prefix: str) -> None:

@@ -191,6 +191,11 @@ def test_a_path_too_long_for_the_file_system_is_one_line(tmp_path, capsys, monke
     ({"policy_kwargs": {"net_arch": [8], "optimiser": "Adam"}},
      "policy_kwargs.optimiser: not a parameter of ActorCriticPolicy"),
     ({"policy": "LstmPolicy"}, "policy='LstmPolicy': expected one of SB3's MlpPolicy"),
+    ({"policy_kwargs": {"net_arch": [100_000] * 3}}, "policy_kwargs.net_arch=[100000, 100000, "
+     "100000]: expected layer widths from 1 to 65,536"),
+    ({"algorithm": "SAC", "policy_kwargs": {"net_arch": {"pi": [8], "qf": [65_536] * 2}}},
+     "policy_kwargs.net_arch.qf=[65536, 65536]: 4,294,967,296 weights between its layers; "
+     "expected at most 100,000,000"),
 ])
 def test_sb3_keyword_values_are_checked_by_type_when_the_file_is_read(tmp_path, capsys,
                                                                      params, expected):
