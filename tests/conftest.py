@@ -24,3 +24,27 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+#: Fixtures that start a process, a server with a real model, or a model: a test using one is
+#: marked ``heavy`` (left out of `make test-fast`).
+HEAVY_FIXTURES = frozenset({
+    "llama_server", "generated", "tiny_model_dir", "exported", "base_gguf", "tiny_model",
+    "finished_tiny_run",
+})
+#: Modules whose tests start subprocesses, worker pools, Ray clusters or the embedded model.
+HEAVY_MODULES = frozenset({
+    "test_ray", "test_first_hour", "test_embedded_extra", "test_faults_fork",
+    "test_llm_llamacpp", "test_llm_openai", "test_finetune", "test_finetune_export",
+    "test_finetune_trl_bench", "test_package", "test_checkpoints", "test_grpo_frozenlake",
+    "test_continuous_control", "test_continuous_language", "test_user_code_errors",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``heavy`` the tests of `HEAVY_MODULES` and those using a `HEAVY_FIXTURES` one."""
+    heavy = pytest.mark.heavy
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        if module in HEAVY_MODULES or HEAVY_FIXTURES & set(item.fixturenames):
+            item.add_marker(heavy)

@@ -34,10 +34,10 @@ def test_runs_report_progress_lines_with_episodes_success_and_eta(tmp_path, monk
     real_run_rows = one_run.run_rows
 
     @contextmanager
-    def run_rows_waiting_for_a_status(run_dir):
+    def run_rows_waiting_for_a_status(run_dir, keep=None):
         # the first training row waits until the watcher has reported it: the line is
         # checked whatever the machine's load (60 Q-learning episodes can end within a poll)
-        with real_run_rows(run_dir) as writer:
+        with real_run_rows(run_dir, keep) as writer:
             real_writerow = writer.writerow
 
             def writerow(row):
