@@ -35,7 +35,7 @@ endif
 # recorded beside it (tests/test_llm_llamacpp.py checks the build against them).
 LLAMA_WHEELS := $(VENV)/llama-cpp-wheel
 
-.PHONY: run test test-slow unit-test import-lint wheel wheel-smoke bench lint clean-venv
+.PHONY: run test test-fast test-slow unit-test import-lint wheel wheel-smoke bench lint clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,8 +72,15 @@ run: $(RUN_STAMP)
 # then the test suite (whose summary line closes the output).
 test: import-lint wheel-smoke unit-test
 
+# Two workers (pytest-xdist), each test file on one worker (its module fixtures built once);
+# the 25 slowest tests listed before the summary line (docs/development.md keeps them).
+PYTEST_WORKERS ?= 2
 unit-test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25
+
+# The inner loop: no subprocesses, worker pools, Ray clusters or real models (`heavy`).
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow and not heavy"
 
 # A layer imported from below (or an import cycle) fails here, naming the import.
 import-lint: $(STAMP)
