@@ -181,14 +181,14 @@ class SB3Agent(Agent):
                 scores = self.model.policy.get_distribution(tensor).distribution.logits
         return scores[0].cpu().numpy()
 
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> Any:
         """``explore`` (or ``deterministic: false``): SB3's stochastic action if it is legal;
         else the best legal action (on a Box: SB3's action, deterministic unless sampled)."""
-        arr = self.check_obs(obs)
+        arr = np.asarray(obs, dtype=np.float32)
         explore = explore or not self.config.deterministic
         if not self.n_actions:  # a Box: no legal moves
             return self.model.predict(arr, deterministic=not explore)[0]
-        mask = self.legal_mask(legal_moves, "legal_moves")
+        mask = self.mask(legal_moves)
         if explore:  # SB3 samples with torch's global generator, as in its own loop
             masks = {"action_masks": mask} if self.algorithm in MASKED else {}
             action, _ = self.model.predict(arr, deterministic=False, **masks)
@@ -241,15 +241,17 @@ class SB3Agent(Agent):
         return {**super().header(), "settings": self.config.model_dump(mode="json")}
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """The policy's weights, its optimiser's moments and SB3's counters (a checkpoint
-        resumes training from them)."""
+        """The policy's weights, its optimisers' moments (SAC's entropy coefficient too) and
+        SB3's counters (a checkpoint resumes training from them)."""
         state, _ = super().get_state()
         model = self.model
         tensors = {f"policy.{k}": v.detach().cpu() for k, v in model.policy.state_dict().items()}
-        optimizer = model.policy.optimizer.state_dict()
-        for index, moments in optimizer["state"].items():
-            tensors |= {f"optimizer.{index}.{k}": v.detach().cpu() for k, v in moments.items()
-                        if isinstance(v, torch.Tensor)}
+        for name, optimizer in optimizers(model).items():
+            for index, moments in optimizer.state_dict()["state"].items():
+                tensors |= {f"optimizer.{name}.{index}.{k}": v.detach().cpu()
+                            for k, v in moments.items() if isinstance(v, torch.Tensor)}
+        if isinstance(getattr(model, "log_ent_coef", None), torch.Tensor):
+            tensors["log_ent_coef"] = model.log_ent_coef.detach().cpu()
         state |= {"num_timesteps": int(model.num_timesteps),
                   "n_updates": int(getattr(model, "_n_updates", 0))}
         return state, tensors
@@ -259,17 +261,36 @@ class SB3Agent(Agent):
         model = self.model
         model.policy.load_state_dict(
             {k.removeprefix("policy."): v for k, v in tensors.items() if k.startswith("policy.")})
-        optimizer = model.policy.optimizer.state_dict()
-        moments: dict[int, dict[str, torch.Tensor]] = {}
-        for name, tensor in tensors.items():
-            if name.startswith("optimizer."):
-                _, index, key = name.split(".", 2)
-                moments.setdefault(int(index), {})[key] = tensor
-        if moments:
-            optimizer["state"] = moments
-            model.policy.optimizer.load_state_dict(optimizer)
+        for name, optimizer in optimizers(model).items():
+            moments: dict[int, dict[str, torch.Tensor]] = {}
+            for key, tensor in tensors.items():
+                if key.startswith(f"optimizer.{name}."):
+                    _, _, index, part = key.split(".", 3)
+                    moments.setdefault(int(index), {})[part] = tensor
+            if moments:
+                saved = optimizer.state_dict()
+                optimizer.load_state_dict({**saved, "state": moments})
+        if "log_ent_coef" in tensors and isinstance(getattr(model, "log_ent_coef", None),
+                                                     torch.Tensor):
+            with torch.no_grad():
+                model.log_ent_coef.copy_(tensors["log_ent_coef"])
         model.num_timesteps = int(state.get("num_timesteps", 0))
         model._n_updates = int(state.get("n_updates", 0))
+
+
+def optimizers(model: Any) -> dict[str, torch.optim.Optimizer]:
+    """An SB3 model's optimisers by name: the policy's (PPO, A2C, DQN), the actor's and the
+    critic's and the entropy coefficient's (SAC, TD3)."""
+    owners = (("policy", model.policy, "optimizer"), ("actor", model, "actor"),
+              ("critic", model, "critic"), ("ent_coef", model, "ent_coef_optimizer"))
+    found = {}
+    for name, owner, attribute in owners:
+        value = getattr(owner, attribute, None)
+        if name in ("actor", "critic"):
+            value = getattr(value, "optimizer", None)
+        if isinstance(value, torch.optim.Optimizer):
+            found[name] = value
+    return found
 
 
 class SB3Learner:
@@ -294,12 +315,14 @@ class SB3Learner:
         model = self.agent.model
         with own_random_state():
             copies = env.num_envs if isinstance(env, VectorEnv) else 1
-            if copies != model.n_envs:  # buffers sized for N copies; policy and optimiser kept
-                weights, moments = model.policy.state_dict(), model.policy.optimizer.state_dict()
+            if copies != model.n_envs:  # buffers sized for N copies; policy and optimisers kept
+                weights = model.policy.state_dict()
+                moments = {name: o.state_dict() for name, o in optimizers(model).items()}
                 model.n_envs = copies
                 model._setup_model()
                 model.policy.load_state_dict(weights)
-                model.policy.optimizer.load_state_dict(moments)
+                for name, optimizer in optimizers(model).items():
+                    optimizer.load_state_dict(moments[name])
             recorded = (RecordedCopies(env, run) if isinstance(env, VectorEnv)
                         else RecordedEpisodes(env, run))
             model.set_env(recorded)

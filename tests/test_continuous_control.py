@@ -433,7 +433,9 @@ def test_the_continuous_language_file_runs_shrunk(tmp_path):
     from test_continuous_language import run_sac_shrunk  # tests/ is on pytest's path
 
     data = yaml.safe_load((CONFIGS / "continuous_language.yaml").read_text())
-    assert [a["type"] for a in data["adapters"]] == ["raw", "language"]
+    assert [a["type"] for a in data["adapters"]] == ["raw", "language", "language"]
+    assert data["adapters"][2]["settings"] == {"with_raw": True}
     assert data["agents"][0]["params"]["algorithm"] == "SAC"
     rows = run_sac_shrunk(data, tmp_path)
     assert all(math.isfinite(float(r["return"])) for r in rows)
+    assert {r["adapter"] for r in rows} == {"raw", "language", "language_raw"}
