@@ -5,7 +5,7 @@ output — and `decide`, a choice among known replies, scored or generated (docs
     backend.chat(messages, schema={"type": "object", ...}, seed=7)  # JSON text valid for it
 """
 
-from .backend import STATS_KEYS, LLMBackend, Transient, check_messages
+from .backend import LLMBackend, Transient, check_messages
 from .cache import answer_key, default_cache_path, file_sha256
 from .errors import (
     LLMError,
@@ -20,7 +20,7 @@ from .gguf_check import check_gguf, default_gguf_path
 from .llamacpp import LlamaCppBackend
 from .ollama import OllamaBackend, default_host
 from .openai_backend import OpenAIBackend
-from .runtime import BackendRuntime
+from .runtime import STATS_KEYS, BackendRuntime
 from .schema import (
     MAX_JSON_DEPTH,
     MAX_REPLY_CHARS,

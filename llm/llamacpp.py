@@ -18,12 +18,12 @@ from pydantic import Field, field_validator, model_validator
 from .backend import LLMBackend
 from .cache import file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
-from .gguf_check import DEFAULT_GGUF_NAME, check_gguf, default_gguf_path, embedded_missing
+from .gguf_check import check_gguf, default_gguf_path, embedded_missing
 from .native_check import check_llama_cpp_runs
 from .schema import quote_reply
 
-__all__ = ["DEFAULT_GGUF_NAME", "LlamaCppBackend", "chat_prompt_tokens", "default_gguf_path",
-           "end_of_turn_tokens", "load_llama", "prefix_reuse", "score_continuations"]
+__all__ = ["LlamaCppBackend", "chat_prompt_tokens", "end_of_turn_tokens", "load_llama",
+           "prefix_reuse", "score_continuations"]
 
 def _default_threads() -> int:
     """Half the CPU cores, 1 to 4 (llama.cpp threads spin while waiting)."""

@@ -1,5 +1,6 @@
 """The one keyed store of LLM answers and embeddings: an in-memory LRU in front of an
-optional SQLite file (first writer of a key wins). See docs/llm.md, "The cache"."""
+optional SQLite file (first writer of a key wins); `check_store_file` says, without writing,
+whether a path may hold that file. See docs/llm.md, "The cache"."""
 
 from __future__ import annotations
 
@@ -17,10 +18,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .store_file import COLUMNS, CacheError, check_store_file, refuse_foreign
-
-__all__ = ["CacheError", "SQLiteStore", "check_store_file", "open_store", "utc_now"]
-
 logger = logging.getLogger(__name__)
 
 _SCHEMA = (
@@ -29,6 +26,49 @@ _SCHEMA = (
 )
 _CHUNK = 500  # keys per SELECT ... IN (...)
 BUSY_TIMEOUT_S = 60.0
+COLUMNS = ["key", "value", "meta", "created"]
+
+
+class CacheError(ValueError):
+    """A cache file cannot be used (a directory, a link, another program's database, an
+    unexpected database error); a file that merely cannot be written is not an error."""
+
+
+def refuse_foreign(db: sqlite3.Connection, path: Path, what: str) -> None:
+    """CacheError when the database holds tables other than ``entries``, or an ``entries``
+    table of other columns: another program's file, never written to."""
+    tables = [row[0] for row in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    others = sorted(set(tables) - {"entries"})
+    if others:
+        raise CacheError(f"{what} {str(path)!r} is another program's SQLite database (tables "
+                         f"{', '.join(others[:5])}); expected a langadapt cache (one 'entries' "
+                         "table): choose another path")
+    columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
+    if columns and columns != COLUMNS:
+        raise CacheError(
+            f"{what} {str(path)!r} has an 'entries' table with columns {columns}; expected "
+            f"{COLUMNS} (another program's file? choose another path)")
+
+
+def check_store_file(path: str | os.PathLike[str], what: str = "cache") -> None:
+    """CacheError unless ``path`` is absent or a file a store may use: never a symbolic
+    link or a directory, never another program's SQLite database (read-only look; a file
+    that is not SQLite at all is the store's to move aside)."""
+    path = Path(path).expanduser()
+    if path.is_symlink():
+        raise CacheError(f"{what} path {str(path)!r} is a symbolic link; expected a file of "
+                         "its own (a link would write into the file it points to)")
+    if path.is_dir():
+        raise CacheError(f"{what} path {str(path)!r} is a directory; expected a file")
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"  # reads only: no -wal, no -shm
+    try:
+        with closing(sqlite3.connect(uri, uri=True)) as db:
+            refuse_foreign(db, path, what)
+    except sqlite3.DatabaseError:
+        return
 
 
 def utc_now() -> str:
