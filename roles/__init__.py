@@ -8,18 +8,18 @@ from ..agents import register_agent
 from . import minigrid_oracle  # noqa: F401  (registers the MiniGrid/BabyAI oracles)
 from .advisor import AdvisedActions, AdvisorConfig, LLMAdvisor, sb3_advice_callback
 from .counting import LLM_COUNTERS, RoleCounters, make_llm_backend
-from .instructions import (
-    InstructionFollowing,
-    InstructionPlan,
-    InstructionsConfig,
-    SubGoal,
-    prepare_instructions,
-)
+from .instruction_chain import InstructionFollowing, SubGoal
+from .instructions import InstructionPlan, InstructionsConfig, prepare_instructions
 from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt
 from .oracles import MazeOracle, Oracle, oracle_for, register_oracle
-from .policy_families import LinearPolicy, TabularPolicy, parse_proposal, proposal_schema
+from .policy_families import (
+    LinearPolicy,
+    TabularPolicy,
+    load_templates,
+    parse_proposal,
+    proposal_schema,
+)
 from .policy_search import LLMPolicySearch, PolicySearchConfig
-from .policy_search_prompts import load_templates
 from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
 from .reward_shaping import RewardShaping, RewardShapingConfig, spearman_with_distance
 

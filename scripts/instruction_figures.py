@@ -21,7 +21,8 @@ from langadapt import adapters, agents
 from langadapt.adapters import LanguageObservation
 from langadapt.environments import MazeEnv
 from langadapt.roles.counting import RoleCounters
-from langadapt.roles.instructions import (
+from langadapt.roles.instruction_chain import make_chain
+from langadapt.roles.instruction_search import (
     DEFAULT_MARGIN,
     DEFAULT_PER_ROUND,
     DEFAULT_RULE,
@@ -29,16 +30,17 @@ from langadapt.roles.instructions import (
     DEFAULT_TOP_K,
     MAX_ROUNDS,
     Exploration,
-    InstructionItem,
     LLMFeedback,
     SimulatedFeedback,
     explore,
+    refine,
+)
+from langadapt.roles.instructions import (
+    InstructionItem,
     follow_rate,
     load_instruction_set,
-    make_chain,
     match_scores,
     prepare_instructions,
-    refine,
 )
 
 

@@ -15,23 +15,27 @@ from langadapt import adapters, agents
 from langadapt.adapters import LanguageObservation
 from langadapt.environments import MazeEnv
 from langadapt.environments.maze import ACTION_DELTAS, MAZE_LAYOUTS, bfs_distances
-from langadapt.roles.instructions import (
-    Exploration,
+from langadapt.roles.instruction_chain import (
     InstructionFollowing,
-    InstructionsConfig,
-    LLMFeedback,
-    SimulatedFeedback,
     SubGoal,
     cell_check,
     decompose_task,
+    make_chain,
+    split_task,
+)
+from langadapt.roles.instruction_search import (
+    Exploration,
+    LLMFeedback,
+    SimulatedFeedback,
     explore,
+    match,
+    refine,
+)
+from langadapt.roles.instructions import (
+    InstructionsConfig,
     follow_rate,
     load_instruction_set,
-    make_chain,
-    match,
     prepare_instructions,
-    refine,
-    split_task,
 )
 
 # umaze: start (3, 1), goal (3, 3); TL (1, 1), TR (1, 3); actions 0 left 1 right 2 up 3 down

@@ -21,18 +21,16 @@ import langadapt.environments  # noqa: F401  (registers the ids)
 from langadapt.agents import Discretisation, make_agent, train
 from langadapt.llm import schema_errors
 from langadapt.roles.policy_families import (
+    TEMPLATE_DIR,
+    TEMPLATE_FILES,
+    TEMPLATE_VARIABLES,
     LinearPolicy,
+    TemplateError,
+    load_templates,
     parse_proposal,
     proposal_schema,
 )
 from langadapt.roles.policy_search import LLMPolicySearch
-from langadapt.roles.policy_search_prompts import (
-    TEMPLATE_DIR,
-    TEMPLATE_FILES,
-    TEMPLATE_VARIABLES,
-    TemplateError,
-    load_templates,
-)
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
