@@ -95,11 +95,10 @@ class ARSAgent(Agent):
         return LinearBoxPolicy(weights, self.low, self.high, mean, std,
                                self.action_space.dtype.type)
 
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None,
-            explore: bool = True) -> np.ndarray:
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> np.ndarray:
         """The perturbed policy being run (``explore``) or the current theta's action."""
-        x = self.check_obs(obs)
-        return (self.candidate if explore else self.policy).action(x)
+        return (self.candidate if explore else self.policy).action(
+            np.asarray(obs, dtype=np.float32))
 
     def learn(self, *args: Any, **kwargs: Any) -> None:
         raise ValueError("ars learns from whole episodes: train it with agents.train (or "
@@ -176,7 +175,7 @@ class ARSLearner:
         seen: list[np.ndarray] = []  # the iteration's observations
 
         def act(obs: Any, _: Any) -> np.ndarray:
-            seen.append(agent.check_obs(obs))
+            seen.append(np.asarray(obs, dtype=np.float32))
             return agent.candidate.action(seen[-1])
 
         while not agent.finished:

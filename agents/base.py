@@ -99,20 +99,41 @@ class Agent:
         self.config = parse_config(config, self.config_model)
 
     # ----------------------------------------------------------------- protocol
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
-        raise NotImplementedError
+    # Check once, trust inside: ``act`` and ``learn`` (a caller's entry) check their inputs,
+    # then run ``_act`` / ``_learn``; the learner's loop and :func:`evaluate` call those
+    # directly (:meth:`trusted`), the environment having checked what it hands over.
+    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> Any:
+        """The action for ``obs`` among ``legal_moves`` (None: all), exploring or greedy;
+        one-line ValueError for an observation or legal moves the agent cannot take."""
+        self.check_input(obs)
+        if self.n_actions:
+            self.legal_mask(legal_moves, "legal_moves")
+        return self._act(obs, legal_moves, explore)
 
-    def learn(
-        self,
-        obs: Any,
-        action: int,
-        reward: float,
-        next_obs: Any,
-        terminated: bool,
-        truncated: bool,
-        next_legal_moves: Sequence[int] | None = None,
-    ) -> None:
-        raise NotImplementedError
+    def learn(self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
+              truncated: bool, next_legal_moves: Sequence[int] | None = None,
+              **options: Any) -> None:
+        """Learn from one transition; one-line ValueError for an input that does not fit."""
+        self.check_input(obs)
+        self.check_input(next_obs)
+        action = self.check_action(action)
+        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
+        if not terminated:
+            self.legal_mask(next_legal_moves, "next_legal_moves")
+        self._learn(obs, action, reward, next_obs, terminated, truncated, next_legal_moves,
+                    **options)
+
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> Any:
+        raise NotImplementedError  # act on checked inputs
+
+    def _learn(self, *transition: Any, **options: Any) -> None:
+        raise NotImplementedError  # learn on checked inputs: reward a float, the flags bools
+
+    def trusted(self, name: str) -> Any:
+        """The method a loop calls for ``name`` ("act" or "learn"): the unchecked ``_act`` /
+        ``_learn``, or the ``act`` / ``learn`` a subclass or the instance puts in their place."""
+        own = name in vars(self) or getattr(type(self), name) is not getattr(Agent, name)
+        return getattr(self, name if own else "_" + name)
 
     def bind(self, env: Any) -> None:
         """The environment the agent acts in next (learners and :func:`evaluate` call it; must be
@@ -151,6 +172,11 @@ class Agent:
         self.rng.bit_generator.state = state["rng"]
 
     # ------------------------------------------------------------------ checks
+    def check_input(self, obs: Any) -> None:
+        """ValueError unless ``obs`` is what :meth:`act` and :meth:`learn` take (by default an
+        observation :meth:`check_obs` accepts)."""
+        self.check_obs(obs)
+
     def check_obs(self, obs: Any) -> np.ndarray:
         """``obs`` as a finite float32 array of the agent's observation shape; else ValueError."""
         try:
@@ -171,28 +197,31 @@ class Agent:
         return arr
 
     def legal_mask(self, legal_moves: Sequence[int] | None, what: str) -> np.ndarray:
-        """Read-only boolean mask over actions (``None`` = all); ValueError for an empty, repeated,
-        non-int or out-of-range move. Masks of int tuples are memorised."""
+        """:meth:`mask` of ``legal_moves`` checked: ValueError for an empty, repeated, non-int
+        or out-of-range move (a memorised tuple of exact ints was checked before)."""
+        key = tuple(legal_moves) if type(legal_moves) in (list, tuple) else None
+        if legal_moves is not None and (not key or not all(type(m) is int for m in key)
+                                        or key not in self._masks):
+            if not check_legal_moves(legal_moves, self.n_actions):
+                raise ValueError(
+                    f"{what} is empty: the agent needs at least one legal action out of "
+                    f"{self.n_actions} (pass None when every action is legal)"
+                )
+        return self.mask(legal_moves)
+
+    def mask(self, legal_moves: Sequence[int] | None) -> np.ndarray:
+        """Read-only boolean mask over actions of legal moves already checked (``None`` = all);
+        masks are memorised by the moves' tuple."""
         if legal_moves is None:
             return self._all_legal
-        key = tuple(legal_moves) if type(legal_moves) in (list, tuple) else None
-        if key is not None and all(type(m) is int for m in key):
-            mask = self._masks.get(key)
-            if mask is not None:
-                return mask
-        else:
-            key = None  # (False, 5) == (0, 5) as a dict key: only exact ints are memorised
-        moves = check_legal_moves(legal_moves, self.n_actions)
-        if not moves:
-            raise ValueError(
-                f"{what} is empty: the agent needs at least one legal action out of "
-                f"{self.n_actions} (pass None when every action is legal)"
-            )
-        mask = np.zeros(self.n_actions, dtype=bool)
-        mask[list(moves)] = True
-        mask.flags.writeable = False
-        if key is not None and len(self._masks) < 4096:
-            self._masks[key] = mask
+        key = tuple(legal_moves)
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = np.zeros(self.n_actions, dtype=bool)
+            mask[list(key)] = True
+            mask.flags.writeable = False
+            if len(self._masks) < 4096:
+                self._masks[key] = mask
         return mask
 
     def check_action(self, action: Any) -> int:

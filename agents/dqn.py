@@ -187,10 +187,9 @@ class DQNAgent(Agent):
                     np.tanh(x, out=x)
         return x
 
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int:
         """Epsilon-greedy (``explore``) or greedy action among the legal moves."""
-        arr = self.check_obs(obs)
-        mask = None if legal_moves is None else self.legal_mask(legal_moves, "legal_moves")
+        mask = None if legal_moves is None else self.mask(legal_moves)
         if explore and (
             self.num_timesteps < self.config.learning_starts or self.rng.random() < self.epsilon
         ):
@@ -198,7 +197,7 @@ class DQNAgent(Agent):
                 return int(self.rng.integers(self.n_actions))
             legal = np.flatnonzero(mask)
             return int(legal[self.rng.integers(legal.size)])
-        q = self._q(arr.reshape(-1))
+        q = self._q(np.asarray(obs, dtype=np.float32).reshape(-1))
         if mask is not None:
             q = np.where(mask, q, -np.inf)
         return int(q.argmax())
@@ -214,30 +213,16 @@ class DQNAgent(Agent):
         second, first = np.partition(q, -2)[-2:]
         return bool(first - second >= self.config.margin)
 
-    def learn(
-        self,
-        obs: Any,
-        action: int,
-        reward: float,
-        next_obs: Any,
-        terminated: bool,
-        truncated: bool,
-        next_legal_moves: Sequence[int] | None = None,
-        demonstration: bool = False,
-    ) -> None:
+    def _learn(self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
+               truncated: bool, next_legal_moves: Sequence[int] | None = None,
+               demonstration: bool = False) -> None:
         """Store the transition (``demonstration``: an advised action to learn with the
         large-margin term too), advance the schedules and train / update the target on time."""
         cfg = self.config
-        arr = self.check_obs(obs)
-        next_arr = self.check_obs(next_obs)
-        a = self.check_action(action)
-        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
-        if terminated or next_legal_moves is None:
-            next_mask = self._all_legal  # a terminal state's value is never used
-        else:
-            next_mask = self.legal_mask(next_legal_moves, "next_legal_moves")
-        self.buffer.add(arr.reshape(-1), a, reward, next_arr.reshape(-1), terminated, next_mask,
-                        bool(demonstration), truncated)
+        # a terminal state's value is never used: its mask is all legal
+        next_mask = self.mask(None if terminated else next_legal_moves)
+        self.buffer.add(np.reshape(obs, -1), action, reward, np.reshape(next_obs, -1), terminated,
+                        next_mask, bool(demonstration), truncated)
         self.num_timesteps += 1
         if terminated or truncated:
             self.episodes += 1

@@ -16,16 +16,16 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 
 class Policy(Protocol):
-    """What a learner and :func:`evaluate` need of an agent (:class:`agents.base.Agent`);
-    a step learner's policy also has ``learn(obs, action, reward, next_obs, terminated,
-    truncated, next_legal_moves)``."""
+    """What a learner and :func:`evaluate` need of an agent (:class:`agents.base.Agent`):
+    ``trusted("act")`` and a step learner's ``trusted("learn")`` are its ``act`` and ``learn``
+    without the input checks (the environment checked its values)."""
 
     action_space: gym.spaces.Space
     obs_shape: tuple[int, ...]
     kind: str
     learns_from_demonstrations: bool
 
-    def act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int: ...
+    def trusted(self, name: str) -> Callable[..., Any]: ...
     def observe(self, obs: Any, info: dict[str, Any]) -> Any: ...
     def bind(self, env: Any) -> None: ...
     def set_training_horizon(self, steps: int | None, episodes: int | None) -> None: ...
@@ -218,16 +218,15 @@ def end_run(run: TrainingRun) -> TrainingResult:
 def run_episode(run: TrainingRun, seed: int | None, act: Callable[[Any, dict[str, Any]], Any],
                 on_step: Callable[[Any, Any, float], None]) -> EpisodeRecord | None:
     """One training episode of ``act(obs, info) -> action`` for a learner of whole episodes,
-    ``on_step(obs, action, reward)`` after each checked step; None when the step budget cuts it
-    short."""
-    env, steps, check = run.env, run.budget.steps, run.policy.check_transition
+    ``on_step(obs, action, reward)`` after each step; None when the step budget cuts it short."""
+    env, steps = run.env, run.budget.steps
     started = time.perf_counter()
     obs, info = env.reset(seed=seed)
     ret, length, done = 0.0, 0, False
     while not done:
         action = act(obs, info)
         next_obs, reward, terminated, truncated, info = env.step(action)
-        reward, terminated, truncated = check(reward, terminated, truncated)
+        reward = float(reward)
         on_step(obs, action, reward)
         obs = next_obs
         ret += reward
@@ -267,7 +266,8 @@ class StepLearner:
         run = start_run(policy, env, budget, callbacks)
         if override is not None:
             override.bind(env)
-        act, learn, observe, step = policy.act, policy.learn, policy.observe, env.step
+        act, learn = policy.trusted("act"), policy.trusted("learn")
+        observe, step = policy.observe, env.step
         reset_seed: int | None = budget.seed
         while not budget.spent(run.episodes, run.steps):
             started = time.perf_counter()
@@ -282,13 +282,14 @@ class StepLearner:
                     action = override(policy, obs, legal, action, progress)
                 next_obs, reward, terminated, truncated, info = step(action)
                 next_obs, next_legal = observe(next_obs, info), info.get("legal_moves")
+                reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
                 if marking and override.advised:
                     learn(obs, action, reward, next_obs, terminated, truncated, next_legal,
                           demonstration=True)
                 else:
                     learn(obs, action, reward, next_obs, terminated, truncated, next_legal)
                 obs, legal = next_obs, next_legal
-                ret += float(reward)
+                ret += reward
                 length += 1
                 run.steps += 1
                 done = terminated or truncated
@@ -312,7 +313,8 @@ class StepLearner:
                              "in infos['final_obs'])")
         policy = self.policy
         run = start_run(policy, envs, budget, callbacks)
-        act, learn, observe, n = policy.act, policy.learn, policy.observe, envs.num_envs
+        act, learn = policy.trusted("act"), policy.trusted("learn")
+        observe, n = policy.observe, envs.num_envs
         obs, infos = envs.reset(seed=budget.seed)
         first_infos = [info_at(infos, i) for i in range(n)]
         current = [observe(obs[i], info) for i, info in enumerate(first_infos)]
@@ -375,7 +377,15 @@ def evaluate(
     check_count("total_steps", total_steps, minimum=0, optional=False)
     check_count("after_episode", after_episode, minimum=0, optional=False)
     check_env(agent, env)
+    return play(agent, env, episodes, seed, total_steps, after_episode, on_episode)
+
+
+def play(agent: Policy, env: gym.Env, episodes: int, seed: int, total_steps: int = 0,
+         after_episode: int = 0, on_episode: Callable[[EpisodeRecord], None] | None = None,
+         ) -> list[EpisodeRecord]:
+    """:func:`evaluate` on arguments already checked (``train``'s evaluation rounds)."""
     agent.bind(env)
+    act, observe = agent.trusted("act"), agent.observe
     records = []
     reset_seed: int | None = seed
     with torch.random.fork_rng(devices=[]):  # torch's global stream as it was, after
@@ -386,7 +396,7 @@ def evaluate(
             reset_seed = None
             ret, length, done = 0.0, 0, False
             while not done:
-                action = agent.act(agent.observe(obs, info), info.get("legal_moves"), False)
+                action = act(observe(obs, info), info.get("legal_moves"), False)
                 obs, reward, terminated, truncated, info = env.step(action)
                 ret += float(reward)
                 length += 1

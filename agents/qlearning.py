@@ -118,20 +118,26 @@ class QLearningAgent(Agent):
                 "process; set key: description (with a LanguageObservation environment) or "
                 "bins", stacklevel=3)
 
+    def check_input(self, obs: Any) -> None:
+        """ValueError unless ``obs`` is a description (a table keyed by descriptions) or an
+        observation :meth:`check_obs` accepts."""
+        if self.table_key != "description":
+            self.check_obs(obs)
+        elif type(obs) is not str:
+            raise ValueError(
+                f"observation is {type(obs).__name__}, but this table is keyed by "
+                "descriptions: pass the description text (info['description'] of a "
+                "LanguageObservation env; agents.train and agents.evaluate do)"
+            )
+
     def key(self, obs: Any) -> bytes:
-        """The table key of an observation (bytes); ValueError when it does not fit."""
+        """The table key (bytes) of an observation or description :meth:`check_input` accepts."""
         if self.table_key == "description":
-            if type(obs) is not str:
-                raise ValueError(
-                    f"observation is {type(obs).__name__}, but this table is keyed by "
-                    "descriptions: pass the description text (info['description'] of a "
-                    "LanguageObservation env; agents.train and agents.evaluate do)"
-                )
             return hashlib.blake2b(obs.encode(), digest_size=16).digest()
-        arr = self.check_obs(obs)
         if self.table_key == "auto":  # used without bind(): the observation it is
             self.table_key = "observation"
             self._warn_vector_keys()
+        arr = np.asarray(obs, dtype=np.float32)
         if self.discretisation is None:
             # + 0.0 maps -0.0 to 0.0 so that equal values give equal bytes.
             return (arr + np.float32(0.0)).tobytes()
@@ -139,6 +145,7 @@ class QLearningAgent(Agent):
 
     def q_values(self, obs: Any) -> np.ndarray:
         """A copy of the action values of ``obs`` (``initial_q`` where unseen)."""
+        self.check_input(obs)
         row = self.table.get(self.key(obs))
         return np.full(self.n_actions, self.config.initial_q) if row is None else row.copy()
 
@@ -150,14 +157,13 @@ class QLearningAgent(Agent):
         return row
 
     # ---------------------------------------------------------------- protocol
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int:
         """Epsilon-greedy action among the legal moves (greedy when ``explore`` is False).
 
         Greedy ties go to the lowest action index when not exploring (deterministic) and
         to a random one of the tied actions when exploring."""
-        mask = self.legal_mask(legal_moves, "legal_moves")
         key = self.key(obs)
-        legal = np.flatnonzero(mask)
+        legal = np.flatnonzero(self.mask(legal_moves))
         if explore and self.rng.random() < self.epsilon:
             return int(legal[self.rng.integers(legal.size)])
         row = self.table.get(key)
@@ -169,29 +175,19 @@ class QLearningAgent(Agent):
             return int(best[self.rng.integers(best.size)])
         return int(best[0])
 
-    def learn(
-        self,
-        obs: Any,
-        action: int,
-        reward: float,
-        next_obs: Any,
-        terminated: bool,
-        truncated: bool,
-        next_legal_moves: Sequence[int] | None = None,
-    ) -> None:
+    def _learn(self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
+               truncated: bool, next_legal_moves: Sequence[int] | None = None) -> None:
         """One Q-learning update; decays epsilon when the episode ends."""
-        a = self.check_action(action)
-        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
         key = self.key(obs)
         next_key = self.key(next_obs)
         target = reward
         if not terminated:
-            mask = self.legal_mask(next_legal_moves, "next_legal_moves")
+            mask = self.mask(next_legal_moves)
             next_row = self.table.get(next_key)
             best_next = self.config.initial_q if next_row is None else float(next_row[mask].max())
             target += self.config.gamma * best_next
         row = self._row(key)
-        row[a] += self.config.alpha * (target - row[a])
+        row[action] += self.config.alpha * (target - row[action])
         self.updates += 1
         if terminated or truncated:
             self.episodes += 1

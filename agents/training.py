@@ -26,8 +26,8 @@ from .loop import (
     TrainingResult,
     TrainingRun,
     check_env,
-    evaluate,
     info_at,
+    play,
 )
 
 
@@ -74,8 +74,8 @@ class Evaluations(Callback):
 
     def evaluate(self, run: TrainingRun) -> None:
         saved = _rng_state(run.env) if self.env is run.env else None
-        records = evaluate(run.policy, self.env, self.episodes, self.seed,
-                           total_steps=run.steps, after_episode=run.episodes)
+        records = play(run.policy, self.env, self.episodes, self.seed,
+                       total_steps=run.steps, after_episode=run.episodes)
         if saved is not None:  # the training episodes' random stream goes on untouched
             _rng(run.env).bit_generator.state = saved
         elif self.env is not run.env:

@@ -617,7 +617,7 @@ def test_keep_best_restores_the_policy_of_the_best_scripted_evaluation(monkeypat
         score = next(scripted)
         return [EpisodeRecord(after_episode, score, 1, False, 0.0, "eval", total_steps)]
 
-    monkeypatch.setattr(training, "evaluate", scripted_evaluate)
+    monkeypatch.setattr(training, "play", scripted_evaluate)
     result = train(agent, env, episodes=10, eval_every=2, seed=0, progress=False, keep_best=True)
     assert len(tables) == 5  # after episodes 2, 4, ..., 10; the last one is the final policy
     assert result.best.episode == 8 and result.best.mean_return == 5.0
