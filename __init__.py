@@ -3,7 +3,7 @@
 The installed package is this repository's root folder under one import name; its
 sub-packages are the folders beside this file (see the README, "Layout")::
 
-    from langadapt import LanguageObservation, make_adapter, make_agent, train
+    from langadapt import LanguageObservation, load_run, make_adapter, make_agent, train
 
 Importing it registers the ``langadapt/...`` gymnasium ids; the names above (and the LLM
 roles' agents they register) are imported on first use, so the command line starts
@@ -29,9 +29,11 @@ _LAZY = {
     "evaluate": ("langadapt.agents", "evaluate"),
     "make_agent": ("langadapt.agents", "make_agent"),
     "train": ("langadapt.agents", "train"),
+    "load_run": ("langadapt.experiments.evaluate", "load_run"),
 }
 
-__all__ = ["LanguageObservation", "__version__", "evaluate", "make_adapter", "make_agent", "train"]
+__all__ = ["LanguageObservation", "__version__", "evaluate", "load_run", "make_adapter",
+           "make_agent", "train"]
 
 
 def __getattr__(name: str) -> Any:

@@ -86,7 +86,9 @@ def test_a_babyai_policy_replays_exactly_and_transfers_in_one_command(tmp_path, 
     assert code == 0, err
     assert len(_rows(tmp_path / "two", "final")) == 4
     assert "num_dists=2" in (tmp_path / "two" / "summary.md").read_text()
-    loaded = load_run(run)  # from Python: the policy and its environment
+    import langadapt
+
+    loaded = langadapt.load_run(run)  # from Python: the policy and its environment
     env = loaded.make_env(num_dists=2)
     obs, info = env.reset(seed=5)
     assert 0 <= loaded.agent.act(obs, info["legal_moves"], explore=False) < 7
