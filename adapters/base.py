@@ -374,13 +374,16 @@ class BaseAdapter(BaseModel):
     def observation_space(self) -> spaces.Box:
         """Box of float32: the language vector, then with ``with_raw`` the raw bounds."""
         if self._observation_space is None:
-            slots = self.sentence_slots if self.embedding == "sentences" else 1
-            rows = self.max_sentences if self.embedding == "sentence_set" else None
-            self._observation_space = language_box(self.embedding_cache.encoder, slots,
-                                                   self.normalise,
-                                                   self._space if self.with_raw else None,
-                                                   rows)
+            self._observation_space = self.observation_space_with(self.embedding_cache.encoder)
         return self._observation_space
+
+    def observation_space_with(self, encoder: Any) -> spaces.Box:
+        """`observation_space` as ``encoder`` (its ``dimension`` and ``normalized``) makes it
+        (an experiment's check passes a stand-in for a model it does not load)."""
+        slots = self.sentence_slots if self.embedding == "sentences" else 1
+        rows = self.max_sentences if self.embedding == "sentence_set" else None
+        return language_box(encoder, slots, self.normalise,
+                            self._space if self.with_raw else None, rows)
 
     @property
     def standardiser(self) -> Standardiser:

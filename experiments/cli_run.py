@@ -338,9 +338,10 @@ def _build_environments(config: Any) -> None:
     from .suite import task_configs
 
     experiments = task_configs(config) if config.tasks else {None: config}
+    built: set[str] = set()  # an agent on the same spaces is built once for every task
     for task, experiment in experiments.items():
         try:
-            check_environments(experiment)
+            check_environments(experiment, built)
         except ConfigError as error:
             raise ConfigError(f"{config.name}, task {task}: {error}" if task else error) \
                 from None

@@ -9,9 +9,12 @@ docs/configuration.md, "Your own environment": `cache_dir`).
 
 from __future__ import annotations
 
+import json
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import gymnasium
@@ -32,6 +35,7 @@ from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instru
 from ..roles.reward_shaping import RewardShaping, RewardShapingConfig
 from .config import (
     ROLE_BACKEND_PARAMS,
+    SB3_OFF_POLICY,
     AdapterSpec,
     AgentSpec,
     ConfigError,
@@ -157,13 +161,15 @@ def policy_bytes(agent: Any, adapter: Any) -> bytes:
     return agent_file_bytes(header, tensors)
 
 
-def with_set_layout(params: dict[str, Any], adapter: Any) -> dict[str, Any]:
+def with_set_layout(params: dict[str, Any], adapter: Any,
+                    encoder: Any = None) -> dict[str, Any]:
     """``params`` with a ``sentence_attention`` extractor told the adapter's set layout
-    (``max_sentences``, ``dimension``) where the file does not say it."""
+    (``max_sentences``, ``dimension`` of ``encoder``, default the adapter's) where the file
+    does not say it."""
     if params.get("extractor") != "sentence_attention":
         return params
     layout = {"max_sentences": adapter.max_sentences,
-              "dimension": adapter.embedding_cache.encoder.dimension}
+              "dimension": (encoder or adapter.embedding_cache.encoder).dimension}
     return {**params, "extractor_kwargs": {**layout, **params.get("extractor_kwargs", {})}}
 
 
@@ -178,6 +184,90 @@ def make_adapter(spec: AdapterSpec, env, cache_dir: str, n_envs: int = 1):
 
 def wrap(env, adapter):
     return LanguageObservation(env, adapter)
+
+
+# ----------------------------------------------------------------------------- the check
+
+PACKAGED_ENCODER = SimpleNamespace(dimension=384, normalized=True)
+"""What the packaged MiniLM (an adapter without ``encoder``) makes of an observation space:
+:func:`check_build`'s stand-in, so that a check loads no model."""
+
+
+def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = None) -> None:
+    """Build what a run builds before it trains, once per distinct (adapter, agent params):
+    the adapter on ``env`` (the experiment's environment), its one input check of the first
+    observation (a reset with the first seed; an llm adapter's prompt is not sent) and the
+    agent on the adapter's observation space (an SB3 model with its policy, its replay buffer
+    for one step), so that what ``--check`` passes runs. Nothing is trained, written or
+    cached, no model is loaded for the packaged MiniLM (:data:`PACKAGED_ENCODER`) and an
+    SB3 actor-critic skips its orthogonal initialisation (the same shapes). ``built``: the
+    agents built already (a suite's other tasks), added to. A ConfigError naming the key and
+    the value otherwise."""
+    seed = config.seed_list[0]
+    first = f"the first observation of {config.environment.id} (reset with seed {seed})"
+    try:
+        obs, info = env.reset(seed=seed)
+    except AssertionError as error:  # gymnasium's checker of a registered environment's
+        if "passive_env_checker" not in traceback.extract_tb(error.__traceback__)[-1].filename:
+            raise
+        raise ConfigError(f"environment: {first}: {_one_line(error)}") from None
+    space = env.action_space
+    legal = info.get("legal_moves",
+                     list(range(space.n)) if isinstance(space, gymnasium.spaces.Discrete)
+                     else [])
+    built = set() if built is None else built
+    for i, spec in enumerate(config.adapters):
+        where = f"adapters.{i} ({spec.name})"
+        try:
+            adapter = adapters.make(spec.type, env, **spec.settings)  # no cache: nothing written
+        except ValueError as error:
+            raise ConfigError(f"{where}: {_one_line(error)}") from None
+        try:
+            if spec.type == "llm":  # the input check, not the prompt
+                adapter.check_input((obs, legal, ()))
+            else:
+                adapter.describe(obs, legal, ())
+        except ValueError as error:
+            raise ConfigError(f"environment: {first}, as {where} checks it: "
+                              f"{_one_line(error)}") from None
+        encoder = None if spec.type == "raw" or getattr(adapter, "encoder", None) is not None \
+            else PACKAGED_ENCODER
+        observations = (adapter.observation_space if encoder is None
+                        else adapter.observation_space_with(encoder))
+        for j, agent in enumerate(config.agents):
+            params = with_set_layout(agent.params_for(spec.name), adapter,
+                                     PACKAGED_ENCODER if spec.type == "raw" else encoder)
+            if agent.type == "sb3":
+                params = _cheap_sb3(params)
+            key = json.dumps([agent.type, params, repr(observations), repr(space), seed],
+                             sort_keys=True, default=repr)
+            if key in built:
+                continue
+            built.add(key)
+            try:
+                agents.make_agent(agent.type, observations, space, seed=seed, **params)
+            except (ValueError, TypeError, AssertionError, NotImplementedError) as error:
+                raise ConfigError(f"agents.{j}.params ({agent.name} on {where}'s observations, "
+                                  f"a {type(observations).__name__} of shape "
+                                  f"{observations.shape}): {_one_line(error)}") from None
+
+
+def _cheap_sb3(params: dict[str, Any]) -> dict[str, Any]:
+    """An SB3 agent's ``params`` built as cheaply as the same shapes allow: the replay
+    buffer of one step, an actor-critic without the orthogonal initialisation (a QR of
+    each weight)."""
+    algorithm = params.get("algorithm", "PPO")
+    if algorithm in SB3_OFF_POLICY:
+        return {**params, "buffer_size": 1}
+    return {**params, "policy_kwargs": {**(params.get("policy_kwargs") or {}),
+                                        "ortho_init": False}}
+
+
+def _one_line(error: BaseException, most: int = 600) -> str:
+    """``error``'s message on one line, its middle cut past ``most`` characters (SB3's
+    advice to run its environment checker left out)."""
+    text = " ".join(str(error).split("\nIf you are using a custom environment")[0].split())
+    return text if len(text) <= most else f"{text[:most // 2]} ... {text[-most // 2:]}"
 
 
 # ----------------------------------------------------------------------------- one run

@@ -23,7 +23,7 @@ from ..adapters.prerender import reachable_inputs
 from .config import ConfigError, ExperimentConfig
 from .executors import ProcessExecutor, RayExecutor
 from .folders import ResultsFolderError, folder_lock, prepare_output, refuse_foreign, writing
-from .one_run import make_adapter, make_env
+from .one_run import check_build, make_adapter, make_env
 from .report import write_report, write_search_report
 from .results import (
     Run,
@@ -130,10 +130,16 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def check_environments(config: ExperimentConfig) -> None:
-    """Build and close every environment a run builds (training, evaluation, transfer), so
-    that bad parameters fail before anything is written or trained."""
-    make_env(config).close()
+def check_environments(config: ExperimentConfig, built: set[str] | None = None) -> None:
+    """Build and close every environment a run builds (training, evaluation, transfer), and
+    each (adapter, agent) on the first (:func:`.one_run.check_build`; ``built``: the agents
+    a suite's other tasks built), so that bad parameters fail before anything is written or
+    trained."""
+    env = make_env(config)
+    try:
+        check_build(config, env, built)
+    finally:
+        env.close()
     if config.evaluation.environment_params:
         make_env(config, evaluation=True).close()
     if config.evaluation.transfer is not None:

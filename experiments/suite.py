@@ -67,9 +67,10 @@ def run_suite(config: ExperimentConfig, out_dir: Path | None = None, resume: boo
     """Run every task of the suite ``config`` (see the module docstring), then its report."""
     require_rliable()  # the suite report needs it: fail before hours of training
     experiments = task_configs(config)
+    built: set[str] = set()  # an agent on the same spaces is built once for every task
     for task, experiment in experiments.items():  # a bad task fails before any training
         try:
-            check_environments(experiment)
+            check_environments(experiment, built)
         except ConfigError as error:
             raise ConfigError(f"{config.name}, task {task}: {error}") from None
     out_dir = Path(out_dir) if out_dir is not None else config.output_dir

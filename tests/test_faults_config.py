@@ -353,3 +353,103 @@ def test_transfer_parameters_that_draw_no_lake_fail_before_training(tmp_path, ca
         assert code == 2 and "evaluation.transfer.environment_params: size=16, " \
             "frozen_probability=0.05: no lake" in err
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- --check builds
+
+BROKEN_FIRST_OBSERVATION = '''\
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class Broken(gym.Env):
+    """A Dict observation whose first one holds nan or inf, or misses a key."""
+
+    def __init__(self, first="nan"):
+        self.first = first
+        self.observation_space = spaces.Dict(
+            {"x": spaces.Box(-np.inf, np.inf, (2,), np.float32), "k": spaces.Discrete(3)})
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        x = {"nan": np.nan, "inf": np.inf}.get(self.first, 0.0)
+        obs = {"x": np.array([x, 0.0], np.float32), "k": 1}
+        if self.first == "missing":
+            del obs["k"]
+        return obs, {}
+
+    def step(self, action):
+        return self.reset()[0], 0.0, True, False, {}
+
+
+gym.register(id="BrokenFirst-v0", entry_point=Broken)
+'''
+
+SB3_ON = "agents.0.params (sb3 on adapters.0 (raw)'s observations, a Box of shape (2,)): "
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"agents": [{"type": "sb3", "params": {"policy": "CnnPolicy"}}]},
+     SB3_ON + "You should use NatureCNN only with images not with Box(0.0, 4.0, (2,), float32) "
+     "(you are probably using `CnnPolicy` instead of `MlpPolicy` or `MultiInputPolicy`)"),
+    ({"agents": [{"type": "sb3", "params": {"algorithm": "SAC"}}]},
+     SB3_ON + "SB3's SAC does not take action space Discrete(8) (it takes Box actions"),
+    ({"agents": [{"type": "llm_policy_search",
+                  "params": {"proposer": "random", "action_bins": [3, 3]}}],
+      "environment": {"id": "Pendulum-v1"}},
+     "agents.0.params (llm_policy_search on adapters.0 (raw)'s observations, a Box of shape "
+     "(3,)): action_bins is [3, 3], expected one int or 1 ints (one per action dimension)"),
+    ({"environment": {"id": "broken_first_obs:BrokenFirst-v0", "params": {"first": "nan"}}},
+     "environment: the first observation of broken_first_obs:BrokenFirst-v0 (reset with seed "
+     "0), as adapters.0 (raw) checks it: state {'x': array([nan, 0.], dtype=float32), 'k': 1} "
+     "is not an observation of Dict("),
+    ({"environment": {"id": "broken_first_obs:BrokenFirst-v0", "params": {"first": "inf"}}},
+     "as adapters.0 (raw) checks it: state array([ 0., 1., 0., inf, 0.]) contains NaN or inf; "
+     "expected finite values"),
+    ({"environment": {"id": "broken_first_obs:BrokenFirst-v0",
+                      "params": {"first": "missing"}}},
+     "environment: the first observation of broken_first_obs:BrokenFirst-v0 (reset with seed "
+     "0): The obs returned by the `reset()` method observation keys is not same as the "
+     "observation space keys, obs keys: ['x'], space keys: ['k', 'x']"),
+])
+def test_check_builds_what_the_run_builds(tmp_path, capsys, monkeypatch, changes, expected):
+    """What --check passes runs: each (adapter, agent) is built on the first observation, so
+    an SB3 policy or algorithm that does not fit the spaces, a policy-search grid of the
+    wrong length and a user's Dict observation with nan, inf or a missing key fail in one
+    line at --check, and at run before anything is written."""
+    pytest.importorskip("stable_baselines3")
+    (tmp_path / "mods").mkdir()  # the user's code, outside the experiment file's folder
+    (tmp_path / "mods" / "broken_first_obs.py").write_text(BROKEN_FIRST_OBSERVATION)
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    data = raw_config(tmp_path, **{"agents": [{"type": "random"}], "seeds": 1,
+                                   "training": {"steps": 64}, **changes})
+    (tmp_path / "exp").mkdir()
+    path = _write(tmp_path / "exp" / "exp.yaml", data)
+    code, err = _main(capsys, "run", str(path), "--check")
+    assert code == 2 and expected in err, err
+    code, err = _main(capsys, "run", str(path), "--no-progress")
+    assert code == 2 and expected in err and not (tmp_path / "out").exists()
+
+
+def test_check_sends_no_prompt_and_loads_no_encoder(tmp_path, capsys):
+    """An llm adapter is built and its input check run, its prompt never sent; the packaged
+    MiniLM's layout stands in for the observation space (the same as the loaded model's)."""
+    from fake_ollama import FakeOllama
+
+    from langadapt import adapters
+    from langadapt.experiments.one_run import PACKAGED_ENCODER
+
+    with FakeOllama(models=["llama3.2"]) as fake:
+        llm = {"type": "llm", "settings": {"backend": "ollama", "host": fake.host,
+                                           "model": "llama3.2"}}
+        data = raw_config(tmp_path, adapters=[{"type": "raw"}, {"type": "language"}, llm],
+                          agents=[{"type": "dqn", "params": {"hidden_sizes": [8]}}])
+        code, err = _main(capsys, "run", str(_write(tmp_path / "exp.yaml", data)), "--check",
+                          lines=0)
+        assert code == 0 and fake.chat_requests == 0
+    for settings in ({}, {"embedding": "sentences", "normalise": "whiten"},
+                     {"embedding": "sentence_set", "with_raw": True}):
+        adapter = adapters.make("language", "langadapt/Maze-v0", **settings)
+        assert adapter.observation_space_with(PACKAGED_ENCODER) == adapter.observation_space
