@@ -44,8 +44,9 @@ class EchoDescriber(Describer):
 
     env_name = "Echo"
     n_actions = 2
+    state_shape = None  # the observation as the environment gives it
 
-    def __call__(self, state, legal_moves=(), last_action=None):
+    def describe(self, state, legal_moves, last_action):
         return f"{type(state).__name__}: {state!r}"
 
 

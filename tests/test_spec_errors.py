@@ -53,4 +53,4 @@ def test_a_dict_describer_with_a_state_shape_is_one_line_with_the_fix(numeric_la
         encoding="utf-8")
     code, _, err = run_cli(capsys, "run", str(experiment), "--import", "my_lamps",
                            "--no-progress", "--out", str(numeric_lamps / "out"))
-    assert (code, err) == (2, f"langadapt run: error: {FIX}\n")
+    assert (code, err) == (2, f"langadapt run: error: adapters.0 (language): {FIX}\n")
