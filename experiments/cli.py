@@ -176,7 +176,7 @@ def user_code_error(error: BaseException) -> str | None:
 # ----------------------------------------------------------------- bench, doctor, finetune-export
 
 
-BENCHMARKS = ("adapters", "encoder", "llm", "agents", "executors", "llm_roles", "minigrid",
+BENCHMARKS = ("cli", "adapters", "encoder", "llm", "agents", "executors", "llm_roles", "minigrid",
               "vector", "llm_concurrency", "language_cost")
 # Run only when named (`langadapt bench finetune-trl`), never by a plain `langadapt bench`:
 # name -> module experiments/benchmarks/<module>_bench.py.
