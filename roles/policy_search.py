@@ -223,6 +223,13 @@ class LLMPolicySearch(Agent):
         self.n_states = 0
         if cfg.family == "tabular":
             self.discretisation = Discretisation(observation_space, cfg.bins, cfg.bounds)
+            states = math.prod(int(n) for n in self.discretisation.sizes)
+            if states > MAX_TABLE_STATES:
+                count = f"{states:,}" if states < 10**12 else f"about 10^{len(str(states)) - 1}"
+                raise ValueError(
+                    f"a table over these {self.obs_dim} observation dimensions has {count} "
+                    f"states; expected at most {MAX_TABLE_STATES:,} (fewer bins, or family: "
+                    "linear)")
             self.n_states = self.discretisation.n_states
         elif cfg.bins is not None or cfg.bounds is not None:
             raise ValueError("bins and bounds apply to family: tabular, not to linear policies")

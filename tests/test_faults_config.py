@@ -453,3 +453,13 @@ def test_check_sends_no_prompt_and_loads_no_encoder(tmp_path, capsys):
                      {"embedding": "sentence_set", "with_raw": True}):
         adapter = adapters.make("language", "langadapt/Maze-v0", **settings)
         assert adapter.observation_space_with(PACKAGED_ENCODER) == adapter.observation_space
+
+
+def test_a_table_over_many_language_dimensions_is_one_line_naming_its_states(tmp_path, capsys):
+    agent = {"type": "llm_policy_search",
+             "params": {"proposer": "random", "family": "tabular"}}  # [-1, 1]: 3 values each
+    data = raw_config(tmp_path, agents=[agent], seeds=1, adapters=[{"type": "language"}],
+                      training={"episodes": 2})
+    code, err = _main(capsys, "run", str(_write(tmp_path / "exp.yaml", data)), "--check")
+    assert code == 2 and "a table over these 384 observation dimensions has about 10^183 " in err
+    assert "states; expected at most 100,000 (fewer bins, or family: linear)" in err
