@@ -13,6 +13,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 __all__ = ["run"]
@@ -35,9 +36,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     """Median CPU seconds of each command (A B C in turn, ``runs`` times) and their ratios
     to the bare interpreter; ``torch_imported`` for each langadapt command."""
     runs = 3 if quick else 9
-    commands = {"python": [sys.executable, "-c", "pass"],
-                "version": [sys.executable, "-m", "langadapt.experiments.cli", "--version"],
-                "help": [sys.executable, "-m", "langadapt.experiments.cli", "--help"]}
+    command = str(Path(sys.executable).with_name("langadapt"))  # the installed entry point
+    commands = {"python": [sys.executable, "-c", "pass"], "version": [command, "--version"],
+                "help": [command, "--help"]}
     for argv in commands.values():  # warm the file cache and the byte-compiled modules
         _cpu_seconds(argv)
     seconds: dict[str, list[float]] = {name: [] for name in commands}
