@@ -16,6 +16,7 @@ import torch
 
 from .base import FILE_FORMAT, FILE_VERSION, Agent, agent_file_bytes, read_agent_file
 from .loop import Callback, EpisodeRecord, Evaluation, TrainingRun
+from .training import Evaluations
 
 __all__ = ["Checkpoint", "Checkpoints", "read_checkpoint"]
 
@@ -115,9 +116,6 @@ class Checkpoints(Callback):
         return agent_file_bytes(header, tensors)
 
     @staticmethod
-    def _evaluations(run: TrainingRun) -> Any:
-        """The run's evaluation and keep-best callback (`training.Evaluations`), if any."""
-        for callback in run.callbacks:
-            if hasattr(callback, "best_policy") and hasattr(callback, "next_step"):
-                return callback
-        return None
+    def _evaluations(run: TrainingRun) -> Evaluations | None:
+        """The run's evaluation and keep-best callback, if any."""
+        return next((c for c in run.callbacks if isinstance(c, Evaluations)), None)
