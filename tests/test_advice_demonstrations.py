@@ -14,7 +14,7 @@ from test_minigrid import DOORKEY, each_adapter, needs_minigrid
 from langadapt import adapters
 from langadapt.agents import DQNAgent, make_agent, train
 from langadapt.agents.buffers import ReplayBuffer
-from langadapt.agents.dqfd import large_margin_loss
+from langadapt.agents.dqn import large_margin_loss
 from langadapt.environments import MazeEnv
 from langadapt.environments.minigrid import make_minigrid
 from langadapt.roles.advisor import AdvisedActions, AdvisorConfig, LLMAdvisor
