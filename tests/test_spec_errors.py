@@ -29,6 +29,7 @@ def numeric_lamps(tmp_path, monkeypatch):
     code.mkdir()
     (code / "my_lamps.py").write_text(LAMPS, encoding="utf-8")
     monkeypatch.syspath_prepend(str(code))
+    sys.modules.pop("my_lamps", None)  # an earlier test's (the right describer) is not this one
     yield tmp_path
     sys.modules.pop("my_lamps", None)
 
