@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from test_representations import TableEncoder, toy, vectors
+from test_representations import toy, vectors
 
 from langadapt.experiments.config import ConfigError, experiment_from_dict
 
