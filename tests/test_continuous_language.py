@@ -166,7 +166,8 @@ def test_the_inverted_pendulum_file_validates_and_runs_shrunk(tmp_path):
     assert data["torch_threads"] == 1 and data["seeds"] == 3
     assert data["evaluation"]["final_episodes"] > 0
     rows = run_sac_shrunk(data, tmp_path)
-    for adapter in ("raw", "language", "language_raw"):  # the episode cut by the budget is not a row
+    # the episode cut by the budget is not a row
+    for adapter in ("raw", "language", "language_raw"):
         steps = sum(int(r["length"]) for r in rows
                     if r["adapter"] == adapter and r["phase"] == "train")
         assert 150 < steps <= 250

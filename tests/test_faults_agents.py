@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 from safetensors import safe_open
 from safetensors.torch import save
-from gymnasium import spaces
 
 from langadapt.agents import DQNAgent, make_agent
 from langadapt.environments.describers import CartPoleDescriber, SailingDescriber

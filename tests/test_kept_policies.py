@@ -15,7 +15,6 @@ import torch
 from experiment_fixtures import run_cli
 
 from langadapt.experiments.config import experiment_from_dict
-from langadapt.experiments.evaluate import load_run
 from langadapt.experiments.play import caption
 from langadapt.experiments.runner import run_experiment
 
