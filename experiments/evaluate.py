@@ -87,7 +87,10 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
         header, tensors = read_agent_file(file)
     except ValueError as error:
         raise ResultsFolderError(str(error)) from None
-    adapter = make_adapter(run.adapter, make_env(config), config.cache_dir)
+    env = make_env(config)  # for the adapter's language spec and the agent's action space
+    adapter = make_adapter(run.adapter, env, config.cache_dir)
+    action_space = env.action_space
+    env.close()
     mean = tensors.pop(f"{OBSERVATION_TENSORS}mean", None)
     matrix = tensors.pop(f"{OBSERVATION_TENSORS}matrix", None)
     if mean is not None:
@@ -100,14 +103,12 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
     if saved != tuple(space.shape):
         raise ResultsFolderError(f"{file} was saved for observations of shape {saved}; adapter "
                          f"{run.adapter.name} as set now gives shape {tuple(space.shape)}")
-    agent = agents.make_agent(run.agent.type, space, make_env(config).action_space,
-                              seed=run.seed, **params)
+    agent = agents.make_agent(run.agent.type, space, action_space, seed=run.seed, **params)
     try:
         agent.load_saved(header, tensors, file)
     except ValueError as error:
         raise ResultsFolderError(str(error)) from None
     return LoadedRun(config, run, agent, adapter, file)
-
 
 
 def kept_runs(folder: Path) -> list[Path]:
