@@ -21,6 +21,18 @@ __all__ = ["EmbeddingCache", "Memo", "language_box", "text_key"]
 MAX_VECTOR_NORM = 1_000.0  # a longer stored vector was not written by an encoder: encoded again
 
 
+def check_texts(texts: Iterable[str]) -> list[str]:
+    """``texts`` as a list of str, else ValueError (the cache's and the encoder's check)."""
+    if isinstance(texts, str):
+        raise ValueError(f"texts={texts[:40]!r} is a single str; expected a list of str "
+                         "(for one str: [text])")
+    texts = list(texts)
+    for text in texts:
+        if not isinstance(text, str):
+            raise ValueError(f"text {text!r} is a {type(text).__name__}; expected str")
+    return texts
+
+
 def text_key(encoder_name: str, text: str) -> str:
     """The store key of ``text`` under the encoder named ``encoder_name``."""
     return f"{encoder_name}\x1f{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
@@ -53,13 +65,7 @@ class EmbeddingCache:
 
     def lookup_many(self, texts: Iterable[str]) -> list[np.ndarray]:
         """Vectors of ``texts`` (shared, read-only): stored, else encoded in one call."""
-        if isinstance(texts, str):
-            raise ValueError(f"texts={texts!r} is a single str; expected a list of str "
-                             "(wrap it: [text])")
-        texts = list(texts)
-        for text in texts:
-            if not isinstance(text, str):
-                raise ValueError(f"text {text!r} is a {type(text).__name__}; expected str")
+        texts = check_texts(texts)
         keys = [text_key(self.encoder.name, text) for text in texts]
         before = self.store.file_hits
         found = self.store.get_many(keys, self._decode)

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .embedding_cache import check_texts
+
 __all__ = ["BACKENDS", "BACKEND_VARIABLE", "DEFAULT_MODEL_NAME", "MiniLMEncoder",
            "default_model_path", "get_encoder"]
 
@@ -242,12 +244,7 @@ class MiniLMEncoder:
 
     def encode_many(self, texts: Sequence[str]) -> np.ndarray:
         """Texts -> float32 array ``(len(texts), dimension)``, in one batched model call."""
-        if isinstance(texts, str):
-            raise ValueError(f"texts={texts[:40]!r}...: expected a sequence of str, got one str")
-        texts = list(texts)
-        for text in texts:
-            if not isinstance(text, str):
-                raise ValueError(f"text {text!r} is a {type(text).__name__}; expected str")
+        texts = check_texts(texts)
         model = self.model
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)

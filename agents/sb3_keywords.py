@@ -4,10 +4,12 @@ See docs/configuration.md."""
 
 from __future__ import annotations
 
+import functools
 import inspect
-import math
 import types
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import ConfigDict, Field, PydanticUserError, Strict, TypeAdapter, ValidationError
 
 MAX_INT = 1_000_000_000
 """Largest integer keyword (the largest training budget)."""
@@ -23,6 +25,7 @@ MAX_WIDTH = 65_536
 MAX_WEIGHTS = 100_000_000
 """Most weights between the layers of one network of ``net_arch`` (400 MB of float32): layers
 each within bounds can still make a network no machine holds."""
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 
 
 def check_keyword_values(algorithm: type, policy: str, keywords: dict[str, Any]) -> None:
@@ -73,40 +76,32 @@ def _check(parameters: Any, values: dict[str, Any], prefix: str) -> None:
 
 
 def _fits(value: Any, annotation: Any, name: str) -> bool:
-    """Whether ``value`` (as YAML loads it) is a value of ``annotation``; a type no file can
-    hold (a callable, a class, a torch device) takes nothing."""
+    """Whether ``value`` (as YAML loads it) is a value of ``annotation``, by pydantic in strict
+    mode (a string is never an int, a float or a class); a type no file can hold (a callable,
+    a class, a torch device) takes nothing, as does a type pydantic cannot check."""
+    try:
+        _adapter(annotation, MAX_SIZE if name in SIZES else MAX_INT).validate_python(value)
+    except (ValidationError, PydanticUserError):
+        return False
+    return True
+
+
+@functools.cache
+def _adapter(annotation: Any, most: int) -> TypeAdapter[Any]:
+    return TypeAdapter(_from_file(annotation, most), config=_STRICT)
+
+
+def _from_file(annotation: Any, most: int) -> Any:
+    """``annotation`` with its ints bounded and its tuples taking YAML lists."""
     origin, args = get_origin(annotation), get_args(annotation)
-    if annotation is Any:
-        return True
-    if annotation is type(None) or annotation is None:
-        return value is None
-    if annotation is bool:
-        return isinstance(value, bool)
     if annotation is int:
-        most = MAX_SIZE if name in SIZES else MAX_INT
-        return isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= most
-    if annotation is float:
-        return (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value))
-    if annotation is str:
-        return isinstance(value, str)
+        return Annotated[int, Field(ge=-1, le=most)]
     if origin in (Union, types.UnionType):
-        return any(_fits(value, arg, name) for arg in args)
-    if origin is Literal:
-        return value in args
-    if origin is list:
-        return isinstance(value, list) and all(_fits(v, args[0], name) for v in value)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_fits(v, args[0], name) for v in value)
-        return len(value) == len(args) and all(
-            _fits(v, a, name) for v, a in zip(value, args, strict=True))
-    if origin is dict:
-        return isinstance(value, dict) and all(
-            _fits(k, args[0], name) and _fits(v, args[1], name) for k, v in value.items())
-    return False
+        return Union[tuple(_from_file(arg, most) for arg in args)]  # noqa: UP007
+    if origin in (list, tuple, dict):
+        items = tuple(arg if arg is ... else _from_file(arg, most) for arg in args)
+        return Annotated[origin[items], Strict(False)] if origin is tuple else origin[items]
+    return annotation
 
 
 def _describe(annotation: Any, name: str) -> str:
