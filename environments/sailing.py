@@ -5,13 +5,12 @@ docs/environments.md.
 from __future__ import annotations
 
 import math
-import numbers
-from typing import Any
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
 
 from ._checks import (
     RENDER_MODES,
@@ -20,6 +19,7 @@ from ._checks import (
     check_render_mode,
     check_reset_options,
     check_step_limit,
+    checked_arguments,
     episode_over_error,
 )
 from .language import (
@@ -269,14 +269,10 @@ class SailingDescriber(Describer):
     n_actions = 2
     uses_last_action = True
 
-    def __init__(self, half_width: float = 10.0, bins: SailingBins | dict | None = None) -> None:
-        if (
-            isinstance(half_width, bool)
-            or not isinstance(half_width, numbers.Real)
-            or not (math.isfinite(half_width) and half_width > 0)
-        ):
-            raise ValueError(f"half_width={half_width!r}: expected a finite positive number")
-        self.half_width = float(half_width)
+    @checked_arguments
+    def __init__(self, half_width: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+                 = 10.0, bins: Any = None) -> None:  # bins: SailingBins, its dict or None
+        self.half_width = half_width
         self.bins = make_bins(SailingBins, bins)
         # The env's observation space: one step (speed <= 1) past a bank, |theta| <= 1.6.
         reach = self.half_width + 1.0
