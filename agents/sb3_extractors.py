@@ -12,7 +12,7 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from ..environments.minigrid_describer import MISSION_WORDS, VOCABULARY, observation_size
+from ..environments.minigrid import MISSION_WORDS, VOCABULARY, observation_size
 
 __all__ = ["EXTRACTORS", "BabyAI11Extractor", "SentenceSetAttention"]
 

@@ -10,34 +10,40 @@ from __future__ import annotations
 import gymnasium
 
 from ._checks import check_action
-from .cartpole import CartPoleEnv
+from .cartpole import CartPoleBins, CartPoleDescriber, CartPoleEnv, CartPoleSteps
 from .continuous import (
     InvertedPendulumDescriber,
     MountainCarContinuousDescriber,
     PendulumDescriber,
 )
-from .describers import (
-    CartPoleBins,
-    CartPoleDescriber,
-    CartPoleSteps,
-    Describer,
-    SailingBins,
-    SailingDescriber,
-    check_legal_moves,
+from .frozenlake import (
+    FROZENLAKE_ACTIONS,
+    FrozenLakeDescriber,
+    FrozenLakeEnv,
+    FrozenLakeMapsDescriber,
+    FrozenLakeMapsEnv,
 )
-from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
-from .grid_describers import FrozenLakeDescriber, FrozenLakeMapsDescriber, MazeDescriber
 from .language import (
+    Describer,
     LanguageSpec,
     LanguageSpecError,
     bridged_minigrid_hint,
+    check_legal_moves,
     language_for,
     register_language,
     unwrap_env,
 )
-from .maze import ACTION_DELTAS, ACTION_NAMES, MAZE_LAYOUTS, MAZE_NAMES, MazeEnv, bfs_distances
+from .maze import (
+    ACTION_DELTAS,
+    ACTION_NAMES,
+    MAZE_LAYOUTS,
+    MAZE_NAMES,
+    MazeDescriber,
+    MazeEnv,
+    bfs_distances,
+)
 from .minigrid import MiniGridBridge, MiniGridNotInstalled, make_minigrid
-from .sailing import SailingEnv
+from .sailing import SailingBins, SailingDescriber, SailingEnv
 from .toy_text import CliffWalkingDescriber, TaxiDescriber
 
 #: gymnasium id -> entry point of every environment of this package.

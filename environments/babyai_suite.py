@@ -24,7 +24,7 @@ from minigrid.envs.babyai.core.verifier import (
 from pydantic import Field, Strict
 
 from ._checks import checked_arguments
-from .babyai_goals import (
+from .minigrid import (
     GLAM_EXCLUDED,
     GOAL_TYPES,
     MISSION_SETS,

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv as GymCartPoleEnv
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from ._checks import (
     RENDER_MODES,
@@ -18,8 +19,10 @@ from ._checks import (
     check_render_mode,
     check_reset_options,
     check_step_limit,
+    checked_arguments,
     episode_over_error,
 )
+from .language import Describer, LanguageSpec, bin_index, check_edges, make_bins, register_language
 from .rendering import canvas, draw_line, fill_disk, fill_rect
 
 
@@ -130,3 +133,162 @@ class CartPoleEnv(gym.Env[np.ndarray, int]):
     def close(self) -> None:
         """Close the inner physics env (and its pygame surface, if any)."""
         self.physics.close()
+
+
+# --------------------------------------------------------------------------- language
+CARTPOLE_TASK = (
+    "You balance a pole on a cart that moves along a track. Keep the pole upright and the "
+    "cart within 2.4 m of the center for as long as possible; the episode ends when the "
+    "pole leans more than 0.21 rad (12 degrees) or the cart leaves the track. Action 0 "
+    "pushes the cart to the left, action 1 pushes it to the right. Positive numbers mean "
+    "right: a positive pole angle leans right. Pushing the cart toward the side the pole "
+    "is falling to brings it back upright."
+)
+CARTPOLE_COMPACT_TASK = ("CartPole: keep the pole upright. Positive is right; push toward the "
+                         "side the pole falls to.")
+
+
+class CartPoleBins(BaseModel):
+    """Bin edges of `CartPoleDescriber`, on absolute values in SI units (docs/adapters.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    angle: tuple[float, float, float] = (0.02, 0.07, 0.14)
+    angular_velocity: tuple[float, float, float] = (0.05, 0.5, 1.5)
+    position: tuple[float, float] = (0.5, 1.6)
+    velocity: tuple[float, float, float] = (0.05, 0.5, 1.5)
+
+    @model_validator(mode="after")
+    def _increasing(self) -> CartPoleBins:
+        for name in ("angle", "angular_velocity", "position", "velocity"):
+            edges = getattr(self, name)
+            check_edges(name, edges, len(edges))
+        return self
+
+
+Decimals = Annotated[int, Strict(), Field(ge=0, le=6)]  # decimal places shown
+
+_SPEED = ("", " slowly", "", " quickly")
+
+
+class CartPoleSteps(BaseModel):
+    """Rounding steps of `CartPoleDescriber` with ``style="numbers"`` (SI units)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    angle: float = Field(0.01, gt=0, description="pole angle, rad")
+    angular_velocity: float = Field(0.1, gt=0, description="pole angular velocity, rad/s")
+    position: float = Field(0.1, gt=0, description="cart position, m")
+    velocity: float = Field(0.1, gt=0, description="cart velocity, m/s")
+
+
+def _rounded(value: float, step: float) -> tuple[float, str]:
+    """``value`` rounded to a multiple of ``step``, and its magnitude as text."""
+    rounded = round(value / step) * step
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    return rounded, f"{abs(rounded):.{decimals}f}"
+
+
+class CartPoleDescriber(Describer):
+    """CartPole: state ``[x, x_dot, angle, angle_dot]`` (positive = right), in bins
+    (`CartPoleBins`) or, with ``style="numbers"``, rounded to `CartPoleSteps` (docs/adapters.md)."""
+
+    env_name = "CartPole"
+    state_shape = (4,)
+    n_actions = 2
+    bounds = (
+        ("cart position", -4.8, 4.8),
+        ("cart velocity", -math.inf, math.inf),
+        ("pole angle", -0.41887903, 0.41887903),
+        ("pole angular velocity", -math.inf, math.inf),
+    )
+
+    @checked_arguments
+    def __init__(
+        self,
+        bins: Any = None,  # a CartPoleBins, a dict of its fields or None (make_bins checks)
+        include_numbers: bool = False,
+        decimals: Decimals = 2,
+        style: Literal["bins", "numbers"] = "bins",
+        steps: Any = None,  # a CartPoleSteps, a dict of its fields or None
+    ) -> None:
+        self.bins = make_bins(CartPoleBins, bins)
+        self.steps = make_bins(CartPoleSteps, steps)
+        self.include_numbers = bool(include_numbers)
+        self.decimals = decimals
+        self.style = style
+
+    def describe(
+        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
+    ) -> str:
+        if self.style == "numbers":
+            return self._numbers(*(float(v) for v in state))
+        x, x_dot, angle, omega = (float(v) for v in state)
+        bins = self.bins
+        lean = "right" if angle > 0 else "left"
+        tilt = bin_index(abs(angle), bins.angle)
+        pole = ("is upright", f"leans slightly {lean}", f"leans {lean}", f"leans far {lean}")[tilt]
+        spin = bin_index(abs(omega), bins.angular_velocity)
+        if spin == 0:
+            rotation = "is nearly still"
+        else:
+            turn = "right" if omega > 0 else "left"
+            verb = "is falling" if tilt == 0 or turn == lean else "is swinging back"
+            rotation = f"{verb} {turn}{_SPEED[spin]}"
+        side = "right" if x > 0 else "left"
+        place = bin_index(abs(x), bins.position)
+        cart = ("near the center", f"{side} of the center", f"near the {side} edge")[place]
+        pace = bin_index(abs(x_dot), bins.velocity)
+        if pace == 0:
+            motion = "standing still"
+        else:
+            motion = f"moving {'right' if x_dot > 0 else 'left'}{_SPEED[pace]}"
+        text = f"The pole {pole} and {rotation}; the cart is {cart}, {motion}."
+        if self.include_numbers:
+            d = self.decimals
+            text += (
+                f" (cart position {x:.{d}f} m, cart velocity {x_dot:.{d}f} m/s, pole angle "
+                f"{angle:.{d}f} rad, pole angular velocity {omega:.{d}f} rad/s)"
+            )
+        return text
+
+    def _numbers(self, x: float, x_dot: float, angle: float, omega: float) -> str:
+        steps = self.steps
+        a, a_text = _rounded(angle, steps.angle)
+        pole = "is upright" if a == 0 else f"leans {_side(a)} by {a_text} rad"
+        w, w_text = _rounded(omega, steps.angular_velocity)
+        turn = "is not turning" if w == 0 else f"turns {_side(w)} at {w_text} rad/s"
+        p, p_text = _rounded(x, steps.position)
+        cart = "at the center" if p == 0 else f"{p_text} m {_side(p)} of the center"
+        v, v_text = _rounded(x_dot, steps.velocity)
+        motion = "standing still" if v == 0 else f"moving {_side(v)} at {v_text} m/s"
+        return f"The pole {pole} and {turn}; the cart is {cart}, {motion}."
+
+
+def _side(value: float) -> str:
+    return "right" if value > 0 else "left"
+
+
+@checked_arguments
+def _language(env: CartPoleEnv, decimals: Decimals = 2, **options: Any) -> LanguageSpec:
+    describer = CartPoleDescriber(**options)
+
+    def numbers(state: np.ndarray) -> tuple[str, str, str, str]:
+        return tuple(f"{float(v) + 0.0:.{decimals}f}" for v in np.round(state, decimals))
+
+    def numbers_then_sentence(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        x, x_dot, angle, omega = numbers(state)
+        return (f"Cart position: {x} m\nCart velocity: {x_dot} m/s\n"
+                f"Pole angle: {angle} rad\nPole angular velocity: {omega} rad/s\n"
+                + describer.describe(state, legal_moves, None))  # show() checked them
+
+    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        x, x_dot, angle, omega = numbers(state)
+        return f"x {x}, v {x_dot}, angle {angle}, angular v {omega}"
+
+    return LanguageSpec(describer, ("push left", "push right"), CARTPOLE_TASK,
+                        lambda e: np.array(e.state, dtype=np.float32), numbers_then_sentence,
+                        compact, CARTPOLE_COMPACT_TASK)
+
+
+register_language(CartPoleEnv, _language)

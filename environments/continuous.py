@@ -25,8 +25,7 @@ import numpy as np
 from gymnasium.envs.classic_control.continuous_mountain_car import Continuous_MountainCarEnv
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
-from .describers import Describer
-from .language import LanguageSpec, register_language
+from .language import Describer, LanguageSpec, register_language
 
 __all__ = ["InvertedPendulumDescriber", "MountainCarContinuousDescriber", "PendulumDescriber"]
 

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -12,12 +13,22 @@ from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
 from gymnasium.envs.toy_text.frozen_lake import is_valid
 from gymnasium.utils import seeding
+from pydantic import Field, Strict
 
 from ._checks import (
     check_action,
     check_reset_options,
     check_step_limit,
+    checked_arguments,
     episode_over_error,
+)
+from .language import (
+    Describer,
+    LanguageSpec,
+    join_words,
+    offset_short,
+    offset_words,
+    register_language,
 )
 
 #: Moves of FrozenLake-v1, by action index.
@@ -138,25 +149,18 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
+    @checked_arguments
     def __init__(
         self,
-        size: int = 4,
-        frozen_probability: float = 0.8,
-        is_slippery: bool = False,
-        train_maps: list[int] | tuple[int, int] = (0, 500),
-        held_out_maps: list[int] | tuple[int, int] = (100_000, 100_100),
-        split: str = "train",
-        max_steps: int | None = None,
-        render_mode: str | None = None,
+        size: Annotated[int, Strict(), Field(ge=2, le=16)] = 4,
+        frozen_probability: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.8,
+        is_slippery: Any = False,  # FrozenLakeEnv checks it
+        train_maps: Any = (0, 500),  # [first, stop] (_seed_range checks)
+        held_out_maps: Any = (100_000, 100_100),
+        split: Literal["train", "held_out"] = "train",
+        max_steps: Any = None,  # FrozenLakeEnv checks it
+        render_mode: Any = None,
     ) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= 16:
-            raise ValueError(f"size={size!r}: expected an int from 2 to 16")
-        if isinstance(frozen_probability, bool) or not isinstance(frozen_probability, (
-                int, float)) or not 0 < frozen_probability <= 1:
-            raise ValueError(f"frozen_probability={frozen_probability!r}: expected a number "
-                             "in (0, 1]")
-        if split not in ("train", "held_out"):
-            raise ValueError(f"split={split!r}: expected 'train' or 'held_out'")
         train = _seed_range("train_maps", list(train_maps))
         held_out = _seed_range("held_out_maps", list(held_out_maps))
         overlap = range(max(train.start, held_out.start), min(train.stop, held_out.stop))
@@ -219,3 +223,132 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
 
     def render(self) -> str | None:
         return None if self.current is None else self.current.render()
+
+
+# --------------------------------------------------------------------------- language
+FROZENLAKE_TASK = (
+    "You cross a frozen lake on a grid from the start to the goal without falling into a "
+    "hole. Each action moves you one cell: 0 left, 1 down, 2 right, 3 up. The ice may be "
+    "slippery: a move can carry you sideways instead. Falling into a hole ends the episode."
+)
+FROZENLAKE_COMPACT_TASK = "Frozen lake grid. Reach the goal; never step into a hole."
+
+#: (row, col) step of each FrozenLake action: 0 left, 1 down, 2 right, 3 up.
+_LAKE_DELTAS = ((0, -1), (1, 0), (0, 1), (-1, 0))
+_TILES = {"S": "the start", "F": "frozen ice", "H": "a hole", "G": "the goal"}
+
+
+class FrozenLakeDescriber(Describer):
+    """FrozenLake: state ``[row, col]`` on a lake ``desc`` (rows of S, F, H, G): the goal, the
+    holes and edges around, the moves (docs/adapters.md)."""
+
+    env_name = "FrozenLake"
+    state_shape = (2,)
+    n_actions = 4
+
+    def __init__(self, desc: Sequence[str]) -> None:
+        rows = [str(row.decode() if isinstance(row, bytes) else row) for row in desc]
+        if not rows or len({len(r) for r in rows}) != 1 or not all(
+                set(r) <= set(_TILES) for r in rows):
+            raise ValueError(f"desc={desc!r}: expected equal-length rows of S, F, H and G")
+        goals = [(r, c) for r, row in enumerate(rows) for c, tile in enumerate(row) if tile == "G"]
+        if len(goals) != 1:
+            raise ValueError(f"desc={desc!r}: expected exactly one goal G, found {len(goals)}")
+        self.desc = tuple(rows)
+        self.height, self.width = len(rows), len(rows[0])
+        self.goal = goals[0]
+
+    def describe(
+        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
+    ) -> str:
+        if not all(float(v).is_integer() for v in state):
+            raise ValueError(f"FrozenLake state {state.tolist()!r}: expected integer [row, col]")
+        row, col = int(state[0]), int(state[1])
+        if not (0 <= row < self.height and 0 <= col < self.width):
+            raise ValueError(f"FrozenLake state {[row, col]!r} is outside the "
+                             f"{self.height}x{self.width} lake")
+        tile = self.desc[row][col]
+        if tile in "HG":
+            sentences = [f"You are in {_TILES[tile]}."]
+        else:
+            sentences = [f"The goal is {offset_words(self.goal[0] - row, self.goal[1] - col)}."]
+        around = []
+        for name, (dr, dc) in zip(FROZENLAKE_ACTIONS, _LAKE_DELTAS, strict=True):
+            r, c = row + dr, col + dc
+            where = "to the " + name if name in ("left", "right") else name
+            if not (0 <= r < self.height and 0 <= c < self.width):
+                around.append(f"the edge of the lake {where}")
+            elif self.desc[r][c] == "H":
+                around.append(f"a hole {where}")
+        if around:
+            verb = "is" if len(around) == 1 else "are"
+            sentences.append(f"There {verb} {join_words(around, 'and')}.")
+        else:
+            sentences.append("There is frozen ice all around you.")
+        if legal_moves:
+            names = [FROZENLAKE_ACTIONS[a] for a in legal_moves]
+            sentences.append(f"You can move {join_words(names, 'or')}.")
+        return " ".join(sentences)
+
+
+class FrozenLakeMapsDescriber(Describer):
+    """FrozenLake on random lakes: state ``[row, col, tile codes]``; `FrozenLakeDescriber`'s
+    sentences on the lake the state carries."""
+
+    env_name = "FrozenLake"
+    n_actions = 4
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.state_shape = (2 + size * size,)
+        self._describers: dict[bytes, FrozenLakeDescriber] = {}
+
+    def describe(
+        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
+    ) -> str:
+        tiles = state[2:].astype(np.int64)
+        key = tiles.tobytes()
+        if key not in self._describers:
+            letters = {code: letter for letter, code in TILE_CODES.items() if letter != "S"}
+            if not set(tiles.tolist()) <= set(letters):
+                raise ValueError(f"FrozenLake lake codes {sorted(set(tiles.tolist()))}: "
+                                 f"expected {sorted(letters)}")
+            rows = ["".join(letters[int(c)] for c in tiles[r * self.size:(r + 1) * self.size])
+                    for r in range(self.size)]
+            self._describers[key] = FrozenLakeDescriber(rows)
+        return self._describers[key].describe(state[:2], legal_moves, last_action)
+
+
+def _frozenlake(env: FrozenLakeEnv, **options: Any) -> LanguageSpec:
+    rows = ["".join(tile.decode() for tile in row) for row in env.lake.desc]
+    describer = FrozenLakeDescriber(rows, **options)
+
+    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        row, col = int(state[0]), int(state[1])
+        holes = [name for name, (dr, dc) in zip(FROZENLAKE_ACTIONS, _LAKE_DELTAS, strict=True)
+                 if 0 <= row + dr < len(rows) and 0 <= col + dc < len(rows[0])
+                 and rows[row + dr][col + dc] == "H"]
+        goal = f"goal: {offset_short(describer.goal[0] - row, describer.goal[1] - col)}"
+        return goal + (f"; holes: {', '.join(holes)}" if holes else "")
+
+    # whitened: DQN on slippery 4x4, 3 seeds - 78% as raw's 78%, paragraph 40% (performance.md)
+    return LanguageSpec(describer, FROZENLAKE_ACTIONS, FROZENLAKE_TASK,
+                        lambda e: np.array(divmod(int(e.lake.s), e.ncol), dtype=np.float32),
+                        compact_state=compact, compact_task=FROZENLAKE_COMPACT_TASK,
+                        representation={"normalise": "whiten"})
+
+
+def _frozenlake_maps(env: FrozenLakeMapsEnv) -> LanguageSpec:
+    def state_of(e: FrozenLakeMapsEnv) -> np.ndarray:
+        if e.current is None:
+            raise ValueError("FrozenLakeMapsEnv has no lake before reset()")
+        return e._obs(np.array(divmod(int(e.current.lake.s), e.size), dtype=np.float32))
+
+    # whitened: DQN on 100 held-out lakes, 3 seeds - 51% vs paragraph 3%, raw 1% (performance.md)
+    return LanguageSpec(FrozenLakeMapsDescriber(env.size), FROZENLAKE_ACTIONS, FROZENLAKE_TASK,
+                        state_of, compact_task=FROZENLAKE_COMPACT_TASK,
+                        representation={"normalise": "whiten"})
+
+
+register_language(FrozenLakeEnv, _frozenlake)
+register_language(FrozenLakeMapsEnv, _frozenlake_maps)

@@ -1,27 +1,230 @@
-"""One language spec per environment (`LanguageSpec`): describer, action names, task text,
-what prompts show. `register_language(EnvClass, factory)` brings an environment;
-`language_for(env, **options)` finds its spec. See docs/environments.md."""
+"""The describer machinery shared by every environment: the `Describer` base (state, legal
+moves, last action -> one deterministic text), its checks and word helpers, and the
+`LanguageSpec` registry (`register_language(EnvClass, factory)` brings an environment,
+`language_for(env, **options)` finds its spec). Each environment's describer and spec live
+in its own module. See docs/environments.md."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
 import numpy as np
+from pydantic import BaseModel
 
-from ._checks import checked_arguments
-from .cartpole import CartPoleEnv
-from .describers import CartPoleDescriber, Decimals, Describer, SailingDescriber
-from .frozenlake import FROZENLAKE_ACTIONS, FrozenLakeEnv, FrozenLakeMapsEnv
-from .grid_describers import FrozenLakeDescriber, FrozenLakeMapsDescriber, MazeDescriber
-from .maze import ACTION_NAMES, MazeEnv
-from .sailing import X_LIMIT, SailingEnv
+from ._checks import check_action
 
-__all__ = ["PROMPT_STYLES", "LanguageSpec", "LanguageSpecError", "bridged_minigrid_hint",
-           "language_for", "register_language", "unwrap_env"]
+__all__ = ["PROMPT_STYLES", "Describer", "LanguageSpec", "LanguageSpecError",
+           "bridged_minigrid_hint", "check_legal_moves", "check_state", "join_words",
+           "language_for", "number_words", "register_language", "unwrap_env"]
 
+
+# --------------------------------------------------------------------------- checks
+def check_legal_moves(legal_moves: Any, n_actions: int | None) -> tuple[int, ...]:
+    """``legal_moves`` as a tuple of ints in ``[0, n_actions)`` (any range if None)."""
+    if legal_moves is None:
+        return ()
+    if isinstance(legal_moves, (str, bytes)) or not isinstance(legal_moves, Iterable):
+        raise ValueError(
+            f"legal_moves {legal_moves!r} is not a sequence of actions; expected e.g. [0, 2, 3]"
+        )
+    moves: list[int] = []
+    for move in legal_moves:
+        if isinstance(move, np.ndarray) and move.shape == ():
+            move = move.item()
+        if isinstance(move, bool) or not isinstance(move, numbers.Integral):
+            raise ValueError(f"legal move {move!r} in {legal_moves!r} is not an int action")
+        if n_actions is not None and not 0 <= int(move) < n_actions:
+            raise ValueError(
+                f"legal move {move!r} in {legal_moves!r} is outside [0, {n_actions - 1}]"
+            )
+        moves.append(int(move))
+    if len(set(moves)) != len(moves):
+        raise ValueError(f"legal_moves {legal_moves!r} repeat an action; expected distinct actions")
+    return tuple(moves)
+
+
+def check_state(state: Any, shape: tuple[int, ...], what: str = "state") -> np.ndarray:
+    """``state`` as a finite float64 array of ``shape``, or a ValueError naming the problem."""
+    if isinstance(state, (str, bytes)):
+        raise ValueError(
+            f"{what} {state!r} is a {type(state).__name__}; expected numbers of shape {shape}"
+        )
+    try:
+        array = np.asarray(state, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{what} {state!r} (type {type(state).__name__}) is not numeric; expected a float "
+            f"array of shape {shape}"
+        ) from None
+    if array.shape != shape:
+        raise ValueError(f"{what} {state!r} has shape {array.shape}; expected shape {shape}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{what} {state!r} contains NaN or inf; expected finite values")
+    return array
+
+
+def check_edges(name: str, edges: Sequence[float], count: int) -> tuple[float, ...]:
+    values = tuple(float(e) for e in edges)
+    if len(values) != count:
+        raise ValueError(f"{name}={list(edges)!r} has {len(values)} edges; expected {count}")
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError(f"{name}={list(edges)!r}: expected finite positive edges")
+    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
+        raise ValueError(f"{name}={list(edges)!r}: expected strictly increasing edges")
+    return values
+
+
+def bin_index(value: float, edges: Sequence[float]) -> int:
+    """Index of the bin of ``value`` (>= 0): 0 below edges[0], ..., len(edges) at/above the last."""
+    for i, edge in enumerate(edges):
+        if value < edge:
+            return i
+    return len(edges)
+
+
+_ONES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+    "fourteen fifteen sixteen seventeen eighteen nineteen"
+).split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def number_words(n: int) -> str:
+    """``n`` (0..999) in English words, e.g. 42 -> 'forty-two'; larger numbers as digits."""
+    if n < 0:
+        raise ValueError(f"n={n!r}: expected a non-negative int")
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        tens, ones = divmod(n, 10)
+        return _TENS[tens] + ("" if ones == 0 else "-" + _ONES[ones])
+    if n < 1000:
+        hundreds, rest = divmod(n, 100)
+        head = _ONES[hundreds] + " hundred"
+        return head if rest == 0 else f"{head} and {number_words(rest)}"
+    return str(n)
+
+
+def join_words(words: Sequence[str], conjunction: str) -> str:
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + f" {conjunction} " + words[-1]
+
+
+def _cells(n: int) -> str:
+    return f"{number_words(n)} cell" + ("" if n == 1 else "s")
+
+
+def offset_words(drow: int, dcol: int) -> str:
+    """``"two cells up and one cell to the right"``."""
+    parts = []
+    if drow:
+        parts.append(_cells(abs(drow)) + (" up" if drow < 0 else " down"))
+    if dcol:
+        parts.append(_cells(abs(dcol)) + (" to the left" if dcol < 0 else " to the right"))
+    return " and ".join(parts)
+
+
+def offset_short(drow: int, dcol: int) -> str:
+    """``"2 down, 1 right"``: an offset in rows and columns, for compact prompts."""
+    parts = ([f"{abs(drow)} {'up' if drow < 0 else 'down'}"] if drow else []) + (
+        [f"{abs(dcol)} {'left' if dcol < 0 else 'right'}"] if dcol else [])
+    return ", ".join(parts) or "here"
+
+
+def make_bins(kind: type[BaseModel], bins: Any) -> Any:
+    """``bins`` as a ``kind`` instance (from an instance, a dict of its fields, or None)."""
+    if isinstance(bins, kind):
+        return bins
+    if bins is None:
+        return kind()
+    if not isinstance(bins, dict):
+        raise ValueError(
+            f"bins={bins!r}: expected a {kind.__name__} or a dict of its fields "
+            f"{sorted(kind.model_fields)}"
+        )
+    return kind(**bins)
+
+
+
+# --------------------------------------------------------------------------- base
+def _numeric(state: Mapping | tuple) -> bool:
+    """Whether a tuple is a plain sequence of numbers (a dict never is)."""
+    return not isinstance(state, Mapping) and all(
+        isinstance(v, numbers.Real) or (isinstance(v, np.ndarray) and v.shape == ())
+        for v in state)
+
+
+class Describer:
+    """A raw state (plus legal moves and the last action) -> a sentence. Subclasses set
+    ``state_shape`` (None: the observation unchecked), ``n_actions``, ``bounds``,
+    ``uses_last_action`` and implement `describe`, which gets checked arguments."""
+
+    env_name: str = "environment"
+    state_shape: tuple[int, ...] | None = ()
+    n_actions: int | None = None
+    uses_last_action: bool = False
+    #: Per state value: (name, low, high) of the observation space (None: unchecked).
+    bounds: tuple[tuple[str, float, float], ...] | None = None
+
+    def __call__(
+        self, state: Any, legal_moves: Iterable[int] = (), last_action: int | None = None
+    ) -> str:
+        """The sentence of ``state``; every argument checked here, the public boundary."""
+        return self.describe(*self.check(state, legal_moves, last_action))
+
+    def check(self, state: Any, legal_moves: Iterable[int] = (), last_action: Any = None
+              ) -> tuple[Any, tuple[int, ...], int | None]:
+        """The arguments as `describe` takes them, else ValueError naming the bad value."""
+        if self.state_shape is None:  # the observation as the environment gives it
+            return (state, check_legal_moves(legal_moves, self.n_actions),
+                    self.check_last_action(last_action))
+        if isinstance(state, (Mapping, tuple)) and not _numeric(state):
+            raise ValueError(
+                f"{self.env_name} state {state!r} is a {type(state).__name__}; "
+                f"{type(self).__name__} takes numbers of shape {self.state_shape} (a describer "
+                "of Dict or Tuple observations sets state_shape = None and receives them as "
+                "the environment gives them)")
+        checked = check_state(state, self.state_shape, f"{self.env_name} state")
+        self.check_bounds(checked)
+        moves = check_legal_moves(legal_moves, self.n_actions)
+        return checked, moves, self.check_last_action(last_action)
+
+    def check_bounds(self, state: np.ndarray) -> None:
+        """ValueError for a value outside ``bounds`` (beyond float32 rounding)."""
+        if self.bounds is None:
+            return
+        values = np.asarray(state, dtype=np.float64).tolist()
+        for value, (name, low, high) in zip(values, self.bounds, strict=True):
+            tolerance = 1e-5 * max(1.0, abs(low), abs(high))
+            if not low - tolerance <= value <= high + tolerance:
+                raise ValueError(
+                    f"{self.env_name} state {values!r}: {name} {value!r} is outside "
+                    f"the observation space [{low}, {high}]"
+                )
+
+    def check_last_action(self, last_action: Any) -> int | None:
+        """``last_action`` as an action of this describer (or None), else ValueError."""
+        if not self.n_actions or last_action is None:
+            return last_action
+        try:
+            return check_action(last_action, self.n_actions)
+        except ValueError as error:
+            raise ValueError(f"last_action: {error}") from None
+
+    def describe(
+        self, state: Any, legal_moves: tuple[int, ...], last_action: int | None
+    ) -> str:
+        """The sentence for a checked state; subclasses implement it."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement describe()")
+
+
+# --------------------------------------------------------------------------- specs
 #: The prompt styles: ``verbose`` (the describer's sentences) and ``compact`` (few tokens).
 PROMPT_STYLES = ("verbose", "compact")
 
@@ -167,128 +370,3 @@ def _takes_observations(spec: LanguageSpec, base: Any) -> LanguageSpec:
         f"{type(base).__name__}'s observations are a {type(space).__name__}: set "
         f"state_shape = None in {name}, and its describe receives each observation as the "
         "environment gives it")
-
-
-# --------------------------------------------------------------------------- built-in specs
-MAZE_TASK = (
-    "You are an agent in a grid maze. Reach the goal cell in as few moves as possible. "
-    "Each action moves you one cell: 0 left, 1 right, 2 up, 3 down, 4 up-left, "
-    "5 down-left, 6 up-right, 7 down-right. You cannot move into a wall; only the legal "
-    "actions listed are possible."
-)
-CARTPOLE_TASK = (
-    "You balance a pole on a cart that moves along a track. Keep the pole upright and the "
-    "cart within 2.4 m of the center for as long as possible; the episode ends when the "
-    "pole leans more than 0.21 rad (12 degrees) or the cart leaves the track. Action 0 "
-    "pushes the cart to the left, action 1 pushes it to the right. Positive numbers mean "
-    "right: a positive pole angle leans right. Pushing the cart toward the side the pole "
-    "is falling to brings it back upright."
-)
-SAILING_TASK = (
-    "You steer a sailing boat up a river against the wind, which blows from straight "
-    "ahead. Make progress upstream to the finish line without touching either bank. "
-    "Heading straight into the wind makes no progress; sailing across it is fast. "
-    "Action 0 turns the bow toward the harbor bank (left), action 1 toward the beach "
-    "bank (right)."
-)
-MAZE_COMPACT_TASK = "Grid maze. Reach the goal in few moves; pick one of the legal moves."
-CARTPOLE_COMPACT_TASK = ("CartPole: keep the pole upright. Positive is right; push toward the "
-                         "side the pole falls to.")
-SAILING_COMPACT_TASK = ("Sail upstream against the wind without touching a bank; sailing "
-                        "across the wind is fast.")
-FROZENLAKE_COMPACT_TASK = "Frozen lake grid. Reach the goal; never step into a hole."
-FROZENLAKE_TASK = (
-    "You cross a frozen lake on a grid from the start to the goal without falling into a "
-    "hole. Each action moves you one cell: 0 left, 1 down, 2 right, 3 up. The ice may be "
-    "slippery: a move can carry you sideways instead. Falling into a hole ends the episode."
-)
-
-
-def _offset(drow: int, dcol: int) -> str:
-    """``"2 down, 1 right"``: an offset in rows and columns, for compact prompts."""
-    parts = ([f"{abs(drow)} {'up' if drow < 0 else 'down'}"] if drow else []) + (
-        [f"{abs(dcol)} {'left' if dcol < 0 else 'right'}"] if dcol else [])
-    return ", ".join(parts) or "here"
-
-
-def _maze(env: MazeEnv, **options: Any) -> LanguageSpec:
-    goal = env.goal
-
-    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
-        # the legal moves are the neighbours that are not walls: no wall list needed
-        return f"goal: {_offset(goal[0] - int(state[0]), goal[1] - int(state[1]))}"
-
-    return LanguageSpec(MazeDescriber(env.grid, env.goal, **options), tuple(ACTION_NAMES),
-                        MAZE_TASK, lambda e: np.array(e.cell, dtype=np.float32),
-                        compact_state=compact, compact_task=MAZE_COMPACT_TASK)
-
-
-@checked_arguments
-def _cartpole(env: CartPoleEnv, decimals: Decimals = 2, **options: Any) -> LanguageSpec:
-    describer = CartPoleDescriber(**options)
-
-    def numbers(state: np.ndarray) -> tuple[str, str, str, str]:
-        return tuple(f"{float(v) + 0.0:.{decimals}f}" for v in np.round(state, decimals))
-
-    def numbers_then_sentence(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
-        x, x_dot, angle, omega = numbers(state)
-        return (f"Cart position: {x} m\nCart velocity: {x_dot} m/s\n"
-                f"Pole angle: {angle} rad\nPole angular velocity: {omega} rad/s\n"
-                + describer.describe(state, legal_moves, None))  # show() checked them
-
-    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
-        x, x_dot, angle, omega = numbers(state)
-        return f"x {x}, v {x_dot}, angle {angle}, angular v {omega}"
-
-    return LanguageSpec(describer, ("push left", "push right"), CARTPOLE_TASK,
-                        lambda e: np.array(e.state, dtype=np.float32), numbers_then_sentence,
-                        compact, CARTPOLE_COMPACT_TASK)
-
-
-def _sailing(env: SailingEnv, **options: Any) -> LanguageSpec:
-    options.setdefault("half_width", float(X_LIMIT))
-
-    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
-        return f"x {float(state[0]):.1f} of ±{X_LIMIT:g}, heading {float(state[1]):.1f} rad"
-
-    return LanguageSpec(SailingDescriber(**options),
-                        ("turn toward the harbor", "turn toward the beach"), SAILING_TASK,
-                        lambda e: np.array([e.x, e.theta], dtype=np.float32),
-                        compact_state=compact, compact_task=SAILING_COMPACT_TASK)
-
-
-def _frozenlake(env: FrozenLakeEnv, **options: Any) -> LanguageSpec:
-    rows = ["".join(tile.decode() for tile in row) for row in env.lake.desc]
-    describer = FrozenLakeDescriber(rows, **options)
-
-    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
-        row, col = int(state[0]), int(state[1])
-        holes = [name for name, (dr, dc) in zip(FROZENLAKE_ACTIONS, ((0, -1), (1, 0), (0, 1),
-                                                                      (-1, 0)), strict=True)
-                 if 0 <= row + dr < len(rows) and 0 <= col + dc < len(rows[0])
-                 and rows[row + dr][col + dc] == "H"]
-        goal = f"goal: {_offset(describer.goal[0] - row, describer.goal[1] - col)}"
-        return goal + (f"; holes: {', '.join(holes)}" if holes else "")
-
-    # whitened: DQN on slippery 4x4, 3 seeds - 78% as raw's 78%, paragraph 40% (performance.md)
-    return LanguageSpec(describer, FROZENLAKE_ACTIONS, FROZENLAKE_TASK,
-                        lambda e: np.array(divmod(int(e.lake.s), e.ncol), dtype=np.float32),
-                        compact_state=compact, compact_task=FROZENLAKE_COMPACT_TASK,
-                        representation={"normalise": "whiten"})
-
-
-def _frozenlake_maps(env: FrozenLakeMapsEnv) -> LanguageSpec:
-    def state_of(e: FrozenLakeMapsEnv) -> np.ndarray:
-        if e.current is None:
-            raise ValueError("FrozenLakeMapsEnv has no lake before reset()")
-        return e._obs(np.array(divmod(int(e.current.lake.s), e.size), dtype=np.float32))
-
-    # whitened: DQN on 100 held-out lakes, 3 seeds - 51% vs paragraph 3%, raw 1% (performance.md)
-    return LanguageSpec(FrozenLakeMapsDescriber(env.size), FROZENLAKE_ACTIONS, FROZENLAKE_TASK,
-                        state_of, compact_task=FROZENLAKE_COMPACT_TASK,
-                        representation={"normalise": "whiten"})
-
-
-for _type, _factory in ((SailingEnv, _sailing), (MazeEnv, _maze), (CartPoleEnv, _cartpole),
-                        (FrozenLakeEnv, _frozenlake), (FrozenLakeMapsEnv, _frozenlake_maps)):
-    register_language(_type, _factory)

@@ -4,9 +4,10 @@ gymnasium environment. See docs/environments.md.
 
 from __future__ import annotations
 
+import numbers
 import operator
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,16 @@ from ._checks import (
     check_reset_options,
     check_step_limit,
     episode_over_error,
+)
+from .language import (
+    Describer,
+    LanguageSpec,
+    bin_index,
+    check_edges,
+    join_words,
+    offset_short,
+    offset_words,
+    register_language,
 )
 from .rendering import canvas, fill_disk, fill_rect
 
@@ -379,3 +390,118 @@ class MazeEnv(gym.Env[np.ndarray, int]):
         fill_disk(image, (r + 0.5) * size - 0.5, (c + 0.5) * size - 0.5, size * 0.32,
                   (210, 40, 40))
         return image
+
+
+# --------------------------------------------------------------------------- language
+MAZE_TASK = (
+    "You are an agent in a grid maze. Reach the goal cell in as few moves as possible. "
+    "Each action moves you one cell: 0 left, 1 right, 2 up, 3 down, 4 up-left, "
+    "5 down-left, 6 up-right, 7 down-right. You cannot move into a wall; only the legal "
+    "actions listed are possible."
+)
+MAZE_COMPACT_TASK = "Grid maze. Reach the goal in few moves; pick one of the legal moves."
+
+
+class MazeDescriber(Describer):
+    """Maze: state ``[row, col]`` on ``grid`` (1 = wall): the goal, the walls around, the legal
+    moves (docs/adapters.md, "The describers")."""
+
+    env_name = "Maze"
+    state_shape = (2,)
+    n_actions = 8
+
+    def __init__(
+        self,
+        grid: Any,
+        goal: Sequence[int],
+        include_last_move: bool = False,
+        distance_edges: Sequence[int] = (2, 4, 7),
+    ) -> None:
+        array = np.asarray(grid)
+        if array.ndim != 2 or array.size == 0 or not np.isin(array, (0, 1)).all():
+            raise ValueError(
+                f"grid of shape {array.shape}: expected a 2-D array of 0 (free) / 1 (wall)"
+            )
+        self.grid = array.astype(np.int8)
+        self.height, self.width = self.grid.shape
+        if (
+            isinstance(goal, (str, bytes))
+            or not isinstance(goal, Sequence | np.ndarray)
+            or len(goal) != 2
+            or not all(isinstance(v, numbers.Integral) for v in goal)
+        ):
+            raise ValueError(f"goal={goal!r}: expected a (row, col) pair of ints")
+        self.goal = (int(goal[0]), int(goal[1]))
+        if not self._is_free(*self.goal):
+            raise ValueError(
+                f"goal={goal!r} is not a free cell of the {self.height}x{self.width} grid"
+            )
+        self.include_last_move = bool(include_last_move)
+        self.uses_last_action = self.include_last_move
+        self.distance_edges = tuple(
+            int(e) for e in check_edges("distance_edges", distance_edges, 3)
+        )
+
+    def _is_free(self, row: int, col: int) -> bool:
+        return 0 <= row < self.height and 0 <= col < self.width and self.grid[row, col] == 0
+
+    def goal_sentence(self, row: int, col: int) -> str:
+        """Where the goal lies from ``(row, col)``."""
+        drow, dcol = self.goal[0] - row, self.goal[1] - col
+        if drow == 0 and dcol == 0:
+            return "You are at the goal."
+        how_far = ("right next to you", "near", "a fair way off", "far away")[
+            bin_index(max(abs(drow), abs(dcol)), self.distance_edges)]
+        return f"The goal is {how_far}, {offset_words(drow, dcol)}."
+
+    def wall_sentence(self, row: int, col: int) -> str:
+        """Which neighbouring cells are walls."""
+        walls = [
+            name
+            for name, (dr, dc) in zip(ACTION_NAMES, ACTION_DELTAS, strict=True)
+            if not self._is_free(row + dr, col + dc)
+        ]
+        if not walls:
+            return "There are no walls around you."
+        if len(walls) == 1:
+            return f"There is a wall {walls[0]}."
+        return f"There are walls {join_words(walls, 'and')}."
+
+    def describe(
+        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
+    ) -> str:
+        if not all(float(v).is_integer() for v in state):
+            raise ValueError(f"Maze state {state.tolist()!r}: expected integer [row, col]")
+        row, col = int(state[0]), int(state[1])
+        if not self._is_free(row, col):
+            raise ValueError(
+                f"Maze state {[row, col]!r} is not a free cell of the {self.height}x{self.width} "
+                "maze; expected the [row, col] of a free cell"
+            )
+        sentences = [self.goal_sentence(row, col), self.wall_sentence(row, col)]
+        if legal_moves:
+            names = [ACTION_NAMES[a] for a in legal_moves]
+            sentences.append(f"You can move {join_words(names, 'or')}.")
+        else:
+            sentences.append("You cannot move.")
+        if self.include_last_move:
+            if last_action is None:
+                sentences.append("You have not moved yet.")
+            else:
+                sentences.append(f"Your last move was {ACTION_NAMES[last_action]}.")
+        return " ".join(sentences)
+
+
+def _language(env: MazeEnv, **options: Any) -> LanguageSpec:
+    goal = env.goal
+
+    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        # the legal moves are the neighbours that are not walls: no wall list needed
+        return f"goal: {offset_short(goal[0] - int(state[0]), goal[1] - int(state[1]))}"
+
+    return LanguageSpec(MazeDescriber(env.grid, env.goal, **options), tuple(ACTION_NAMES),
+                        MAZE_TASK, lambda e: np.array(e.cell, dtype=np.float32),
+                        compact_state=compact, compact_task=MAZE_COMPACT_TASK)
+
+
+register_language(MazeEnv, _language)

@@ -5,11 +5,12 @@ docs/environments.md.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
 
 from ._checks import (
     RENDER_MODES,
@@ -18,7 +19,16 @@ from ._checks import (
     check_render_mode,
     check_reset_options,
     check_step_limit,
+    checked_arguments,
     episode_over_error,
+)
+from .language import (
+    Describer,
+    LanguageSpec,
+    bin_index,
+    check_edges,
+    make_bins,
+    register_language,
 )
 from .rendering import canvas, draw_arrow, draw_line, fill_disk, fill_rect
 
@@ -203,3 +213,102 @@ class SailingEnv(gym.Env[np.ndarray, int]):
         wind_col = right + (width - right) / 2
         draw_arrow(image, (6, wind_col), (40, wind_col), (200, 30, 30), 2, 7)
         return image
+
+
+# --------------------------------------------------------------------------- language
+SAILING_TASK = (
+    "You steer a sailing boat up a river against the wind, which blows from straight "
+    "ahead. Make progress upstream to the finish line without touching either bank. "
+    "Heading straight into the wind makes no progress; sailing across it is fast. "
+    "Action 0 turns the bow toward the harbor bank (left), action 1 toward the beach "
+    "bank (right)."
+)
+SAILING_COMPACT_TASK = ("Sail upstream against the wind without touching a bank; sailing "
+                        "across the wind is fast.")
+
+
+class SailingBins(BaseModel):
+    """Bin edges of `SailingDescriber`: ``position`` on ``|x| / half_width``, ``heading`` on
+    ``|theta|`` (docs/adapters.md, "The describers")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    position: tuple[float, float, float, float] = (0.1, 0.3, 0.6, 0.85)
+    heading: tuple[float, float, float, float] = (0.05, 0.45, 0.95, 1.35)
+
+    @field_validator("position", "heading")
+    @classmethod
+    def _increasing(cls, edges: tuple[float, ...], info: Any) -> tuple[float, ...]:
+        return check_edges(info.field_name, edges, 4)
+
+
+_POSITIONS = (
+    "in the middle of the river",
+    "near the center of the river",
+    "between the center and the edge of the river",
+    "near the edge of the river",
+    "very close to the edge of the river",
+)
+_HEADINGS = (
+    "heading directly into the wind",
+    "heading into the wind",
+    "sailing close hauled",
+    "cutting the wind",
+    "sailing across the wind",
+)
+
+
+
+
+class SailingDescriber(Describer):
+    """Sailing: state ``[x, theta]``: the position across the river, the heading relative to
+    the wind and the last turn (docs/adapters.md, "The describers")."""
+
+    env_name = "Sailing"
+    state_shape = (2,)
+    n_actions = 2
+    uses_last_action = True
+
+    @checked_arguments
+    def __init__(self, half_width: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+                 = 10.0, bins: Any = None) -> None:  # bins: SailingBins, its dict or None
+        self.half_width = half_width
+        self.bins = make_bins(SailingBins, bins)
+        # The env's observation space: one step (speed <= 1) past a bank, |theta| <= 1.6.
+        reach = self.half_width + 1.0
+        self.bounds = (("x", -reach, reach), ("theta", -1.6, 1.6))
+
+    def describe(
+        self, state: np.ndarray, legal_moves: tuple[int, ...], last_action: int | None
+    ) -> str:
+        x, theta = float(state[0]), float(state[1])
+        where = bin_index(abs(x) / self.half_width, self.bins.position)
+        side = "harbor" if x < 0 else "beach"
+        position = _POSITIONS[where] + ("" if where == 0 else f" on the {side} side")
+        how = bin_index(abs(theta), self.bins.heading)
+        heading = _HEADINGS[how]
+        if how > 0:
+            heading += " with the wind on the " + ("port" if theta > 0 else "starboard") + " side"
+        text = f"The boat is {position}, {heading}."
+        if last_action is not None:
+            toward = "beach" if last_action == 1 else "harbor"
+            if where > 0 and toward != side:
+                toward = "center"
+            text += f" It last turned toward the {toward}."
+        return text
+
+
+
+def _language(env: SailingEnv, **options: Any) -> LanguageSpec:
+    options.setdefault("half_width", float(X_LIMIT))
+
+    def compact(state: np.ndarray, legal_moves: tuple[int, ...]) -> str:
+        return f"x {float(state[0]):.1f} of ±{X_LIMIT:g}, heading {float(state[1]):.1f} rad"
+
+    return LanguageSpec(SailingDescriber(**options),
+                        ("turn toward the harbor", "turn toward the beach"), SAILING_TASK,
+                        lambda e: np.array([e.x, e.theta], dtype=np.float32),
+                        compact_state=compact, compact_task=SAILING_COMPACT_TASK)
+
+
+register_language(SailingEnv, _language)

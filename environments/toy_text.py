@@ -10,8 +10,7 @@ import numpy as np
 from gymnasium.envs.toy_text.cliffwalking import CliffWalkingEnv
 from gymnasium.envs.toy_text.taxi import TaxiEnv
 
-from .describers import Describer
-from .language import LanguageSpec, register_language
+from .language import Describer, LanguageSpec, register_language
 
 __all__ = ["CliffWalkingDescriber", "TaxiDescriber"]
 

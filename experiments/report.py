@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..environments.babyai_goals import GOAL_TYPES
+from ..environments.minigrid import GOAL_TYPES
 from .folders import (
     ResultsFolderError,
     bounded,

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..environments.babyai_goals import GOAL_TYPES
+from ..environments.minigrid import GOAL_TYPES
 from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
 from .folders import (
     ResultsFolderError,

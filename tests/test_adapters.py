@@ -895,7 +895,7 @@ def _cold_step(env_id: str, monkeypatch) -> tuple[dict[str, int], set[str], str]
     import os
 
     from langadapt.adapters import base as adapter_base
-    from langadapt.environments import describers
+    from langadapt.environments import language
 
     counts: dict[str, int] = {}
 
@@ -915,10 +915,10 @@ def _cold_step(env_id: str, monkeypatch) -> tuple[dict[str, int], set[str], str]
     before = info["description"]
     spy(adapter_base, "check_state")          # the state: type, shape, finite
     spy(adapter_base, "check_legal_moves")    # the legal moves
-    spy(describers.Describer, "check_bounds")  # the state: the describer's bounds
-    spy(describers.Describer, "check_last_action")
-    spy(describers, "check_state")            # the describer's own boundary: not on the path
-    spy(describers.Describer, "__call__")
+    spy(language.Describer, "check_bounds")  # the state: the describer's bounds
+    spy(language.Describer, "check_last_action")
+    spy(language, "check_state")              # the describer's own boundary: not on the path
+    spy(language.Describer, "__call__")
     root = Path(adapter_base.__file__).resolve().parents[1]
     files: set[str] = set()
 
@@ -955,6 +955,5 @@ def test_a_cold_maze_step_crosses_the_files_of_docs_development(monkeypatch):
     counts, files, _ = _cold_step("langadapt/Maze-v0", monkeypatch)
     assert counts == {"check_state": 1, "check_legal_moves": 1, "check_bounds": 1}
     assert files == {"environments/maze.py", "adapters/wrapper.py", "adapters/base.py",
-                     "adapters/language.py", "environments/describers.py",
-                     "environments/grid_describers.py", "adapters/embedding_cache.py",
-                     "llm/store.py"}
+                     "adapters/language.py", "environments/language.py",
+                     "adapters/embedding_cache.py", "llm/store.py"}

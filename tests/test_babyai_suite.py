@@ -13,8 +13,7 @@ pytest.importorskip("minigrid")
 
 from minigrid.utils.baby_ai_bot import BabyAIBot  # noqa: E402
 
-from langadapt.environments.babyai_goals import GLAM_EXCLUDED, GOAL_TYPES  # noqa: E402
-from langadapt.environments.minigrid_describer import VOCABULARY  # noqa: E402
+from langadapt.environments.minigrid import GLAM_EXCLUDED, GOAL_TYPES, VOCABULARY  # noqa: E402
 
 SUITE = "langadapt/BabyAI-MixedTrainLocal-v0"
 

@@ -19,7 +19,7 @@ from safetensors import safe_open
 from safetensors.torch import save
 
 from langadapt.agents import DQNAgent, make_agent
-from langadapt.environments.describers import CartPoleDescriber, SailingDescriber
+from langadapt.environments import CartPoleDescriber, SailingDescriber
 
 BOX4 = spaces.Box(-1.0, 1.0, (4,), np.float32)
 OK = np.zeros(4, np.float32)

@@ -21,14 +21,15 @@ from scipy.stats import fisher_exact
 from langadapt import adapters, agents
 from langadapt.environments import language_for
 from langadapt.environments import minigrid as bridge_module
-from langadapt.environments.minigrid import MiniGridNotInstalled, make_minigrid
-from langadapt.environments.minigrid_describer import (
+from langadapt.environments.minigrid import (
     ACTION_NAMES,
     COLOR_NAMES,
     DOOR_STATES,
     OBJECT_NAMES,
+    MiniGridNotInstalled,
     decode_mission,
     encode_mission,
+    make_minigrid,
 )
 from langadapt.llm import LLMBackend
 from langadapt.roles import oracle_for

@@ -49,7 +49,7 @@ from ...adapters import (
     reachable_inputs,
 )
 from ...environments import MazeEnv
-from ...environments.grid_describers import MazeDescriber
+from ...environments.maze import MazeDescriber
 from . import replay
 
 __all__ = ["run"]
