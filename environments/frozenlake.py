@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -13,13 +13,11 @@ from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
 from gymnasium.envs.toy_text.frozen_lake import is_valid
 from gymnasium.utils import seeding
-from pydantic import Field, Strict
 
 from ._checks import (
     check_action,
     check_reset_options,
     check_step_limit,
-    checked_arguments,
     episode_over_error,
 )
 from .language import (
@@ -149,18 +147,25 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    @checked_arguments
     def __init__(
         self,
-        size: Annotated[int, Strict(), Field(ge=2, le=16)] = 4,
-        frozen_probability: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.8,
-        is_slippery: Any = False,  # FrozenLakeEnv checks it
-        train_maps: Any = (0, 500),  # [first, stop] (_seed_range checks)
-        held_out_maps: Any = (100_000, 100_100),
-        split: Literal["train", "held_out"] = "train",
-        max_steps: Any = None,  # FrozenLakeEnv checks it
-        render_mode: Any = None,
+        size: int = 4,
+        frozen_probability: float = 0.8,
+        is_slippery: bool = False,
+        train_maps: list[int] | tuple[int, int] = (0, 500),
+        held_out_maps: list[int] | tuple[int, int] = (100_000, 100_100),
+        split: str = "train",
+        max_steps: int | None = None,
+        render_mode: str | None = None,
     ) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= 16:
+            raise ValueError(f"size={size!r}: expected an int from 2 to 16")
+        if isinstance(frozen_probability, bool) or not isinstance(frozen_probability, (
+                int, float)) or not 0 < frozen_probability <= 1:
+            raise ValueError(f"frozen_probability={frozen_probability!r}: expected a number "
+                             "in (0, 1]")
+        if split not in ("train", "held_out"):
+            raise ValueError(f"split={split!r}: expected 'train' or 'held_out'")
         train = _seed_range("train_maps", list(train_maps))
         held_out = _seed_range("held_out_maps", list(held_out_maps))
         overlap = range(max(train.start, held_out.start), min(train.stop, held_out.stop))

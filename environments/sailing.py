@@ -5,12 +5,13 @@ docs/environments.md.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+import numbers
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from ._checks import (
     RENDER_MODES,
@@ -19,7 +20,6 @@ from ._checks import (
     check_render_mode,
     check_reset_options,
     check_step_limit,
-    checked_arguments,
     episode_over_error,
 )
 from .language import (
@@ -269,10 +269,14 @@ class SailingDescriber(Describer):
     n_actions = 2
     uses_last_action = True
 
-    @checked_arguments
-    def __init__(self, half_width: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
-                 = 10.0, bins: Any = None) -> None:  # bins: SailingBins, its dict or None
-        self.half_width = half_width
+    def __init__(self, half_width: float = 10.0, bins: SailingBins | dict | None = None) -> None:
+        if (
+            isinstance(half_width, bool)
+            or not isinstance(half_width, numbers.Real)
+            or not (math.isfinite(half_width) and half_width > 0)
+        ):
+            raise ValueError(f"half_width={half_width!r}: expected a finite positive number")
+        self.half_width = float(half_width)
         self.bins = make_bins(SailingBins, bins)
         # The env's observation space: one step (speed <= 1) past a bank, |theta| <= 1.6.
         reach = self.half_width + 1.0
