@@ -130,14 +130,8 @@ def _brief(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-# ------------------------------------------------ errors, one line per bad key
-
-
-_STRICT_TYPES = {
-    "int_type": "expected an integer",
-    "float_type": "expected a number",
-    "bool_type": "expected true or false",
-}
+_STRICT_TYPES = {"int_type": "expected an integer", "float_type": "expected a number",
+                 "bool_type": "expected true or false"}
 
 _BOUNDS = ("less_than_equal", "less_than", "greater_than_equal", "greater_than")
 
@@ -167,9 +161,10 @@ def _model_in(annotation: Any) -> Any:
     return None
 
 
-def format_validation_error(
-    path: Path | str, error: ValidationError, model: type[BaseModel], loc_prefix: str = ""
-) -> str:
+def format_validation_error(path: Path | str, error: ValidationError, model: type[BaseModel],
+                            loc_prefix: str = "") -> str:
+    """``path: invalid experiment file`` and one line per error: its key path (after
+    ``loc_prefix``) and what was expected, with the closest known key for an unknown one."""
     lines = [f"{path}: invalid experiment file"]
     for item in error.errors():
         where = (loc_prefix + ".".join(str(part) for part in item["loc"])).rstrip(".") \
@@ -188,7 +183,6 @@ def format_validation_error(
             message = f"{message}, got {shown(item.get('input'))}"
         lines.append(f"  {where}: {message}")
     return "\n".join(lines)
-
 
 
 # ------------------------------------------------ the bounded YAML reader
@@ -271,12 +265,13 @@ def check_component_settings(config: ExperimentConfig, source: Path | str) -> No
     """Validate agent hyperparameters and adapter settings against the pydantic models of
     the agents and adapters themselves, so a typo fails before anything is written."""
     for index, spec in enumerate(config.agents):
-        checks = [("params", spec.params)] + [
-            (f"per_adapter.{name}", spec.params_for(name)) for name in spec.per_adapter
-        ]
-        for where, params in checks:
-            _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
+        model = AGENTS[spec.type].config_model
+        params = _validate(model, spec.params, source, f"agents.{index}.params.")
+        for name in spec.per_adapter:
+            _validate(model, spec.params_for(name), source, f"agents.{index}.per_adapter.{name}.")
         _check_llm_roles(config, index, spec, source)
+        if spec.type == "grpo":
+            _check_grpo(config, index, spec, params, source)
         _check_copies(config, index, spec, source)
         _check_extractors(config, index, spec, source)
         if spec.type == "sb3" and config.training_for(spec).steps is None:
@@ -312,11 +307,10 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
                 f"agent learns from step by step, but {spec.type} does not learn from steps "
                 "in langadapt's loop; "
                 "remove the advisor block (advisors suit qlearning and dqn)")
-        _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
+        advisor = _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
         try:
-            check_demonstrations(AGENTS[spec.type],
-                                 spec.advisor.get("learn_as") == "demonstrations"
-                                 or bool(spec.advisor.get("until_confident")))
+            check_demonstrations(AGENTS[spec.type], advisor.learn_as == "demonstrations"
+                                 or advisor.until_confident)
         except ValueError as error:
             raise ConfigError(f"{source}: agents.{index}.advisor.learn_as: {error}") from None
     if spec.reward_shaping is not None:
@@ -336,8 +330,6 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
             f"with adapters of type raw; got {', '.join(others)} (list it in an experiment "
             "with only a raw adapter)"
         )
-    if spec.type == "grpo":
-        _check_grpo(config, index, spec, source)
 
 
 def _check_extractors(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any
@@ -401,10 +393,12 @@ def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source:
                           "remove the instructions")
 
 
-def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
-    """A grpo agent only on an environment with a language spec that GRPO can restart
-    (a maze, FrozenLake, a MiniGrid or BabyAI level), with a reward to learn from and, on a
-    slippery lake, its held-out seeds named (`finetune.agent.check_grpo`)."""
+def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, params: Any,
+                source: Any) -> None:
+    """A grpo agent (``params``: its validated settings) only on an environment with a
+    language spec that GRPO can restart (a maze, FrozenLake, a MiniGrid or BabyAI level),
+    with a reward to learn from and, on a slippery lake, its held-out seeds named
+    (`finetune.agent.check_grpo`)."""
     env_spec = config.environment
     try:
         env = gymnasium.make(env_spec.id, **env_spec.params).unwrapped
@@ -415,7 +409,7 @@ def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, source: A
                           "reward (params.shaping: oracle on a maze); remove the "
                           "reward_shaping and instructions blocks")
     try:
-        check_grpo(env, spec.params)
+        check_grpo(env, params)
     except ValueError as error:
         raise ConfigError(f"{source}: agents.{index} (grpo on {env_spec.id}): {error}") from None
 
@@ -465,12 +459,12 @@ class _BackendSetting(BaseModel):
     backend: Literal["ollama", "llamacpp", "openai", "transformers", "auto"]
 
 
-def _validate(
-    model: type[BaseModel], data: dict[str, Any], source: Path | str, loc_prefix: str
-) -> None:
+def _validate(model: type[BaseModel], data: dict[str, Any], source: Path | str,
+              loc_prefix: str) -> Any:
+    """``data`` validated by ``model``'s fields (the instance); one-line ConfigError."""
     settings_model = _settings_model(model)
     try:
-        settings_model.model_validate(data)
+        return settings_model.model_validate(data)
     except ValidationError as error:
         raise ConfigError(
             format_validation_error(source, error, settings_model, loc_prefix)) from None
