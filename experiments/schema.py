@@ -1,9 +1,10 @@
 """The experiment file's schema: one strict pydantic model per block, validated once at load
-(:mod:`.config`), with the errors it raises, the strict value types and the held-out seeds.
-Unknown keys are errors; every count has an upper bound (the ``MAX_*`` constants,
-docs/configuration.md). Settings that do not change results are in
-:data:`RESULT_NEUTRAL_KEYS` / :data:`RESULT_NEUTRAL_BLOCKS` (left out of the fingerprint).
-No torch is imported here: the command line starts from this module.
+(:mod:`.config`), with the strict value types, the held-out seed checks and the errors users
+see (:class:`ConfigError` for a file, :class:`UsageError` for a command line). Unknown keys
+are errors; every count has an upper bound (the ``MAX_*`` constants, docs/configuration.md).
+Settings that do not change results are in :data:`RESULT_NEUTRAL_KEYS` /
+:data:`RESULT_NEUTRAL_BLOCKS` (left out of the fingerprint). No torch is imported here: the
+command line starts from this module.
 """
 
 from __future__ import annotations
