@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from . import cli_inspect, cli_policies, cli_run
-from .config_base import MAX_TRAINING_STEPS, UsageError, path_argument
+from .cli_run import path_argument
+from .schema import MAX_TRAINING_STEPS, ConfigError, UsageError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -82,7 +83,6 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from ..environments import LanguageSpecError
     from ..finetune.agent import FinetuneError
     from ..llm import CacheError, LLMError
-    from .config import ConfigError
     from .folders import ResultsFolderError
     from .runner import RunsFailedError
 

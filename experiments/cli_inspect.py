@@ -7,7 +7,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .cli_run import add_import_option, import_modules
-from .config_base import UsageError, resolve_env_id
+from .schema import UsageError
+from .user_code import resolve_env_id
 
 if TYPE_CHECKING:
     import argparse

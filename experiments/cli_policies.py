@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .cli_run import add_import_option, import_modules
-from .config_base import UsageError, path_argument
+from .cli_run import add_import_option, import_modules, path_argument
+from .schema import UsageError
 
 
 def add_parsers(commands: Any) -> None:

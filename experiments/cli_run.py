@@ -16,7 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config_base import UsageError, import_user_modules, path_argument, suggest
+from .schema import ConfigError, UsageError, check_path
+from .user_code import import_user_modules, suggest
+
+
+def path_argument(text: str) -> Path:
+    """A command-line path (argparse ``type``): one line if the file system cannot hold it."""
+    try:
+        return Path(check_path(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_parsers(commands: Any) -> None:
@@ -333,7 +342,6 @@ def _load_experiment(path: Path, imports: list[str],
 def _build_environments(config: Any) -> None:
     """Build the environment of the experiment (of every task of a suite) once, so that
     ``--check`` fails on bad environment params as ``run`` would."""
-    from .config import ConfigError
     from .runner import check_environments
     from .suite import task_configs
 

@@ -1,13 +1,15 @@
-"""The experiment file: loaded, changed by the command line's overrides, and validated once
-into an :class:`ExperimentConfig` (the schema of :mod:`.schema`, then the agents' and
-adapters' settings against their own pydantic models); every error names the file, the key
-path and what was expected. See docs/configuration.md.
+"""The experiment file: read (bounded YAML), changed by the command line's overrides
+(``--set``) and validated once into an :class:`~.schema.ExperimentConfig`, then the agents'
+and adapters' settings against their own pydantic models and the checks that need the
+built components; every error names the file, the key path and what was expected (one
+line per bad key). See docs/configuration.md.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,36 +31,8 @@ from ..roles.instructions import InstructionsConfig, load_instruction_set
 from ..roles.llm_policy import LLMPolicy
 from ..roles.policy_search import LLMPolicySearch
 from ..roles.reward_shaping import RewardShapingConfig
-from .config_base import (
-    MAX_YAML_VALUES,
-    ConfigError,
-    UsageError,
-    format_validation_error,
-    import_user_modules,
-    load_yaml,
-    shown,
-    suggest,
-)
-from .schema import (
-    MAX_SEED,
-    MAX_SEED_COUNT,
-    AdapterSpec,
-    AgentSpec,
-    EnvironmentSpec,
-    EvaluationSpec,
-    ExecutorSpec,
-    ExperimentConfig,
-    HeldOutSeeds,
-    TrainingSpec,
-    _Strict,
-)
-
-__all__ = [  # the public names, wherever they are defined
-    "MAX_SEED", "MAX_SEED_COUNT", "MAX_YAML_VALUES", "AdapterSpec", "AgentSpec", "ConfigError",
-    "EnvironmentSpec", "EvaluationSpec", "ExecutorSpec", "ExperimentConfig", "HeldOutSeeds",
-    "TrainingSpec", "UsageError", "apply_set", "changed_keys", "experiment_from_dict", "listed",
-    "load_config", "load_yaml", "read_file", "select_tasks", "set_backend", "worker_config",
-]
+from .schema import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, UsageError, shown
+from .user_code import import_user_modules, suggest
 
 MAX_FILE_BYTES = 4_000_000
 """Largest experiment file read (the shipped ones are below 5 kB)."""
@@ -156,6 +130,134 @@ def _brief(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+_STRICT_TYPES = {"int_type": "expected an integer", "float_type": "expected a number",
+                 "bool_type": "expected true or false"}
+
+_BOUNDS = ("less_than_equal", "less_than", "greater_than_equal", "greater_than")
+
+
+def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at ``loc`` inside ``model`` accepts ([] where none is a model)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an item of a list
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        current = _model_in(fields[part].annotation)
+    fields = getattr(current, "model_fields", None)
+    return list(fields) if fields else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside ``annotation`` (``list[M]``, ``M | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def format_validation_error(path: Path | str, error: ValidationError, model: type[BaseModel],
+                            loc_prefix: str = "") -> str:
+    """``path: invalid experiment file`` and one line per error: its key path (after
+    ``loc_prefix``) and what was expected, with the closest known key for an unknown one."""
+    lines = [f"{path}: invalid experiment file"]
+    for item in error.errors():
+        where = (loc_prefix + ".".join(str(part) for part in item["loc"])).rstrip(".") \
+            or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            known = _keys_at(model, tuple(item["loc"][:-1]))
+            message = "unknown key" + suggest(str(item["loc"][-1]), known)
+        elif item["type"] == "value_error":
+            message = str(item.get("ctx", {}).get("error", message))
+        elif item["type"] == "literal_error":
+            message = f"got {item.get('input')!r}; {message.lower()}"
+        elif item["type"] in _STRICT_TYPES:
+            message = f"{_STRICT_TYPES[item['type']]}, got {shown(item.get('input'))}"
+        elif item["type"] in _BOUNDS:
+            message = f"{message}, got {shown(item.get('input'))}"
+        lines.append(f"  {where}: {message}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------ the bounded YAML reader
+
+
+MAX_YAML_VALUES = 100_000
+"""Most values (scalars, lists, mappings) an experiment file may hold with its YAML aliases
+expanded: nine levels of nine aliases are 637 bytes but 387 million values."""
+
+
+def load_yaml(text: str, source: Path | str = "<config>") -> Any:
+    """``yaml.safe_load(text)``, refusing (ConfigError naming ``source``) a document of more
+    than :data:`MAX_YAML_VALUES` values once its aliases are expanded, a recursive alias and
+    nesting too deep to read: an alias is cheap to write but every later step (validation,
+    the fingerprint, ``config.yaml``) walks the expanded tree."""
+    too_many = ConfigError(
+        f"{source}: the YAML holds more than {MAX_YAML_VALUES:,} values once its aliases "
+        f"(*name) are expanded; expected at most {MAX_YAML_VALUES:,}: write the values out, "
+        "or use fewer aliases")
+    loader = _CountingLoader(text, too_many)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}, set(), source) > MAX_YAML_VALUES:
+            raise too_many
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(f"{source}: the YAML is nested too deeply to read; expected an "
+                          "experiment file of ordinary depth") from None
+    finally:
+        loader.dispose()
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """A safe loader that stops composing past :data:`MAX_YAML_VALUES` nodes (so memory is
+    bounded before aliases are counted)."""
+
+    def __init__(self, text: str, too_many: ConfigError) -> None:
+        super().__init__(text)
+        self.composed, self.too_many = 0, too_many
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.composed += 1
+        if self.composed > MAX_YAML_VALUES:
+            raise self.too_many
+        return super().compose_node(parent, index)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int],
+                   source: Path | str) -> int:
+    """Values under ``node`` with aliases expanded (a shared node counted at every use),
+    stopping past :data:`MAX_YAML_VALUES`."""
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if id(node) in open_nodes:
+        raise ConfigError(f"{source}: a recursive YAML alias (line {node.start_mark.line + 1}); "
+                          "expected a file without cycles")
+    open_nodes.add(id(node))
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        children = []
+    for child in children:
+        size += _expanded_size(child, sizes, open_nodes, source)
+        if size > MAX_YAML_VALUES:
+            break
+    open_nodes.discard(id(node))
+    sizes[id(node)] = size
+    return size
+
+
 # ------------------------------------------------ agents' and adapters' settings
 
 
@@ -163,12 +265,13 @@ def check_component_settings(config: ExperimentConfig, source: Path | str) -> No
     """Validate agent hyperparameters and adapter settings against the pydantic models of
     the agents and adapters themselves, so a typo fails before anything is written."""
     for index, spec in enumerate(config.agents):
-        checks = [("params", spec.params)] + [
-            (f"per_adapter.{name}", spec.params_for(name)) for name in spec.per_adapter
-        ]
-        for where, params in checks:
-            _validate(AGENTS[spec.type].config_model, params, source, f"agents.{index}.{where}.")
+        model = AGENTS[spec.type].config_model
+        params = _validate(model, spec.params, source, f"agents.{index}.params.")
+        for name in spec.per_adapter:
+            _validate(model, spec.params_for(name), source, f"agents.{index}.per_adapter.{name}.")
         _check_llm_roles(config, index, spec, source)
+        if spec.type == "grpo":
+            _check_grpo(config, index, spec, params, source)
         _check_copies(config, index, spec, source)
         _check_extractors(config, index, spec, source)
         if spec.type == "sb3" and config.training_for(spec).steps is None:
@@ -204,11 +307,10 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
                 f"agent learns from step by step, but {spec.type} does not learn from steps "
                 "in langadapt's loop; "
                 "remove the advisor block (advisors suit qlearning and dqn)")
-        _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
+        advisor = _validate(AdvisorConfig, spec.advisor, source, f"agents.{index}.advisor.")
         try:
-            check_demonstrations(AGENTS[spec.type],
-                                 spec.advisor.get("learn_as") == "demonstrations"
-                                 or bool(spec.advisor.get("until_confident")))
+            check_demonstrations(AGENTS[spec.type], advisor.learn_as == "demonstrations"
+                                 or advisor.until_confident)
         except ValueError as error:
             raise ConfigError(f"{source}: agents.{index}.advisor.learn_as: {error}") from None
     if spec.reward_shaping is not None:
@@ -228,8 +330,6 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
             f"with adapters of type raw; got {', '.join(others)} (list it in an experiment "
             "with only a raw adapter)"
         )
-    if spec.type == "grpo":
-        _check_grpo(config, index, spec, source)
 
 
 def _check_extractors(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any
@@ -293,10 +393,12 @@ def _check_copies(config: ExperimentConfig, index: int, spec: AgentSpec, source:
                           "remove the instructions")
 
 
-def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any) -> None:
-    """A grpo agent only on an environment with a language spec that GRPO can restart
-    (a maze, FrozenLake, a MiniGrid or BabyAI level), with a reward to learn from and, on a
-    slippery lake, its held-out seeds named (`finetune.agent.check_grpo`)."""
+def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, params: Any,
+                source: Any) -> None:
+    """A grpo agent (``params``: its validated settings) only on an environment with a
+    language spec that GRPO can restart (a maze, FrozenLake, a MiniGrid or BabyAI level),
+    with a reward to learn from and, on a slippery lake, its held-out seeds named
+    (`finetune.agent.check_grpo`)."""
     env_spec = config.environment
     try:
         env = gymnasium.make(env_spec.id, **env_spec.params).unwrapped
@@ -307,7 +409,7 @@ def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, source: A
                           "reward (params.shaping: oracle on a maze); remove the "
                           "reward_shaping and instructions blocks")
     try:
-        check_grpo(env, spec.params)
+        check_grpo(env, params)
     except ValueError as error:
         raise ConfigError(f"{source}: agents.{index} (grpo on {env_spec.id}): {error}") from None
 
@@ -352,16 +454,17 @@ def _settings_model(model: type[BaseModel]) -> type[BaseModel]:
     return create_model(f"{model.__name__}Settings", __config__=config, **fields)
 
 
-class _BackendSetting(_Strict):
+class _BackendSetting(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     backend: Literal["ollama", "llamacpp", "openai", "transformers", "auto"]
 
 
-def _validate(
-    model: type[BaseModel], data: dict[str, Any], source: Path | str, loc_prefix: str
-) -> None:
+def _validate(model: type[BaseModel], data: dict[str, Any], source: Path | str,
+              loc_prefix: str) -> Any:
+    """``data`` validated by ``model``'s fields (the instance); one-line ConfigError."""
     settings_model = _settings_model(model)
     try:
-        settings_model.model_validate(data)
+        return settings_model.model_validate(data)
     except ValidationError as error:
         raise ConfigError(
             format_validation_error(source, error, settings_model, loc_prefix)) from None

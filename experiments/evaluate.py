@@ -16,8 +16,7 @@ from typing import Any
 from .. import agents
 from ..adapters.representation import Standardiser
 from ..agents.base import read_agent_file
-from .config import ConfigError, ExperimentConfig, UsageError, apply_set, experiment_from_dict
-from .config_base import HeldOutEpisodes
+from .config import apply_set, experiment_from_dict
 from .folders import (
     ResultsFolderError,
     folder_lock,
@@ -29,6 +28,7 @@ from .folders import (
 from .one_run import (
     FINAL_EVAL_SEED,
     OBSERVATION_TENSORS,
+    HeldOutEpisodes,
     agent_params,
     make_adapter,
     make_env,
@@ -46,6 +46,7 @@ from .results import (
     write_failed_run,
     write_finished_run,
 )
+from .schema import ConfigError, ExperimentConfig, UsageError
 
 
 @dataclass

@@ -25,9 +25,10 @@ from typing import Any
 
 from ..llm import CacheError, open_store
 from . import one_run
-from .config import ConfigError, ExecutorSpec, ExperimentConfig, worker_config
+from .config import worker_config
 from .one_run import CACHE_FILE, train_run
 from .results import find_run, write_finished_run
+from .schema import ConfigError, ExecutorSpec, ExperimentConfig
 
 PR_SET_PDEATHSIG = 1
 """``prctl`` option (linux/prctl.h): the signal a process gets when its parent dies."""

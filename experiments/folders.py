@@ -24,7 +24,8 @@ from typing import IO, Any
 
 import yaml
 
-from .config import ConfigError, ExperimentConfig, changed_keys, load_config, load_yaml
+from .config import changed_keys, load_config, load_yaml
+from .schema import ConfigError, ExperimentConfig
 
 RESULT_FILES = ("config.yaml", "episodes.csv", "summary.csv", "summary.md",
                 "learning_curves.png", "final_returns.png", "prerender.json",

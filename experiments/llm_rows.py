@@ -15,7 +15,8 @@ from typing import Any
 from ..agents import AGENTS
 from ..llm import BACKENDS
 from ..llm.gguf_check import DEFAULT_GGUF_NAME
-from .config import ROLE_BACKEND_PARAMS, ExperimentConfig
+from .config import ROLE_BACKEND_PARAMS
+from .schema import ExperimentConfig
 
 FALLBACK_LIMIT = 0.10
 """Above this share of one role's answers replaced by its fallback, a row's score is marked

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,16 +33,7 @@ from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
 from ..roles.reward_shaping import RewardShaping, RewardShapingConfig
-from .config import (
-    ROLE_BACKEND_PARAMS,
-    SB3_OFF_POLICY,
-    AdapterSpec,
-    AgentSpec,
-    ConfigError,
-    ExperimentConfig,
-    worker_config,
-)
-from .config_base import HeldOutEpisodes
+from .config import ROLE_BACKEND_PARAMS, SB3_OFF_POLICY, worker_config
 from .folders import inside, replacing, write_json
 from .results import (
     CHECKPOINT_FILE,
@@ -53,6 +44,7 @@ from .results import (
     run_rows,
     write_policies,
 )
+from .schema import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig
 
 FINAL_EVAL_SEED = 10_000
 """The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during
@@ -67,6 +59,28 @@ OBSERVATION_TENSORS = "observation."
 OLD_CACHE_FILES = ("descriptions.sqlite", "embeddings.sqlite")
 """The answer and embedding files of the previous layout (adopted into :data:`CACHE_FILE`)."""
 
+
+class HeldOutEpisodes(gymnasium.Wrapper):
+    """Plays the held-out episodes in order: a reset with a seed (any seed: an evaluation
+    starting) restarts at ``seeds[0]``, a reset without one takes the next seed. Resetting
+    past the last seed is an error (the evaluation asked for more episodes than held out).
+    ``seeds``: the config's held-out seeds (never empty: checked at config load)."""
+
+    def __init__(self, env: gymnasium.Env, seeds: Sequence[int]) -> None:
+        super().__init__(env)
+        self.seeds = list(seeds)
+        self.next_index = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:
+            self.next_index = 0
+        if self.next_index >= len(self.seeds):
+            raise ValueError(f"episode {self.next_index + 1} of a held-out evaluation: only "
+                             f"{len(self.seeds)} held-out seeds")
+        episode_seed = self.seeds[self.next_index]
+        self.next_index += 1
+        return self.env.reset(seed=episode_seed, options=options)
 
 
 # ----------------------------------------------------------------------------- building

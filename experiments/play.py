@@ -13,9 +13,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from .. import environments
-from .config_base import UsageError
 from .evaluate import load_run
 from .folders import ResultsFolderError, replacing
+from .schema import UsageError
 
 #: Characters per line of the text under a frame, and the most lines shown.
 TEXT_WIDTH, TEXT_LINES = 72, 9

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..agents.checkpoints import Checkpoint, read_checkpoint
-from .config import AdapterSpec, AgentSpec, ExperimentConfig, load_config
+from .config import load_config
 from .folders import ResultsFolderError, bounded, inside, replacing, write_csv, write_json
+from .schema import AdapterSpec, AgentSpec, ExperimentConfig
 
 EPISODE_COLUMNS = ("adapter", "agent", "seed", "phase", "episode", "return", "length", "success",
                    "wall_time", "llm_calls", "cache_hits", "llm_fallbacks")

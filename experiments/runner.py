@@ -20,7 +20,6 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..adapters.prerender import reachable_inputs
-from .config import ConfigError, ExperimentConfig
 from .executors import ProcessExecutor, RayExecutor
 from .folders import ResultsFolderError, folder_lock, prepare_output, refuse_foreign, writing
 from .one_run import check_build, make_adapter, make_env
@@ -35,6 +34,7 @@ from .results import (
     runs_of,
     write_failed_run,
 )
+from .schema import ConfigError, ExperimentConfig
 
 __all__ = [  # what the CLI, the benchmarks and the tests use from here
     "Interrupted",

@@ -1,52 +1,202 @@
 """The experiment file's schema: one strict pydantic model per block, validated once at load
-(:mod:`.config`). Unknown keys are errors; every count has an upper bound (the ``MAX_*``
-constants, docs/configuration.md). Settings that do not change results are in
-:data:`RESULT_NEUTRAL_KEYS` / :data:`RESULT_NEUTRAL_BLOCKS` (left out of the fingerprint).
+(:mod:`.config`), with the strict value types, the held-out seed checks and the errors users
+see (:class:`ConfigError` for a file, :class:`UsageError` for a command line). Unknown keys
+are errors; every count has an upper bound (the ``MAX_*`` constants, docs/configuration.md).
+Settings that do not change results are in :data:`RESULT_NEUTRAL_KEYS` /
+:data:`RESULT_NEUTRAL_BLOCKS` (left out of the fingerprint). No torch is imported here: the
+command line starts from this module.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
+import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
-
-from ..llm.store import check_store_file
-from .config_base import (  # noqa: F401  (the executor and logging blocks, public here too)
-    MAX_CPUS_PER_RUN,
-    MAX_EVALUATION_EPISODES,
-    MAX_GPUS_PER_RUN,
-    MAX_HELDOUT_SEED,
-    MAX_JOBS,
-    MAX_N_ENVS,
-    MAX_PATH,
-    MAX_PATH_NAME,
-    MAX_RETRIES,
-    MAX_RUNS,
-    MAX_SEED,
-    MAX_SEED_COUNT,
-    MAX_TORCH_THREADS,
-    MAX_TRAINING_EPISODES,
-    MAX_TRAINING_STEPS,
-    RESULT_NEUTRAL_BLOCKS,
-    RESULT_NEUTRAL_KEYS,
-    STORE_FILE,
-    Bool,
-    ExecutorSpec,
-    Float,
-    Int,
-    Label,
-    LoggingSpec,
-    _Strict,
-    check_heldout,
-    check_path,
-    import_user_modules,
-    resolve_env_id,
-    shown,
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
 )
+
+from ..environments._checks import EVAL_SEED_OFFSET
+from ..llm.store import check_store_file
+from .user_code import import_user_modules, resolve_env_id
+
+
+class ConfigError(ValueError):
+    """An experiment file that cannot be used; the message names the file and the key."""
+
+
+class UsageError(ValueError):
+    """A command-line value that cannot be used."""
+
+
+def shown(value: Any) -> str:
+    """A value as the YAML file spells it (``true``, ``"3"``, ``2.5``)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+Int = Annotated[int, Strict()]
+"""An integer that must be written as one: ``true``, ``2.5`` or ``"3"`` are errors, not 1, 2
+or 3 (pydantic's lax mode would coerce them silently)."""
+Float = Annotated[float, Strict()]
+"""A number (an integer is fine); ``true`` or ``"0.5"`` are errors."""
+Bool = Annotated[bool, Strict()]
+"""``true`` or ``false``; ``1``, ``"yes"`` are errors."""
+
+Label = Annotated[str, Field(
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9.+-]*(_[A-Za-z0-9.+-]+)*$",
+    description="letters, digits and _ . + - (no '__'): it names the run folders")]
+
+
+def check_path(value: str) -> str:
+    """``value``, a path the file system can hold (Linux's NAME_MAX 255 and PATH_MAX 4096);
+    ValueError naming its length otherwise."""
+    encoded = os.fsencode(value)
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if longest > MAX_PATH_NAME or len(encoded) > MAX_PATH:
+        raise ValueError(f"{shown(value[:60])}... ({len(encoded):,} bytes, a name of "
+                         f"{longest:,}): expected a path of at most {MAX_PATH:,} bytes "
+                         f"whose names are at most {MAX_PATH_NAME} bytes each")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+MAX_SEED_COUNT = 1_000
+MAX_SEED = 1_000_000_000
+MAX_RUNS = 100_000
+MAX_TRAINING_EPISODES = 10_000_000
+MAX_TRAINING_STEPS = 1_000_000_000
+MAX_EVALUATION_EPISODES = 100_000
+MAX_TORCH_THREADS = 256
+MAX_HELDOUT_SEED = 2**31 - 1
+MAX_N_ENVS = 1_024
+MAX_JOBS, MAX_CPUS_PER_RUN, MAX_GPUS_PER_RUN, MAX_RETRIES = 1_024, 1_024, 64, 100
+MAX_PATH, MAX_PATH_NAME = 4_096, 255
+STORE_FILE = "cache.sqlite"
+"""The store of ``cache_dir`` (LLM answers and embeddings)."""
+
+RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor", "logging")
+"""Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""
+
+RESULT_NEUTRAL_KEYS = frozenset({
+    "host", "timeout", "keep_alive", "retries", "backoff", "max_backoff", "stream",
+    "concurrency", "n_threads", "cache_path", "embedding_cache_path", "cache_capacity",
+    "embedding_cache_capacity", "memo_capacity", "memo_size", "progress", "verbose",
+    "api_key_env", "deadline", "max_retry_after"})
+"""Settings that change where answers come from or how fast, never what they are: left
+out of the fingerprint at any depth of the adapter and agent blocks (the LLM cache keys
+carry the model's identity, so another host serving the same model gives the same
+answers)."""
+
+
+class ExecutorSpec(_Strict):
+    """Where the runs execute: a local process pool (default) or a Ray cluster."""
+
+    type: Literal["process", "ray"] = "process"
+    address: str | None = Field(
+        default=None,
+        min_length=1,
+        description="ray only: 'auto' (the cluster running on this machine), 'HOST:PORT' of "
+        "a head node, or 'ray://HOST:PORT'; default: start a local cluster",
+    )
+    jobs: Annotated[Int, Field(gt=0, le=MAX_JOBS)] | None = Field(
+        default=None,
+        description="runs at a time: processes of the pool (default 1); with ray, most runs "
+        "in flight (default: as many as the cluster has room for)",
+    )
+    cpus_per_run: Annotated[Float, Field(gt=0, le=MAX_CPUS_PER_RUN)] = Field(
+        default=1, description="ray only: CPUs each run requests"
+    )
+    gpus_per_run: Annotated[Float, Field(ge=0, le=MAX_GPUS_PER_RUN)] = Field(
+        default=0, description="ray only: GPUs each run requests"
+    )
+    max_retries: Annotated[Int, Field(ge=0, le=MAX_RETRIES)] = Field(
+        default=2, description="ray only: retries of a run whose worker process died"
+    )
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> ExecutorSpec:
+        if self.type == "process" and self.address is not None:
+            raise ValueError(
+                f"address {self.address!r} is for the ray executor; set type: ray or drop it"
+            )
+        return self
+
+
+class LoggingSpec(_Strict):
+    """What each run logs besides its rows of episodes.csv."""
+
+    tensorboard: Bool = Field(
+        default=False, description="TensorBoard scalars of each run in runs/<run>/tb/ (the "
+        "tensorboard extra; the process executor)")
+    policies: Bool = Field(
+        default=True, description="keep each run's final policy (and with keep_best the kept "
+        "one) in runs/<run>/policy_*.safetensors (experiments.evaluate)")
+    checkpoint_every_minutes: Annotated[float, Field(gt=0, le=10_000)] | None = Field(
+        default=10.0, description="save an unfinished run's state this often (minutes of "
+        "training); --resume goes on from it (None: never)")
+    checkpoint_every_steps: Annotated[Int, Field(gt=0, le=10**9)] | None = Field(
+        default=None, description="save an unfinished run's state every this many environment "
+        "steps as well (None: by time only)")
+
+    @field_validator("tensorboard")
+    @classmethod
+    def _installed(cls, value: bool) -> bool:
+        if value and importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("tensorboard is not installed: pip install 'langadapt[tensorboard]'")
+        return value
+
+
+# ----------------------------------------------------------------------------- held-out episodes
+
+
+def seeds_used_in_training(run_seeds: Iterable[int], evaluates_in_training: bool,
+                           copies: int = 1, within: range | None = None) -> dict[int, str]:
+    """Every reset seed training uses, with what uses it: the run seeds (first training
+    episode; ``seed + i`` for copy ``i`` of ``copies``, only those ``within`` a range if
+    given) and, with evaluations during training, ``seed + EVAL_SEED_OFFSET``."""
+    used: dict[int, str] = {}
+    for seed in run_seeds:
+        for copy in range(copies - 1, 0, -1) if within is None else range(
+                min(copies, within.stop - seed) - 1, max(0, within.start - seed - 1), -1):
+            used[seed + copy] = (f"run seed {seed} + {copy} (copy {copy} of n_envs {copies}, "
+                                 "its first training episode)")
+        used[seed] = f"run seed {seed} (its first training episode)"
+        if evaluates_in_training:
+            used[seed + EVAL_SEED_OFFSET] = (f"run seed {seed} + {EVAL_SEED_OFFSET} (its "
+                                             "evaluations during training)")
+    return used
+
+
+def check_heldout(heldout: range, run_seeds: Sequence[int], evaluates_in_training: bool,
+                  copies: int = 1) -> None:
+    """ValueError naming the seeds of ``heldout`` that training uses, if any."""
+    used = seeds_used_in_training(run_seeds, evaluates_in_training, copies, heldout)
+    overlap = sorted(seed for seed in used if seed in heldout)
+    if overlap:
+        named = "; ".join(f"{seed}: {used[seed]}" for seed in overlap[:5])
+        more = f" and {len(overlap) - 5} more" if len(overlap) > 5 else ""
+        raise ValueError(
+            f"held-out seeds [{heldout.start}, {heldout.stop}) overlap the seeds training uses "
+            f"— {named}{more}; move heldout_seeds.first past them or choose other run seeds")
+
 
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 
@@ -153,7 +303,7 @@ AgentSpec.model_rebuild()  # its training block is a TrainingSpec, defined after
 
 class HeldOutSeeds(_Strict):
     """The final evaluation's episodes: episode ``i`` resets with seed ``first + i``, the
-    same for every run (see :class:`~langadapt.experiments.config_base.HeldOutEpisodes`)."""
+    same for every run (see :class:`~langadapt.experiments.one_run.HeldOutEpisodes`)."""
 
     first: Annotated[Int, Field(ge=0, le=MAX_HELDOUT_SEED)]
     count: Annotated[Int, Field(gt=0, le=MAX_EVALUATION_EPISODES)]

@@ -21,9 +21,9 @@ import numpy as np
 from scipy import stats
 
 from ..environments.minigrid import GOAL_TYPES, MIXED, SUITE_LEVEL_ID
-from .config import ConfigError, ExperimentConfig
 from .llm_rows import Fallbacks, added, fallback_share, role_fallbacks
 from .results import Episode, read_run_record, runs_of
+from .schema import ConfigError, ExperimentConfig
 
 STATS_HINT = "pip install 'langadapt[stats]'"
 BOOTSTRAP_REPS = 2_000

@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 
 from ..environments.minigrid import GOAL_TYPES
-from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
+from .config import experiment_from_dict, load_config
 from .folders import (
     ResultsFolderError,
     folder_lock,
@@ -32,6 +32,7 @@ from .plots import plot_performance_profile
 from .report import ci_text, text_cell, write_report
 from .results import check_results, read_episodes
 from .runner import check_environments, run_experiment
+from .schema import ConfigError, ExperimentConfig
 from .stats import BALROG_BABYAI, Cost, aggregate_estimates, folder_costs, require_rliable
 
 __all__ = ["BALROG_BABYAI", "SUITE_FILE", "merge_suites", "run_suite", "task_configs",

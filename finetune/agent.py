@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents import Agent
+from ..agents.base import parse_config
 from ..agents.loop import Budget, Callback, TrainingResult, end_run, start_run
 from ..agents.training import EpisodeRecord
 from ..environments import language_for
@@ -81,10 +82,11 @@ def _is_slippery(env: Any) -> bool:
         len(outcomes) > 1 for moves in env.lake.P.values() for outcomes in moves.values())
 
 
-def check_grpo(env: Any, params: dict[str, Any]) -> None:
+def check_grpo(env: Any, params: GRPOAgentConfig | dict[str, Any]) -> None:
     """The checks of a ``grpo`` agent that need its environment (``env.unwrapped``) or its
-    model's files; ValueError naming the environment or the key."""
-    config = GRPOAgentConfig(**params)
+    model's files; ValueError naming the environment or the key. ``params``: validated
+    (the experiment file's, checked once) or a dict, parsed here."""
+    config = parse_config(params, GRPOAgentConfig)
     name = type(env).__name__
     try:
         language_for(env)
@@ -119,7 +121,7 @@ def check_grpo(env: Any, params: dict[str, Any]) -> None:
     if config.shaping == "oracle":
         raise ValueError(f"params.shaping is 'oracle', but {name} has no oracle potential; "
                          "expected none")
-    if _is_slippery(env) and "held_out" not in params:
+    if _is_slippery(env) and "held_out" not in config.model_fields_set:
         raise ValueError(
             "params.held_out is missing: on a slippery lake the reset seed is all that tells "
             "one episode from another, so a run names its held-out seeds; expected e.g. "

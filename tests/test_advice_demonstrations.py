@@ -330,7 +330,8 @@ def test_a_users_own_override_marks_its_advice_as_demonstrations():
 def test_demonstrations_on_an_agent_that_cannot_use_them_is_a_config_error(tmp_path, kind):
     from test_experiments import tiny_config
 
-    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.schema import ConfigError
 
     data = tiny_config(tmp_path, agents=[{"type": kind, "advisor": {
         "source": "oracle", "learn_as": "demonstrations"}}])

@@ -149,8 +149,9 @@ def test_advised_actions_wrapper_for_sb3_stores_the_executed_action() -> None:
 def test_advisor_in_an_experiment_file(tmp_path) -> None:
     import yaml
 
-    from langadapt.experiments.config import ConfigError, load_config
+    from langadapt.experiments.config import load_config
     from langadapt.experiments.runner import run_experiment
+    from langadapt.experiments.schema import ConfigError
 
     data = {
         "name": "advice",

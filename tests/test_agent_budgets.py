@@ -7,8 +7,9 @@ from collections import Counter
 
 import pytest
 
-from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.runner import run_experiment
+from langadapt.experiments.schema import ConfigError
 
 EXPERIMENT = {
     "name": "budgets",

@@ -339,7 +339,8 @@ def test_continuous_experiment_files_run_shrunk(name, tmp_path, monkeypatch):
 def test_a_missing_mujoco_or_box2d_extra_is_one_line_naming_the_install(monkeypatch, tmp_path):
     import importlib.util
 
-    from langadapt.experiments.config import ConfigError, load_config
+    from langadapt.experiments.config import load_config
+    from langadapt.experiments.schema import ConfigError
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

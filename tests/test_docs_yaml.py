@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from langadapt.experiments.config import ConfigError, ExperimentConfig, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.schema import ConfigError, ExperimentConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from experiment_fixtures import run_cli
 
-from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.schema import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = "pip install 'langadapt[embedded]'"

@@ -14,10 +14,11 @@ import pytest
 import yaml
 from experiment_fixtures import started_runs
 
-from langadapt.experiments.config import ConfigError, experiment_from_dict, load_config
+from langadapt.experiments.config import experiment_from_dict, load_config
 from langadapt.experiments.report import write_report
 from langadapt.experiments.results import read_episodes
 from langadapt.experiments.runner import finished_runs, run_experiment, runs_of
+from langadapt.experiments.schema import ConfigError
 from langadapt.experiments.stats import summarise
 
 ROOT = Path(__file__).resolve().parents[1]

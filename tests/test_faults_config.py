@@ -14,7 +14,8 @@ from experiment_fixtures import raw_config, run_cli
 from experiment_fixtures import write_yaml as _write
 
 from langadapt.experiments import cli
-from langadapt.experiments.config import MAX_YAML_VALUES, ConfigError, experiment_from_dict
+from langadapt.experiments.config import MAX_YAML_VALUES, experiment_from_dict
+from langadapt.experiments.schema import ConfigError
 
 # ----------------------------------------------------------------------------- YAML, bounds
 
@@ -75,8 +76,8 @@ def test_instruction_counts_are_bounded_when_the_file_is_checked(tmp_path, capsy
 
 
 def test_a_cache_dir_that_is_a_file_is_one_line(tmp_path, capsys):
-    from langadapt.experiments.config import AdapterSpec
     from langadapt.experiments.one_run import adapter_settings
+    from langadapt.experiments.schema import AdapterSpec
 
     a_file = tmp_path / "cache"
     a_file.write_text("not a folder")

@@ -15,13 +15,7 @@ import yaml
 from experiment_fixtures import LANGADAPT, QUIET, raw_config, started_runs
 
 from langadapt.experiments import cli
-from langadapt.experiments.config import (
-    MAX_SEED,
-    MAX_SEED_COUNT,
-    ConfigError,
-    experiment_from_dict,
-    load_config,
-)
+from langadapt.experiments.config import experiment_from_dict, load_config
 from langadapt.experiments.report import write_report
 from langadapt.experiments.runner import (
     ResultsFolderError,
@@ -30,6 +24,7 @@ from langadapt.experiments.runner import (
     run_experiment,
     runs_of,
 )
+from langadapt.experiments.schema import MAX_SEED, MAX_SEED_COUNT, ConfigError
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

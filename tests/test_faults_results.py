@@ -27,12 +27,13 @@ from fake_ollama import FakeOllama, example_for
 
 from langadapt.experiments import cli, folders, one_run
 from langadapt.experiments import report as report_module
-from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.executors import RayUnavailableError, check_reachable
 from langadapt.experiments.folders import LOCK_FILE, ResultsFolderError, folder_lock
 from langadapt.experiments.report import run_curves, write_report
 from langadapt.experiments.results import read_run_record
 from langadapt.experiments.runner import check_results, finished_runs, run_experiment, runs_of
+from langadapt.experiments.schema import ConfigError
 
 
 @pytest.fixture()

@@ -604,7 +604,8 @@ def _experiment(params: dict | None = None, env_id: str = "langadapt/Maze-v0",
      r"params\.shaping is 'oracle', but MiniGridBridge has no oracle"),
 ])
 def test_a_bad_grpo_agent_is_a_config_error_naming_the_key(change, message):
-    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.schema import ConfigError
 
     if "BabyAI" in change.get("env_id", ""):
         pytest.importorskip("minigrid")
@@ -615,7 +616,8 @@ def test_a_bad_grpo_agent_is_a_config_error_naming_the_key(change, message):
 def test_a_model_that_is_not_a_causal_lm_is_a_config_error_naming_the_key(tmp_path):
     from transformers import T5Config
 
-    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.schema import ConfigError
 
     T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=4, d_ff=8).save_pretrained(
         tmp_path / "t5")

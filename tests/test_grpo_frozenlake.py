@@ -116,7 +116,8 @@ def _config(params: dict, env_params: dict | None = None) -> dict:
 ])
 def test_a_bad_frozenlake_grpo_file_is_a_config_error_naming_the_key(params, env_params,
                                                                      message):
-    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.schema import ConfigError
 
     with pytest.raises(ConfigError, match=message):
         experiment_from_dict(_config(params, env_params))

@@ -362,7 +362,8 @@ def test_an_experiment_file_with_an_instructions_block(tmp_path):
     import json
 
     from langadapt.experiments import runner
-    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.schema import ConfigError
 
     data = {"name": "instructed", "environment": {
                 "id": "langadapt/Maze-v0", "params": {"maze": "umaze"},
@@ -387,7 +388,8 @@ def test_an_experiment_file_with_an_instructions_block(tmp_path):
 
 
 def test_a_shipped_instruction_is_checked_when_the_file_is_read():
-    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.schema import ConfigError
 
     data = {"name": "x", "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "medium"},
                                          "instructions": {"set_id": "nope"}},

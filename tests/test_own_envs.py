@@ -16,7 +16,8 @@ import pytest
 from experiment_fixtures import run_cli
 
 from langadapt.experiments import cli_inspect
-from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.schema import ConfigError
 
 LANGADAPT = Path(sys.executable).with_name("langadapt")
 

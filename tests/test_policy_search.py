@@ -475,7 +475,8 @@ def test_the_search_learner_is_a_loop_over_rounds_and_refuses_an_advisor():
 
 
 def test_an_advisor_on_an_agent_that_does_not_learn_from_steps_is_a_config_error():
-    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.config import experiment_from_dict
+    from langadapt.experiments.schema import ConfigError
 
     for agent_type in ("llm_policy_search", "llm_policy"):
         data = {"name": "x", "environment": {"id": "langadapt/Maze-v0"},

@@ -88,8 +88,9 @@ def test_keep_best_experiment_writes_best_and_final_rows(tmp_path):
 
     import pytest
 
-    from langadapt.experiments.config import ConfigError, experiment_from_dict
+    from langadapt.experiments.config import experiment_from_dict
     from langadapt.experiments.runner import run_experiment
+    from langadapt.experiments.schema import ConfigError
 
     data = {
         "name": "keep",

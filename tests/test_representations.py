@@ -14,7 +14,8 @@ import pytest
 
 from langadapt.adapters import LanguageAdapter, RawAdapter
 from langadapt.environments.frozenlake import FrozenLakeEnv
-from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.schema import ConfigError
 
 TEXTS = ("Left. Near.", "Middle. Near.", "Right.")
 TABLE = {

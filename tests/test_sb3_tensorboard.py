@@ -18,7 +18,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from langadapt import adapters, agents
 from langadapt.adapters import LanguageObservation
-from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.schema import ConfigError
 
 PPO = {"algorithm": "PPO", "n_steps": 64, "batch_size": 32, "n_epochs": 1}
 

@@ -12,7 +12,8 @@ import torch
 from gymnasium import spaces
 from test_representations import toy, vectors
 
-from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.schema import ConfigError
 
 needs_sb3_minigrid = pytest.mark.skipif(
     find_spec("sb3_contrib") is None or find_spec("minigrid") is None,

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import yaml
 
-from langadapt.experiments.config import ConfigError, experiment_from_dict
-from langadapt.experiments.config_base import HeldOutEpisodes
+from langadapt.experiments.config import experiment_from_dict
+from langadapt.experiments.one_run import HeldOutEpisodes
 from langadapt.experiments.results import EPISODE_COLUMNS, runs_of
+from langadapt.experiments.schema import ConfigError
 
 rliable = pytest.importorskip("rliable")
 

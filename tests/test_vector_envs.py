@@ -14,9 +14,10 @@ from experiment_fixtures import raw_config
 from langadapt import adapters, agents
 from langadapt.adapters.vector import LanguageVectorEnv
 from langadapt.agents.random_agent import RandomAgent
-from langadapt.experiments.config import ConfigError, experiment_from_dict
+from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.one_run import train_run
 from langadapt.experiments.results import runs_of
+from langadapt.experiments.schema import ConfigError
 
 UMAZE = ("langadapt/Maze-v0", {"maze": "umaze"})
 SMALL_DQN = {"learning_starts": 50, "hidden_sizes": [16], "batch_size": 8}
