@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..environments.user_code import resolve_env_id
 from .cli_run import add_import_option, import_modules
 from .schema import UsageError
-from .user_code import resolve_env_id
 
 if TYPE_CHECKING:
     import argparse

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..environments.user_code import import_user_modules, suggest
 from .schema import ConfigError, UsageError, check_path
-from .user_code import import_user_modules, suggest
 
 
 def path_argument(text: str) -> Path:

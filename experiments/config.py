@@ -24,6 +24,7 @@ from ..agents import AGENTS, SB3Agent
 from ..agents.base import Agent
 from ..agents.loop import check_demonstrations
 from ..environments.minigrid import is_minigrid_id
+from ..environments.user_code import import_user_modules, suggest
 from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
@@ -32,7 +33,6 @@ from ..roles.llm_policy import LLMPolicy
 from ..roles.policy_search import LLMPolicySearch
 from ..roles.reward_shaping import RewardShapingConfig
 from .schema import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, UsageError, shown
-from .user_code import import_user_modules, suggest
 
 MAX_FILE_BYTES = 4_000_000
 """Largest experiment file read (the shipped ones are below 5 kB)."""

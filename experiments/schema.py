@@ -29,8 +29,8 @@ from pydantic import (
 )
 
 from ..environments._checks import EVAL_SEED_OFFSET
+from ..environments.user_code import import_user_modules, resolve_env_id
 from ..llm.store import check_store_file
-from .user_code import import_user_modules, resolve_env_id
 
 
 class ConfigError(ValueError):

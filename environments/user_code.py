@@ -18,8 +18,8 @@ from typing import Any
 
 import gymnasium
 
-from .. import environments
-from ..environments.extras import missing_extra
+from . import ENV_IDS, minigrid
+from .extras import missing_extra
 
 
 def suggest(word: str, known: Iterable[str]) -> str:
@@ -137,10 +137,10 @@ def resolve_env_id(text: str, imports: bool = True, home: Path | None = None) ->
             raise ValueError(f"module {module!r} was imported but registers no environment "
                              f"{env_id!r}{suggest(env_id, gymnasium.registry)}")
         return text  # gymnasium.make imports the module again (a no-op) and finds env_id
-    if environments.minigrid.is_minigrid_id(text):
+    if minigrid.is_minigrid_id(text):
         text = "langadapt/" + text.removeprefix("langadapt/")  # the bridged level
     if text not in gymnasium.registry:
-        ours = sorted(k for k in environments.ENV_IDS)
+        ours = sorted(k for k in ENV_IDS)
         raise ValueError(
             f"unknown environment {text!r}{suggest(text, gymnasium.registry)}; expected one "
             f"of {', '.join(ours)}, a MiniGrid or BabyAI level, any other registered "
