@@ -17,7 +17,13 @@ from ..agents.base import Agent
 from ..environments import LanguageSpec, language_for, unwrap_env
 from ..llm import Decision, LLMReplyError, decide
 from .counting import BackendSpec, RoleCounters, check_schema, make_llm_backend
-from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
+from .prompts import (
+    ActionParseError,
+    DiscreteActionParser,
+    check_legal,
+    format_state,
+    state_message,
+)
 from .reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
 
 __all__ = ["LLMPolicy", "LLMPolicyConfig", "decision_messages", "show_prompt",
@@ -84,8 +90,8 @@ def decision_messages(
     ``decoding``, in prompt ``style`` (GRPO fine-tuning trains on exactly these messages)."""
     parser = DiscreteActionParser(n_actions=spec.n_actions)
 
-    def user(s: Any, m: Sequence[int], h: Sequence[Any], checked: bool = False) -> str:
-        text = format_state(spec, s, m, h, style, checked)
+    def user(s: Any, m: Sequence[int], h: Sequence[Any]) -> str:
+        text = state_message(spec, s, m, h, style)
         if decoding == "structured":
             return text + STRUCTURED_INSTRUCTION[style]
         return text + "\n" + parser.action_format(m)
@@ -99,7 +105,7 @@ def decision_messages(
     for ex_state, ex_moves, ex_action in examples:
         messages.append({"role": "user", "content": user(ex_state, ex_moves, ())})
         messages.append({"role": "assistant", "content": answer(ex_action)})
-    messages.append({"role": "user", "content": user(state, moves, history, checked=True)})
+    messages.append({"role": "user", "content": user(state, moves, history)})
     return messages
 
 
@@ -196,21 +202,26 @@ class LLMPolicy(Agent):
 
     # ------------------------------------------------------------------ acting
     def state_of(self, obs: Any) -> Any:
-        """The state the spec's describer takes of an observation: the checked numbers, or
-        for a describer of Dict/Tuple observations (``state_shape`` None) the environment's
-        own observation (gymnasium's ``unflatten`` of the raw adapter's flat vector)."""
+        """The state the spec's describer takes of an observation: its numbers, or for a
+        describer of Dict/Tuple observations (``state_shape`` None) the environment's own
+        observation (gymnasium's ``unflatten`` of the raw adapter's flat vector)."""
         if self.spec is None or self.spec.state_shape is not None:
-            return self.check_obs(obs)
+            return np.asarray(obs, dtype=np.float32)
         if self._env_space is None or not isinstance(obs, (np.ndarray, list)):
             return obs
-        return spaces.unflatten(self._env_space, self.check_obs(obs))
+        return spaces.unflatten(self._env_space, np.asarray(obs, dtype=np.float32))
 
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
-        state = self.state_of(obs)
+    def check_input(self, obs: Any) -> None:
+        """:meth:`check_obs`, but an environment's own Dict/Tuple observation goes as it is."""
+        if self.spec is None or self.spec.state_shape is not None or (
+                self._env_space is not None and isinstance(obs, (np.ndarray, list))):
+            self.check_obs(obs)
+
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int:
         history = ()
         if self._history is not None and self.config.history_length:
             history = list(self._history)[-self.config.history_length :]
-        return self.decide(state, legal_moves, history, explore)
+        return self.decide(self.state_of(obs), legal_moves, history, explore)
 
     def decide(self, state: Any, legal_moves: Sequence[int] | None,
                history: Sequence[Any] = (), explore: bool = False) -> int:
@@ -313,23 +324,15 @@ class LLMPolicy(Agent):
         return [(self.state_of(np.asarray(state, dtype=np.float32)), moves, action)
                 for state, moves, action in (self.best_episode[i] for i in picks)]
 
-    def learn(
-        self,
-        obs: Any,
-        action: int,
-        reward: float,
-        next_obs: Any,
-        terminated: bool,
-        truncated: bool,
-        next_legal_moves: Sequence[int] | None = None,
-    ) -> None:
+    def _learn(self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
+               truncated: bool, next_legal_moves: Sequence[int] | None = None,
+               **options: Any) -> None:
         """Record the step; at the episode's end keep it when its return is the best yet."""
-        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
-        action = self.check_action(action)
         if not self.config.few_shot:
             return
-        self._episode.append((self.check_obs(obs).tolist(), self._last_moves, action))
-        self._episode_return += reward
+        self._episode.append((np.asarray(obs, dtype=np.float32).tolist(), self._last_moves,
+                              int(action)))
+        self._episode_return += float(reward)
         if terminated or truncated:
             if self.best_return is None or self._episode_return > self.best_return:
                 self.best_return = self._episode_return
@@ -378,9 +381,8 @@ def show_prompt(
         policy = LLMPolicy(env.observation_space, env.action_space,
                            {"decoding": decoding}, backend=backend)
         policy.bind(env)
-        moves = check_legal(policy.spec, legal)
-        messages = policy.messages(state, moves)
-        action = policy.decide(state, moves)
+        action = policy.decide(state, legal)  # checks the legal moves
+        messages = policy.messages(state, policy._last_moves)
         reply = _shown_decision(policy, action, policy.stats().get("llm_fallbacks", 0) > 0)
     else:
         raise ValueError(f"role is {role!r}, expected policy, advisor or shaper")
