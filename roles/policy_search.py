@@ -305,17 +305,17 @@ class LLMPolicySearch(Agent):
         return 24 * self.n_outputs * (self.obs_dim + 1) + 32
 
     # ---------------------------------------------------------------- protocol
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True
-            ) -> int | np.ndarray:
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool
+             ) -> int | np.ndarray:
         """The candidate's action (``explore``) or the kept policy's (greedy); an array on a
         Box action space."""
-        x = self.check_obs(obs)
+        x = np.asarray(obs, dtype=np.float32)
         policy = self.candidate if explore or self.best is None else self.best
         if isinstance(policy, LinearBoxPolicy):
             return policy.action(x)
         if self.grid is not None:
             return self.grid.vector(int(policy.table[self.discretisation.index(x)]))
-        mask = self.legal_mask(legal_moves, "legal_moves")
+        mask = self.mask(legal_moves)
         if isinstance(policy, TabularPolicy):
             action, own = policy.action(self.discretisation.index(x), mask)
             if not own:
@@ -325,7 +325,7 @@ class LLMPolicySearch(Agent):
 
     def record_step(self, obs: Any, action: int | np.ndarray, reward: float) -> None:
         """Remember one step of the candidate's episode for the trajectories shown."""
-        x = self.check_obs(obs)
+        x = np.asarray(obs, dtype=np.float32)
         self.counters["env_steps"] += 1
         if self.obs_stats is not None:
             self._seen.append(x)
@@ -571,7 +571,7 @@ class PolicySearchLearner:
             while len(returns) < search.config.evaluation_episodes:
                 if budget.spent(run.episodes, run.steps):
                     return end_run(run)
-                record = run_episode(run, seed, lambda obs, info: search.act(
+                record = run_episode(run, seed, lambda obs, info: search._act(
                     obs, info.get("legal_moves"), True), search.record_step)
                 seed = None
                 if record is None:  # cut short by the step budget
