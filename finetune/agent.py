@@ -179,9 +179,6 @@ class GRPOAgent(Agent):
         self.final: dict[str, Any] = {}
         self._greedy: dict[tuple[bytes, tuple[int, ...]], int] = {}
 
-    def bind(self, env: Any) -> None:
-        language_for(env)  # ValueError naming the environment when it has no language spec
-
     def learner(self, override: Any = None) -> GRPOLearner:
         if override is not None:
             raise ValueError("the grpo agent learns without an advisor")
@@ -230,10 +227,10 @@ class GRPOAgent(Agent):
                 on_episode(record)
         return records
 
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int:
         if self.trainer is None:
             raise ValueError("the grpo agent acts after fit(); it has not been trained")
-        state = self.check_obs(obs)
+        state = np.asarray(obs, dtype=np.float32)
         legal = tuple(int(a) for a in (range(self.n_actions) if legal_moves is None
                                        else legal_moves))
         key = (state.tobytes(), legal)

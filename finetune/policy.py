@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..agents.base import parse_config
 from ..environments import LanguageSpec
 from ..environments.language import PROMPT_STYLES
 from ..llm.schema import finite_values, reply_text
@@ -74,7 +75,7 @@ class LoRAPolicy:
         self.prompt_style = prompt_style
         self.parser = DiscreteActionParser(n_actions=spec.n_actions)
         self.temperature = float(temperature)
-        self.lora = lora if isinstance(lora, LoRASettings) else LoRASettings(**(lora or {}))
+        self.lora = parse_config(lora, LoRASettings)
         with contextlib.nullcontext() if progress else no_loading_bars():
             self._build(model, adapter, seed)
 
@@ -126,9 +127,6 @@ class LoRAPolicy:
             moves = check_legal(self.spec, legal)
             # the values the backend scores for the action schema llm_policy sends
             values = finite_values(self.parser.schema(moves))
-            if [v["action"] for v in values] != list(moves):
-                raise ValueError(f"the action schema of {moves} gives {values}; expected "
-                                 "one {'action': N} per legal move, in order")
             messages = decision_messages(self.spec, state, moves, style=self.prompt_style)
             prompts.append(chat_prompt_ids(self.tokenizer, messages))
             replies.append(reply_token_ids(self.tokenizer, [reply_text(v) for v in values]))
