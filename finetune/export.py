@@ -21,6 +21,7 @@ from ..llm.transformers_backend import (
     require_finetune,
     resolve_model_source,
 )
+from ..roles.llm_policy import adapter_info
 
 __all__ = ["EXPORT_DTYPES", "export_gguf"]
 
@@ -202,12 +203,8 @@ def _lora_tensors(adapter_dir: Path) -> set[str]:
 
 def _check_trained_on(adapter_dir: Path, source: Path) -> None:
     """ValueError when ``policy.json`` says the adapter was trained on another model."""
-    info_file = adapter_dir / "policy.json"
-    try:
-        info = json.loads(info_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return  # a bare peft adapter: nothing recorded to check against
-    trained_on = info.get("model_identity") if isinstance(info, dict) else None
+    info = adapter_info(adapter_dir)
+    trained_on = None if info is None else info.get("model_identity")
     if not isinstance(trained_on, str) or not trained_on.startswith("sha256:"):
         return
     base = model_identity(source)

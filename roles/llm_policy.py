@@ -26,7 +26,7 @@ from .prompts import (
 )
 from .reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
 
-__all__ = ["LLMPolicy", "LLMPolicyConfig", "decision_messages", "show_prompt",
+__all__ = ["LLMPolicy", "LLMPolicyConfig", "adapter_info", "decision_messages", "show_prompt",
            "trained_prompt_style"]
 
 
@@ -55,15 +55,21 @@ class LLMPolicyConfig(BaseModel):
         return self
 
 
-def trained_prompt_style(adapter: str | Path) -> str | None:
-    """The prompt style a GRPO adapter folder's ``policy.json`` records (``verbose`` for
-    adapters saved before the setting existed); None when the folder has no readable
-    ``policy.json`` (a bare peft adapter: nothing recorded)."""
+def adapter_info(adapter: str | Path) -> dict[str, Any] | None:
+    """What a GRPO adapter folder's ``policy.json`` records; None when the folder has no
+    readable ``policy.json`` object (a bare peft adapter: nothing recorded)."""
     try:
         info = json.loads((Path(adapter) / "policy.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    style = info.get("prompt_style", "verbose") if isinstance(info, dict) else None
+    return info if isinstance(info, dict) else None
+
+
+def trained_prompt_style(adapter: str | Path) -> str | None:
+    """The prompt style :func:`adapter_info` records (``verbose`` for adapters saved before
+    the setting existed); None when nothing is recorded."""
+    info = adapter_info(adapter)
+    style = None if info is None else info.get("prompt_style", "verbose")
     return style if isinstance(style, str) else None
 
 
