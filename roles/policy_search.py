@@ -1,8 +1,8 @@
 """:class:`LLMPolicySearch`: a proposer (``llm`` or ``random``) writes whole policies round by
 round; a candidate is kept only if it scores higher. Trained by its own
 :class:`PolicySearchLearner`, a loop over rounds. Its settings, :class:`PolicySearchConfig`;
-:func:`check_family` and :func:`box_settings` refuse a family that does not fit the action
-space in one line. See docs/policy-search.md."""
+a family that does not fit the action space is refused in one line. See
+docs/policy-search.md."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from ..agents import (
     TrainingResult,
     clip_range,
 )
+from ..agents.base import parse_config
 from ..agents.loop import end_run, run_episode, start_run
 from ..llm import LLMBackend, LLMReplyError, make_backend
 from .counting import check_backend_spec
@@ -151,19 +152,6 @@ class PolicySearchConfig(BaseModel):
         return self
 
 
-def check_family(config: Any, action_space: spaces.Space) -> None:
-    """One line naming the family and the action space when they do not fit."""
-    family = (config.family if isinstance(config, PolicySearchConfig)
-              else (config or {}).get("family", "tabular") if isinstance(config, dict)
-              else "tabular")
-    if isinstance(action_space, spaces.Discrete) or (
-            isinstance(action_space, spaces.Box) and len(action_space.shape) == 1):
-        return
-    raise ValueError(f"family {family} does not fit action space {action_space}: policy "
-                     "search writes tables or linear policies for Discrete actions or a "
-                     "one-dimensional Box")
-
-
 def box_settings(cfg: PolicySearchConfig, action_space: spaces.Space) -> bool:
     """Whether actions are discretised (tabular on a Box); one line for a setting that does
     not apply or a missing ``action_bins``."""
@@ -200,9 +188,13 @@ class LLMPolicySearch(Agent):
         config: PolicySearchConfig | dict[str, Any] | None = None,
         seed: int = 0,
     ) -> None:
-        check_family(config, action_space)
-        super().__init__(observation_space, action_space, config, seed)
-        cfg = self.config
+        cfg = parse_config(config, PolicySearchConfig)
+        if not (isinstance(action_space, spaces.Discrete) or (
+                isinstance(action_space, spaces.Box) and len(action_space.shape) == 1)):
+            raise ValueError(f"family {cfg.family} does not fit action space {action_space}: "
+                             "policy search writes tables or linear policies for Discrete "
+                             "actions or a one-dimensional Box")
+        super().__init__(observation_space, action_space, cfg, seed)
         if not isinstance(observation_space, spaces.Box) or len(self.obs_shape) != 1:
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a one-dimensional Box"
