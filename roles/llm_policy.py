@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -135,7 +136,8 @@ class LLMPolicy(Agent):
     ) -> None:
         super().__init__(observation_space, action_space, config, seed)
         self.parser = DiscreteActionParser(n_actions=self.n_actions)
-        self._backend = None if backend is None else make_llm_backend(backend)
+        if backend is not None:
+            self.backend = make_llm_backend(backend)
         self.spec: LanguageSpec | None = None
         if spec is not None:
             self.set_spec(spec)
@@ -159,12 +161,10 @@ class LLMPolicy(Agent):
     def learns(self) -> bool:  # only the few-shot examples can change
         return self.config.few_shot > 0
 
-    @property
+    @cached_property
     def backend(self) -> Any:
         """The LLM backend (made from ``config.backend`` on first use)."""
-        if self._backend is None:
-            self._backend = make_llm_backend(self.config.backend)
-        return self._backend
+        return make_llm_backend(self.config.backend)
 
     def set_spec(self, spec: LanguageSpec) -> None:
         if spec.n_actions != self.n_actions:
