@@ -22,6 +22,7 @@ from ..llm.transformers_backend import (
     resolve_model_source,
 )
 from ..roles.llm_policy import adapter_info
+from .policy import lora_adapter_dir
 
 __all__ = ["EXPORT_DTYPES", "export_gguf"]
 
@@ -55,7 +56,7 @@ def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
     """Write the GGUF ``model`` (None: embedded SmolLM2) with ``adapter`` merged to ``out`` (a
     ``.gguf`` path, replaced only with ``force``) in ``dtype`` f16 or f32; return its path."""
     require_finetune()
-    adapter_dir = _adapter_dir(adapter)
+    adapter_dir = lora_adapter_dir(adapter)
     out_path = _out_path(out)
     if dtype not in EXPORT_DTYPES:
         raise ValueError(f"dtype={dtype!r}: expected one of {', '.join(EXPORT_DTYPES)}")
@@ -90,16 +91,6 @@ def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
 
 
 # ------------------------------------------------------------------ checks
-def _adapter_dir(adapter: Any) -> Path:
-    if not isinstance(adapter, (str, os.PathLike)) or not os.fspath(adapter).strip():
-        raise ValueError(f"adapter={adapter!r}: expected a LoRA adapter directory")
-    path = Path(adapter).expanduser()
-    if not (path / "adapter_config.json").is_file():
-        raise ValueError(f"adapter {str(path)!r} has no adapter_config.json; expected a LoRA "
-                         "adapter directory written by a grpo agent (runs/<run>/grpo/adapter)")
-    return path
-
-
 def _out_path(out: Any) -> Path:
     if not isinstance(out, (str, os.PathLike)) or not os.fspath(out).strip():
         raise ValueError(f"out={out!r}: expected the path of a .gguf file to write")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,6 +31,17 @@ from .hf_model import no_loading_bars, shared_prefix_log_probs
 __all__ = ["LoRASettings", "LoRAPolicy"]
 
 State = tuple[Any, tuple[int, ...]]
+
+
+def lora_adapter_dir(adapter: Any) -> Path:
+    """``adapter`` as a LoRA adapter directory's path; ValueError naming it otherwise."""
+    if not isinstance(adapter, (str, os.PathLike)) or not os.fspath(adapter).strip():
+        raise ValueError(f"adapter={adapter!r}: expected a LoRA adapter directory")
+    path = Path(adapter).expanduser()
+    if not (path / "adapter_config.json").is_file():
+        raise ValueError(f"adapter {str(path)!r} has no adapter_config.json; expected a LoRA "
+                         "adapter directory written by a grpo agent (runs/<run>/grpo/adapter)")
+    return path
 
 
 class LoRASettings(BaseModel):
@@ -90,11 +102,7 @@ class LoRAPolicy:
             lm, self.tokenizer, self.model_identity = load_causal_lm(model, fresh=True)
         self.model_source = None if isinstance(model, tuple) or model is None else str(model)
         if adapter is not None:
-            adapter_dir = Path(adapter)
-            if not (adapter_dir / "adapter_config.json").is_file():
-                raise ValueError(f"adapter {str(adapter_dir)!r} has no adapter_config.json; "
-                                 "expected a LoRA adapter directory")
-            self.lm = PeftModel.from_pretrained(lm, adapter_dir, is_trainable=True)
+            self.lm = PeftModel.from_pretrained(lm, lora_adapter_dir(adapter), is_trainable=True)
         else:
             present = {name.rsplit(".", 1)[-1] for name, _ in lm.named_modules()}
             missing = [m for m in self.lora.target_modules if m not in present]
