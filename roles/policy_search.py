@@ -54,57 +54,35 @@ MAX_TABLE_ACTIONS = 10_000
 
 
 class PolicySearchConfig(BaseModel):
-    """Settings of :class:`LLMPolicySearch` (the documents' names in brackets)."""
+    """Settings of :class:`LLMPolicySearch`, explained in docs/policy-search.md (Settings)."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    family: Literal["tabular", "linear"] = Field(
-        "tabular", description="a table over discretised states, or argmax(W @ [obs, 1]) "
-        "(Box actions: clip(W @ [obs, 1]))")
-    proposer: Literal["llm", "random"] = Field(
-        "llm", description="who writes candidates: the LLM, or random search")
-    rounds: int = Field(100, gt=0, description="proposals after the initial policy (episodes)")
-    evaluation_episodes: int = Field(
-        5, gt=0, description="episodes each candidate is scored on (evaluation episodes)")
-    replay_buffer: bool = Field(
-        True, description="show the best and worst trajectories so far (else the latest one)")
-    replay_buffer_size: int = Field(
-        2, gt=0, description="how many best and how many worst trajectories are kept")
-    max_trajectory_length: int = Field(
-        20, gt=0, description="steps shown per trajectory, the last ones (max traj length)")
-    reset_conversation: bool = Field(
-        True, description="a fresh conversation every round (else earlier rounds stay in it)")
-    conversation_chars: int = Field(
-        12_000, gt=0, description="without reset: oldest rounds dropped beyond this size")
-    history_size: int = Field(10, ge=0, description="recent rounds' scores shown")
-    task_hints: str = Field("", description="what the task is, for the system prompt")
-    structured_output: bool = Field(
-        True, description="ask the backend for JSON fitting the proposal's schema")
-    vary_seed: bool = Field(
-        True, description="sampling seed = backend seed + round, so that with temperature > 0 "
-        "a model does not answer every round with the same draws")
-    bins: list[int] | None = Field(
-        None, description="tabular: bins per dimension; none = the observation is the state")
-    bounds: list[tuple[float, float]] | None = Field(
-        None, description="tabular: (low, high) per dimension instead of the space's bounds")
-    observation_names: list[str] | None = Field(None, description="names of the dimensions")
-    action_names: list[str] | None = Field(None, description="names of the actions")
-    action_bounds: list[tuple[float, float]] | None = Field(
-        None, description="on a Box action space: the action range per dimension instead of "
-        "the space's bounds (needed when they are infinite)")
-    action_bins: int | list[int] | None = Field(
-        None, description="tabular on a Box action space: values per action dimension (one int "
-        "for all), evenly spaced from low to high inclusive")
-    normalise: bool | None = Field(
-        None, description="linear on a Box action space: act on observations normalised by "
-        "the running mean and std of those seen, as ARS V2 does (default true)")
-    initial: Literal["random", "zeros"] = Field(
-        "random", description="round 0: a random policy (seeded) or all zeros")
-    random_scale: float = Field(1.0, gt=0, description="random weights lie in [-s, s]")
-    llm: Any = Field("llamacpp", description="backend spec for langadapt.llm.make_backend")
-    templates: str | None = Field(None, description="folder of the three template files")
-    max_tokens: int | None = Field(
-        None, gt=0, description="longest reply; default: enough for the proposal's schema")
+    family: Literal["tabular", "linear"] = "tabular"
+    proposer: Literal["llm", "random"] = "llm"
+    rounds: int = Field(100, gt=0)
+    evaluation_episodes: int = Field(5, gt=0)
+    replay_buffer: bool = True
+    replay_buffer_size: int = Field(2, gt=0)
+    max_trajectory_length: int = Field(20, gt=0)
+    reset_conversation: bool = True
+    conversation_chars: int = Field(12_000, gt=0)
+    history_size: int = Field(10, ge=0)
+    task_hints: str = ""
+    structured_output: bool = True
+    vary_seed: bool = True
+    bins: list[int] | None = None
+    bounds: list[tuple[float, float]] | None = None
+    observation_names: list[str] | None = None
+    action_names: list[str] | None = None
+    action_bounds: list[tuple[float, float]] | None = None
+    action_bins: int | list[int] | None = None
+    normalise: bool | None = None  # None: true for linear on a Box action space
+    initial: Literal["random", "zeros"] = "random"
+    random_scale: float = Field(1.0, gt=0)
+    llm: Any = "llamacpp"
+    templates: str | None = None
+    max_tokens: int | None = Field(None, gt=0)  # None: enough for the proposal's schema
 
     @field_validator("llm")
     @classmethod
