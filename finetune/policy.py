@@ -49,13 +49,12 @@ class LoRASettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    r: int = Field(16, ge=1, le=1024, description="rank")
-    alpha: float = Field(32.0, gt=0, description="scale numerator (scale = alpha / r)")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
+    r: int = Field(16, ge=1, le=1024)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
     target_modules: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                 "up_proj", "down_proj"],
-        min_length=1, description="names of the linear layers that get an adapter")
+                                 "up_proj", "down_proj"], min_length=1)
 
 
 class LoRAPolicy:
