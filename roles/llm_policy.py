@@ -187,7 +187,10 @@ class LLMPolicy(Agent):
             self.set_spec(language_for(env, **self.config.language))
         space = getattr(unwrap_env(env), "observation_space", None)
         self._env_space = None if isinstance(space, spaces.Box) else space
-        self._history = _find_history(env)
+        try:  # the episode history a LanguageObservation wrapper keeps
+            self._history = env.get_wrapper_attr("history")
+        except AttributeError:
+            self._history = None
         if self.config.history_length and self._history is None:
             raise ValueError(
                 f"history_length is {self.config.history_length}, but {env!r} keeps no "
@@ -415,13 +418,3 @@ def _shown_decision(policy: LLMPolicy, action: int, fell_back: bool) -> str:
     fallback = " (a random legal action: no usable reply)" if fell_back else ""
     lines.append(f"-> action {taken}{fallback}; counters {policy.stats()}")
     return "\n".join(lines)
-
-
-def _find_history(env: Any) -> Any:
-    """The episode history list of the first LanguageObservation in ``env``'s wrappers."""
-    while env is not None:
-        history = getattr(type(env), "history", None)
-        if isinstance(history, property):
-            return env.history
-        env = getattr(env, "env", None)
-    return None
