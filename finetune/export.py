@@ -22,6 +22,7 @@ from ..llm.transformers_backend import (
     resolve_model_source,
 )
 from ..roles.llm_policy import adapter_info
+from .hf_model import no_loading_bars
 from .policy import lora_adapter_dir
 
 __all__ = ["EXPORT_DTYPES", "export_gguf"]
@@ -76,7 +77,8 @@ def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
     _check_trained_on(adapter_dir, source)
     tensors = _lora_tensors(adapter_dir)
 
-    lm, _, _ = load_causal_lm(source, fresh=True)
+    with no_loading_bars():  # the CLI's error stays one line
+        lm, _, _ = load_causal_lm(source, fresh=True)
     merged, changed = _merge(lm, adapter_dir, config, source, tensors)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     partial = _new_file(out_path)
