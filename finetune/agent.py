@@ -39,33 +39,24 @@ class FinetuneError(ValueError):
 
 
 class HeldOutSettings(BaseModel):
-    """The held-out episodes GRPO's own evaluation of a MiniGrid/BabyAI or FrozenLake policy
-    uses: reset seeds ``seed .. seed + episodes - 1`` (training episodes use seeds from
-    ``TRAIN_SEED`` on, so these are never training starts; checked). On a slippery lake the
-    seed is all that tells episodes apart (it sets the slips), so a run there must name
-    them."""
+    """The held-out episodes of GRPO's own evaluation on MiniGrid/BabyAI or FrozenLake: reset
+    seeds ``seed .. seed + episodes - 1``, below ``TRAIN_SEED`` (docs/finetune.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    seed: int = Field(0, ge=0, description="first held-out episode seed")
-    episodes: int = Field(100, ge=1, le=TRAIN_SEED, description="held-out episodes")
-    max_steps: int | None = Field(
-        32, ge=1, description="a greedy episode not solved in this many steps fails; None = "
-        "the level's own limit")
-    temperature: float | None = Field(
-        None, gt=0, description="also play the held-out episodes sampling the policy at this "
-        "temperature (RAGEN's 0.5; sampled_* figures); None = greedy only")
+    seed: int = Field(0, ge=0)
+    episodes: int = Field(100, ge=1, le=TRAIN_SEED)
+    max_steps: int | None = Field(32, ge=1)
+    temperature: float | None = Field(None, gt=0)
 
 
 class GRPOAgentConfig(GRPOSettings):
-    """``params`` of a ``grpo`` agent: GRPO's settings, the model, LoRA and held-out set."""
+    """``params`` of a ``grpo`` agent: GRPO's settings, the model, LoRA and held-out set
+    (docs/finetune.md)."""
 
-    model: str | None = Field(
-        None, description="HF model directory or .gguf file; None = the embedded SmolLM2")
+    model: str | None = None
     lora: LoRASettings = Field(default_factory=LoRASettings)
-    held_out: HeldOutSettings = Field(
-        default_factory=HeldOutSettings, description="MiniGrid/BabyAI or FrozenLake: GRPO's "
-        "own evaluation (required on a slippery lake)")
+    held_out: HeldOutSettings = Field(default_factory=HeldOutSettings)
 
     def grpo(self) -> GRPOSettings:
         """The GRPO settings alone (what a checkpoint records)."""
@@ -181,9 +172,6 @@ class GRPOAgent(Agent):
         self.final: dict[str, Any] = {}
         self._greedy: dict[tuple[bytes, tuple[int, ...]], int] = {}
 
-    def bind(self, env: Any) -> None:
-        language_for(env)  # ValueError naming the environment when it has no language spec
-
     def learner(self, override: Any = None) -> GRPOLearner:
         if override is not None:
             raise ValueError("the grpo agent learns without an advisor")
@@ -232,10 +220,10 @@ class GRPOAgent(Agent):
                 on_episode(record)
         return records
 
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int:
         if self.trainer is None:
             raise ValueError("the grpo agent acts after fit(); it has not been trained")
-        state = self.check_obs(obs)
+        state = np.asarray(obs, dtype=np.float32)
         legal = tuple(int(a) for a in (range(self.n_actions) if legal_moves is None
                                        else legal_moves))
         key = (state.tobytes(), legal)

@@ -21,6 +21,9 @@ from ..llm.transformers_backend import (
     require_finetune,
     resolve_model_source,
 )
+from ..roles.llm_policy import adapter_info
+from .hf_model import no_loading_bars
+from .policy import lora_adapter_dir
 
 __all__ = ["EXPORT_DTYPES", "export_gguf"]
 
@@ -54,7 +57,7 @@ def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
     """Write the GGUF ``model`` (None: embedded SmolLM2) with ``adapter`` merged to ``out`` (a
     ``.gguf`` path, replaced only with ``force``) in ``dtype`` f16 or f32; return its path."""
     require_finetune()
-    adapter_dir = _adapter_dir(adapter)
+    adapter_dir = lora_adapter_dir(adapter)
     out_path = _out_path(out)
     if dtype not in EXPORT_DTYPES:
         raise ValueError(f"dtype={dtype!r}: expected one of {', '.join(EXPORT_DTYPES)}")
@@ -74,7 +77,8 @@ def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
     _check_trained_on(adapter_dir, source)
     tensors = _lora_tensors(adapter_dir)
 
-    lm, _, _ = load_causal_lm(source, fresh=True)
+    with no_loading_bars():  # the CLI's error stays one line
+        lm, _, _ = load_causal_lm(source, fresh=True)
     merged, changed = _merge(lm, adapter_dir, config, source, tensors)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     partial = _new_file(out_path)
@@ -89,16 +93,6 @@ def export_gguf(adapter: str | os.PathLike[str], out: str | os.PathLike[str],
 
 
 # ------------------------------------------------------------------ checks
-def _adapter_dir(adapter: Any) -> Path:
-    if not isinstance(adapter, (str, os.PathLike)) or not os.fspath(adapter).strip():
-        raise ValueError(f"adapter={adapter!r}: expected a LoRA adapter directory")
-    path = Path(adapter).expanduser()
-    if not (path / "adapter_config.json").is_file():
-        raise ValueError(f"adapter {str(path)!r} has no adapter_config.json; expected a LoRA "
-                         "adapter directory written by a grpo agent (runs/<run>/grpo/adapter)")
-    return path
-
-
 def _out_path(out: Any) -> Path:
     if not isinstance(out, (str, os.PathLike)) or not os.fspath(out).strip():
         raise ValueError(f"out={out!r}: expected the path of a .gguf file to write")
@@ -202,12 +196,8 @@ def _lora_tensors(adapter_dir: Path) -> set[str]:
 
 def _check_trained_on(adapter_dir: Path, source: Path) -> None:
     """ValueError when ``policy.json`` says the adapter was trained on another model."""
-    info_file = adapter_dir / "policy.json"
-    try:
-        info = json.loads(info_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return  # a bare peft adapter: nothing recorded to check against
-    trained_on = info.get("model_identity") if isinstance(info, dict) else None
+    info = adapter_info(adapter_dir)
+    trained_on = None if info is None else info.get("model_identity")
     if not isinstance(trained_on, str) or not trained_on.startswith("sha256:"):
         return
     base = model_identity(source)

@@ -6,8 +6,11 @@ docs/finetune.md."""
 from __future__ import annotations
 
 import csv
+import pickle
+import random
 import resource
 import time
+import warnings
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from typing import Any
 import numpy as np
 from scipy.special import softmax
 
-from .checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
+from ..agents.base import parse_config
 from .grpo_settings import LOG_COLUMNS, GRPOSettings
 from .tasks import MazeTask, SnapshotTask
 
@@ -119,8 +122,7 @@ class GRPOTrainer:
 
         self.policy = policy
         self.task = task
-        self.settings = (settings if isinstance(settings, GRPOSettings)
-                         else GRPOSettings(**(settings or {})))
+        self.settings = parse_config(settings, GRPOSettings)
         if policy.spec.n_actions != task.n_actions:
             raise ValueError(f"the policy has {policy.spec.n_actions} actions, the "
                              f"environment {task.n_actions}")
@@ -220,10 +222,6 @@ class GRPOTrainer:
                 break
         for path, won in zip(paths, success, strict=True):
             self.task.remember(path, bool(won))
-        bad = np.flatnonzero(~np.isfinite(totals))
-        if bad.size:
-            raise ValueError(f"reward {totals[bad[0]]!r} for action {chosen[bad[0]]}: expected "
-                             "a finite number")
         return totals, {"decisions": decisions, "env_steps": env_steps,
                         "success": int(success.sum())}
 
@@ -347,8 +345,6 @@ class GRPOTrainer:
         greedy): a function from observed states to actions, each action drawn with the
         trainer's rng from `tempered` ``p ** (settings.temperature / temperature)``; each
         distinct observation is scored once (the weights do not change while it is used)."""
-        if not temperature > 0:
-            raise ValueError(f"temperature {temperature!r}: expected a number above 0")
         power = self.settings.temperature / temperature
         scored: dict[Hashable, np.ndarray] = {}
 
@@ -423,9 +419,115 @@ class GRPOTrainer:
         append_row(self.out / "log.csv", row, LOG_COLUMNS)
 
     def checkpoint(self) -> Path:
-        """Save the trainer to ``out/checkpoint`` (:func:`~.checkpoint.save_checkpoint`)."""
-        return save_checkpoint(self)
+        """Save the adapter, optimiser, RNGs and counters to ``out/checkpoint`` (tensors
+        and plain data only, so :func:`read_checkpoint` loads it with ``weights_only=True``)."""
+        import torch
+
+        if self.out is None:
+            raise ValueError("this trainer has no out folder to checkpoint to")
+        folder = self.out / "checkpoint"
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {
+            "step": self.step_index, "train_seconds": self.train_seconds,
+            "train_cpu_seconds": self.train_cpu_seconds, "wall_seconds": self.wall_seconds,
+            "task": self.task.state_dict(),
+            "adapter": self.policy.adapter_state(), "optimizer": self.optimizer.state_dict(),
+            "rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(), "settings": self.settings.model_dump(),
+        }
+        partial = folder / "trainer.pt.partial"
+        torch.save(state, partial)
+        partial.replace(folder / "trainer.pt")
+        return folder
 
     def resume(self) -> None:
-        """Continue from ``out/checkpoint`` (:func:`~.checkpoint.restore_checkpoint`)."""
-        restore_checkpoint(self)
+        """Continue from ``out/checkpoint`` (log rows after the checkpoint are dropped);
+        ValueError naming the file for a checkpoint that is refused, damaged, or made with
+        other settings, another model or other LoRA settings."""
+        import torch
+
+        path = self.out / "checkpoint" / "trainer.pt"
+        state = read_checkpoint(path)
+        mine = self.settings.model_dump()
+        fields = type(self.settings).model_fields  # one newer than the checkpoint: its default
+        changed = sorted(k for k in mine if k not in ("steps", "max_minutes", "max_cpu_minutes",
+                                                      "stop_after_tied", "stop_after_solved")
+                         and state["settings"].get(k, fields[k].default) != mine[k])
+        if changed:
+            raise ValueError(
+                f"the checkpoint in {self.out} was made with other settings ({changed}); "
+                "start in a new folder or remove it")
+        try:
+            self.policy.load_adapter_state(state["adapter"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.rng.bit_generator.state = state["rng"]
+            torch.set_rng_state(state["torch_rng"])
+            random.setstate(state["python_rng"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as error:
+            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+            raise ValueError(
+                f"finetune checkpoint {path} does not fit this policy ({type(error).__name__}: "
+                f"{reason}; made with another model or LoRA settings?); delete it or the "
+                "folder to start afresh") from None
+        self.step_index = state["step"]
+        self.train_seconds = state["train_seconds"]
+        self.train_cpu_seconds = float(state.get("train_cpu_seconds", 0.0))
+        self.wall_seconds = state["wall_seconds"]
+        self.task.load_state_dict(state["task"])
+        log = self.out / "log.csv"
+        if log.is_file():
+            with log.open(newline="", encoding="utf-8") as fh:
+                rows = [r for r in csv.DictReader(fh) if int(r["step"]) < self.step_index]
+            with log.open("w", newline="", encoding="utf-8") as fh:
+                writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS)
+                writer.writeheader()
+                writer.writerows(rows)
+            self.history = [{k: float(v) for k, v in r.items()} for r in rows]
+
+
+_CHECKPOINT_KEYS = {
+    "step": int, "train_seconds": (int, float), "wall_seconds": (int, float), "task": dict,
+    "adapter": dict, "optimizer": dict, "rng": dict, "torch_rng": object,
+    "python_rng": tuple, "settings": dict,
+}
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The state dict of a GRPO checkpoint, read with ``weights_only=True`` (no code runs); one
+    ValueError naming the file for a refused, damaged or foreign one."""
+    import torch
+
+    path = Path(path)
+    fresh = "delete it or the folder to start afresh"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4"
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "weights only" in str(error).lower():
+            raise ValueError(
+                f"finetune checkpoint {path} holds objects other than tensors and plain data; "
+                f"refused (a results folder is read as data, never run as code); {fresh}"
+            ) from None
+        raise ValueError(f"finetune checkpoint {path} is damaged or truncated "
+                         f"(UnpicklingError); {fresh}") from None
+    except (OSError, RuntimeError, EOFError, ValueError, KeyError, IndexError, TypeError,
+            AttributeError, UnicodeDecodeError) as error:
+        if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        raise ValueError(f"finetune checkpoint {path} is damaged or truncated "
+                         f"({type(error).__name__}); {fresh}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"finetune checkpoint {path} holds a {type(state).__name__}, not a "
+                         f"GRPO checkpoint; {fresh}")
+    wrong = sorted(k for k, kind in _CHECKPOINT_KEYS.items()
+                   if k not in state or not isinstance(state[k], kind)
+                   or (kind is int and (isinstance(state[k], bool) or state[k] < 0))
+                   or (k == "torch_rng" and not isinstance(state[k], torch.Tensor)))
+    if wrong:
+        raise ValueError(f"finetune checkpoint {path} is not a GRPO checkpoint (missing or "
+                         f"wrong: {', '.join(wrong)}); {fresh}")
+    if any(not isinstance(v, torch.Tensor) for v in state["adapter"].values()):
+        raise ValueError(f"finetune checkpoint {path}: its adapter weights are not all "
+                         f"tensors; {fresh}")
+    return state

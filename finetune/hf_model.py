@@ -44,13 +44,11 @@ def check_causal_lm(model: str | os.PathLike[str]) -> Path:
 
 def shared_prefix_log_probs(lm: Any, prompts: Sequence[Sequence[int]],
                             continuations: Sequence[Sequence[Sequence[int]]]) -> list[Any]:
-    """`continuation_log_probs` for each prompt, the token prefix all ``prompts`` share encoded
-    once (equal up to float rounding, ~1e-6); gradients flow through the prefix."""
+    """`continuation_log_probs` for each of one or more prompts (one continuation list each),
+    the token prefix all ``prompts`` share encoded once (equal up to float rounding, ~1e-6);
+    gradients flow through the prefix."""
     import torch
 
-    if len(prompts) != len(continuations) or not prompts:
-        raise ValueError(f"{len(prompts)} prompts and {len(continuations)} continuation lists: "
-                         "expected one list per prompt, at least one prompt")
     shared = min(len(p) for p in prompts) - 1
     first = prompts[0]
     for p in prompts[1:]:

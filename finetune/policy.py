@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..agents.base import parse_config
 from ..environments import LanguageSpec
 from ..environments.language import PROMPT_STYLES
 from ..llm.schema import finite_values, reply_text
@@ -31,18 +33,28 @@ __all__ = ["LoRASettings", "LoRAPolicy"]
 State = tuple[Any, tuple[int, ...]]
 
 
+def lora_adapter_dir(adapter: Any) -> Path:
+    """``adapter`` as a LoRA adapter directory's path; ValueError naming it otherwise."""
+    if not isinstance(adapter, (str, os.PathLike)) or not os.fspath(adapter).strip():
+        raise ValueError(f"adapter={adapter!r}: expected a LoRA adapter directory")
+    path = Path(adapter).expanduser()
+    if not (path / "adapter_config.json").is_file():
+        raise ValueError(f"adapter {str(path)!r} has no adapter_config.json; expected a LoRA "
+                         "adapter directory written by a grpo agent (runs/<run>/grpo/adapter)")
+    return path
+
+
 class LoRASettings(BaseModel):
     """The LoRA adapter (peft) put on the model's projections."""
 
     model_config = ConfigDict(extra="forbid")
 
-    r: int = Field(16, ge=1, le=1024, description="rank")
-    alpha: float = Field(32.0, gt=0, description="scale numerator (scale = alpha / r)")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
+    r: int = Field(16, ge=1, le=1024)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
     target_modules: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                 "up_proj", "down_proj"],
-        min_length=1, description="names of the linear layers that get an adapter")
+                                 "up_proj", "down_proj"], min_length=1)
 
 
 class LoRAPolicy:
@@ -74,7 +86,7 @@ class LoRAPolicy:
         self.prompt_style = prompt_style
         self.parser = DiscreteActionParser(n_actions=spec.n_actions)
         self.temperature = float(temperature)
-        self.lora = lora if isinstance(lora, LoRASettings) else LoRASettings(**(lora or {}))
+        self.lora = parse_config(lora, LoRASettings)
         with contextlib.nullcontext() if progress else no_loading_bars():
             self._build(model, adapter, seed)
 
@@ -89,11 +101,7 @@ class LoRAPolicy:
             lm, self.tokenizer, self.model_identity = load_causal_lm(model, fresh=True)
         self.model_source = None if isinstance(model, tuple) or model is None else str(model)
         if adapter is not None:
-            adapter_dir = Path(adapter)
-            if not (adapter_dir / "adapter_config.json").is_file():
-                raise ValueError(f"adapter {str(adapter_dir)!r} has no adapter_config.json; "
-                                 "expected a LoRA adapter directory")
-            self.lm = PeftModel.from_pretrained(lm, adapter_dir, is_trainable=True)
+            self.lm = PeftModel.from_pretrained(lm, lora_adapter_dir(adapter), is_trainable=True)
         else:
             present = {name.rsplit(".", 1)[-1] for name, _ in lm.named_modules()}
             missing = [m for m in self.lora.target_modules if m not in present]
@@ -126,9 +134,6 @@ class LoRAPolicy:
             moves = check_legal(self.spec, legal)
             # the values the backend scores for the action schema llm_policy sends
             values = finite_values(self.parser.schema(moves))
-            if [v["action"] for v in values] != list(moves):
-                raise ValueError(f"the action schema of {moves} gives {values}; expected "
-                                 "one {'action': N} per legal move, in order")
             messages = decision_messages(self.spec, state, moves, style=self.prompt_style)
             prompts.append(chat_prompt_ids(self.tokenizer, messages))
             replies.append(reply_token_ids(self.tokenizer, [reply_text(v) for v in values]))

@@ -177,11 +177,7 @@ class SnapshotTask:
         return (env, (obs, tuple(info["legal_moves"])))
 
     # ------------------------------------------------------------ the trainer's calls
-    def starts(self, count: int | None, rng: np.random.Generator) -> list[Any]:
-        if count is None:
-            raise ValueError(
-                f"states: all is only for mazes; give a number of start states per step for "
-                f"{type(self.template).__name__} (its episodes start where its reset puts them)")
+    def starts(self, count: int, rng: np.random.Generator) -> list[Any]:
         reached = min(count // 2, len(self.reached))
         picks = rng.choice(len(self.reached), size=reached, replace=False) if reached else []
         return [self._fresh() for _ in range(count - reached)] + [

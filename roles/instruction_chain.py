@@ -1,11 +1,7 @@
 """What the agent is told and what pays it: :func:`make_chain` (one instruction, a chain, or
-a task sentence broken into a chain by an LLM, :func:`decompose_task`, or by rule,
-:func:`split_task`; bad instructions are a ValueError naming them) and
-:class:`InstructionFollowing`, a gymnasium wrapper that pays each sub-goal once per episode,
-in order (``form`` potential or instruction), and shows the agent the current sub-goal (a
-one-hot appended to the observation, a sentence to the description). ``info`` gains
-``subgoal_index``, ``subgoals_reached_now``, ``instruction_done``, ``unshaped_reward`` and
-``env_success``. See docs/instructions.md."""
+a task sentence split by an LLM, :func:`decompose_task`, or by rule, :func:`split_task`) and
+:class:`InstructionFollowing`, a gymnasium wrapper paying each sub-goal once per episode, in
+order. See docs/instructions.md."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Annotated, Any
 
 import gymnasium as gym
@@ -402,15 +403,12 @@ class LLMFeedback:
 
     def __init__(self, backend: Any = "llamacpp", max_tokens: int = 96) -> None:
         self._spec = backend
-        self._backend: Any = None
         self.max_tokens = max_tokens
         self.counters = RoleCounters("judgements", "satisfied")
 
-    @property
+    @cached_property
     def backend(self) -> Any:
-        if self._backend is None:
-            self._backend = make_llm_backend(self._spec)
-        return self._backend
+        return make_llm_backend(self._spec)
 
     def judge(self, instruction: str, description: str, states: Sequence[tuple[float, ...]],
               exploration: Exploration | None = None, index: int | None = None

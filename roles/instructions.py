@@ -1,12 +1,7 @@
 """Instruction following (elsciRL's feature, with ground truth): :func:`prepare_instructions`
-runs the pipeline from an ``instructions:`` block (:class:`InstructionsConfig`) to an
-:class:`InstructionPlan` (``wrap``, ``report``, ``picture``; ``env`` must supply
-``info["description"]``); :func:`follow_rate` measures a trained agent; the shipped maze set
-(``roles/data/maze_instructions.yaml``, :func:`load_instruction_set`) and its ground truth, the
-cells that satisfy a place by rule (corner, dead_end, junction, next_to_goal,
-offset_from_goal, goal, start) or listed by hand (:func:`truth_cells`). The chain and the
-wrapper: :mod:`.instruction_chain`; search and feedback: :mod:`.instruction_search`. See
-docs/instructions.md."""
+runs an ``instructions:`` block (:class:`InstructionsConfig`) to an :class:`InstructionPlan`;
+:func:`follow_rate` measures a trained agent; the shipped maze set and its ground truth
+(:func:`load_instruction_set`, :func:`truth_cells`). See docs/instructions.md."""
 
 from __future__ import annotations
 

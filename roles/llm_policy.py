@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -17,10 +18,16 @@ from ..agents.base import Agent
 from ..environments import LanguageSpec, language_for, unwrap_env
 from ..llm import Decision, LLMReplyError, decide
 from .counting import BackendSpec, RoleCounters, check_schema, make_llm_backend
-from .prompts import ActionParseError, DiscreteActionParser, check_legal, format_state
+from .prompts import (
+    ActionParseError,
+    DiscreteActionParser,
+    check_legal,
+    format_state,
+    state_message,
+)
 from .reward_shaping import POTENTIAL_QUESTION, POTENTIAL_SCHEMA
 
-__all__ = ["LLMPolicy", "LLMPolicyConfig", "decision_messages", "show_prompt",
+__all__ = ["LLMPolicy", "LLMPolicyConfig", "adapter_info", "decision_messages", "show_prompt",
            "trained_prompt_style"]
 
 
@@ -49,15 +56,21 @@ class LLMPolicyConfig(BaseModel):
         return self
 
 
-def trained_prompt_style(adapter: str | Path) -> str | None:
-    """The prompt style a GRPO adapter folder's ``policy.json`` records (``verbose`` for
-    adapters saved before the setting existed); None when the folder has no readable
-    ``policy.json`` (a bare peft adapter: nothing recorded)."""
+def adapter_info(adapter: str | Path) -> dict[str, Any] | None:
+    """What a GRPO adapter folder's ``policy.json`` records; None when the folder has no
+    readable ``policy.json`` object (a bare peft adapter: nothing recorded)."""
     try:
         info = json.loads((Path(adapter) / "policy.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    style = info.get("prompt_style", "verbose") if isinstance(info, dict) else None
+    return info if isinstance(info, dict) else None
+
+
+def trained_prompt_style(adapter: str | Path) -> str | None:
+    """The prompt style :func:`adapter_info` records (``verbose`` for adapters saved before
+    the setting existed); None when nothing is recorded."""
+    info = adapter_info(adapter)
+    style = None if info is None else info.get("prompt_style", "verbose")
     return style if isinstance(style, str) else None
 
 
@@ -84,8 +97,8 @@ def decision_messages(
     ``decoding``, in prompt ``style`` (GRPO fine-tuning trains on exactly these messages)."""
     parser = DiscreteActionParser(n_actions=spec.n_actions)
 
-    def user(s: Any, m: Sequence[int], h: Sequence[Any], checked: bool = False) -> str:
-        text = format_state(spec, s, m, h, style, checked)
+    def user(s: Any, m: Sequence[int], h: Sequence[Any]) -> str:
+        text = state_message(spec, s, m, h, style)
         if decoding == "structured":
             return text + STRUCTURED_INSTRUCTION[style]
         return text + "\n" + parser.action_format(m)
@@ -99,7 +112,7 @@ def decision_messages(
     for ex_state, ex_moves, ex_action in examples:
         messages.append({"role": "user", "content": user(ex_state, ex_moves, ())})
         messages.append({"role": "assistant", "content": answer(ex_action)})
-    messages.append({"role": "user", "content": user(state, moves, history, checked=True)})
+    messages.append({"role": "user", "content": user(state, moves, history)})
     return messages
 
 
@@ -123,7 +136,8 @@ class LLMPolicy(Agent):
     ) -> None:
         super().__init__(observation_space, action_space, config, seed)
         self.parser = DiscreteActionParser(n_actions=self.n_actions)
-        self._backend = None if backend is None else make_llm_backend(backend)
+        if backend is not None:
+            self.backend = make_llm_backend(backend)
         self.spec: LanguageSpec | None = None
         if spec is not None:
             self.set_spec(spec)
@@ -147,12 +161,10 @@ class LLMPolicy(Agent):
     def learns(self) -> bool:  # only the few-shot examples can change
         return self.config.few_shot > 0
 
-    @property
+    @cached_property
     def backend(self) -> Any:
         """The LLM backend (made from ``config.backend`` on first use)."""
-        if self._backend is None:
-            self._backend = make_llm_backend(self.config.backend)
-        return self._backend
+        return make_llm_backend(self.config.backend)
 
     def set_spec(self, spec: LanguageSpec) -> None:
         if spec.n_actions != self.n_actions:
@@ -175,7 +187,10 @@ class LLMPolicy(Agent):
             self.set_spec(language_for(env, **self.config.language))
         space = getattr(unwrap_env(env), "observation_space", None)
         self._env_space = None if isinstance(space, spaces.Box) else space
-        self._history = _find_history(env)
+        try:  # the episode history a LanguageObservation wrapper keeps
+            self._history = env.get_wrapper_attr("history")
+        except AttributeError:
+            self._history = None
         if self.config.history_length and self._history is None:
             raise ValueError(
                 f"history_length is {self.config.history_length}, but {env!r} keeps no "
@@ -196,21 +211,26 @@ class LLMPolicy(Agent):
 
     # ------------------------------------------------------------------ acting
     def state_of(self, obs: Any) -> Any:
-        """The state the spec's describer takes of an observation: the checked numbers, or
-        for a describer of Dict/Tuple observations (``state_shape`` None) the environment's
-        own observation (gymnasium's ``unflatten`` of the raw adapter's flat vector)."""
+        """The state the spec's describer takes of an observation: its numbers, or for a
+        describer of Dict/Tuple observations (``state_shape`` None) the environment's own
+        observation (gymnasium's ``unflatten`` of the raw adapter's flat vector)."""
         if self.spec is None or self.spec.state_shape is not None:
-            return self.check_obs(obs)
+            return np.asarray(obs, dtype=np.float32)
         if self._env_space is None or not isinstance(obs, (np.ndarray, list)):
             return obs
-        return spaces.unflatten(self._env_space, self.check_obs(obs))
+        return spaces.unflatten(self._env_space, np.asarray(obs, dtype=np.float32))
 
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True) -> int:
-        state = self.state_of(obs)
+    def check_input(self, obs: Any) -> None:
+        """:meth:`check_obs`, but an environment's own Dict/Tuple observation goes as it is."""
+        if self.spec is None or self.spec.state_shape is not None or (
+                self._env_space is not None and isinstance(obs, (np.ndarray, list))):
+            self.check_obs(obs)
+
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int:
         history = ()
         if self._history is not None and self.config.history_length:
             history = list(self._history)[-self.config.history_length :]
-        return self.decide(state, legal_moves, history, explore)
+        return self.decide(self.state_of(obs), legal_moves, history, explore)
 
     def decide(self, state: Any, legal_moves: Sequence[int] | None,
                history: Sequence[Any] = (), explore: bool = False) -> int:
@@ -313,23 +333,15 @@ class LLMPolicy(Agent):
         return [(self.state_of(np.asarray(state, dtype=np.float32)), moves, action)
                 for state, moves, action in (self.best_episode[i] for i in picks)]
 
-    def learn(
-        self,
-        obs: Any,
-        action: int,
-        reward: float,
-        next_obs: Any,
-        terminated: bool,
-        truncated: bool,
-        next_legal_moves: Sequence[int] | None = None,
-    ) -> None:
+    def _learn(self, obs: Any, action: int, reward: float, next_obs: Any, terminated: bool,
+               truncated: bool, next_legal_moves: Sequence[int] | None = None,
+               **options: Any) -> None:
         """Record the step; at the episode's end keep it when its return is the best yet."""
-        reward, terminated, truncated = self.check_transition(reward, terminated, truncated)
-        action = self.check_action(action)
         if not self.config.few_shot:
             return
-        self._episode.append((self.check_obs(obs).tolist(), self._last_moves, action))
-        self._episode_return += reward
+        self._episode.append((np.asarray(obs, dtype=np.float32).tolist(), self._last_moves,
+                              int(action)))
+        self._episode_return += float(reward)
         if terminated or truncated:
             if self.best_return is None or self._episode_return > self.best_return:
                 self.best_return = self._episode_return
@@ -378,9 +390,8 @@ def show_prompt(
         policy = LLMPolicy(env.observation_space, env.action_space,
                            {"decoding": decoding}, backend=backend)
         policy.bind(env)
-        moves = check_legal(policy.spec, legal)
-        messages = policy.messages(state, moves)
-        action = policy.decide(state, moves)
+        action = policy.decide(state, legal)  # checks the legal moves
+        messages = policy.messages(state, policy._last_moves)
         reply = _shown_decision(policy, action, policy.stats().get("llm_fallbacks", 0) > 0)
     else:
         raise ValueError(f"role is {role!r}, expected policy, advisor or shaper")
@@ -407,13 +418,3 @@ def _shown_decision(policy: LLMPolicy, action: int, fell_back: bool) -> str:
     fallback = " (a random legal action: no usable reply)" if fell_back else ""
     lines.append(f"-> action {taken}{fallback}; counters {policy.stats()}")
     return "\n".join(lines)
-
-
-def _find_history(env: Any) -> Any:
-    """The episode history list of the first LanguageObservation in ``env``'s wrappers."""
-    while env is not None:
-        history = getattr(type(env), "history", None)
-        if isinstance(history, property):
-            return env.history
-        env = getattr(env, "env", None)
-    return None

@@ -1,12 +1,7 @@
-"""What a proposer writes and reads. The policy families it writes whole:
-:class:`TabularPolicy` and :class:`LinearPolicy` (a :class:`~langadapt.agents.LinearBoxPolicy`
-on Box actions), the proposal schema and its parser, and :class:`ActionGrid`, the discretised
-actions of a table on a Box (``action_bins`` values per dimension, evenly spaced from low to
-high inclusive; a table entry is one flat index over their product, row-major like the state
-index). The prompts of :class:`~langadapt.roles.LLMPolicySearch`: its three template files
-(``system.txt``, ``user.txt``, ``correction.txt``, ``string.Template`` syntax: ``$name``),
-checked when loaded, and the values of their variables for a round. See
-docs/policy-search.md."""
+"""What a proposer writes and reads: the policy families (:class:`TabularPolicy`,
+:class:`LinearPolicy`), the proposal schema and parser, :class:`ActionGrid` (a table's
+discretised Box actions), and the prompts of :class:`~langadapt.roles.LLMPolicySearch`: its
+three checked template files and their variables. See docs/policy-search.md."""
 
 from __future__ import annotations
 

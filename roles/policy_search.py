@@ -1,8 +1,8 @@
 """:class:`LLMPolicySearch`: a proposer (``llm`` or ``random``) writes whole policies round by
 round; a candidate is kept only if it scores higher. Trained by its own
 :class:`PolicySearchLearner`, a loop over rounds. Its settings, :class:`PolicySearchConfig`;
-:func:`check_family` and :func:`box_settings` refuse a family that does not fit the action
-space in one line. See docs/policy-search.md."""
+a family that does not fit the action space is refused in one line. See
+docs/policy-search.md."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from ..agents import (
     TrainingResult,
     clip_range,
 )
+from ..agents.base import parse_config
 from ..agents.loop import end_run, run_episode, start_run
 from ..llm import LLMBackend, LLMReplyError, make_backend
 from .counting import check_backend_spec
@@ -53,57 +54,35 @@ MAX_TABLE_ACTIONS = 10_000
 
 
 class PolicySearchConfig(BaseModel):
-    """Settings of :class:`LLMPolicySearch` (the documents' names in brackets)."""
+    """Settings of :class:`LLMPolicySearch`, explained in docs/policy-search.md (Settings)."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    family: Literal["tabular", "linear"] = Field(
-        "tabular", description="a table over discretised states, or argmax(W @ [obs, 1]) "
-        "(Box actions: clip(W @ [obs, 1]))")
-    proposer: Literal["llm", "random"] = Field(
-        "llm", description="who writes candidates: the LLM, or random search")
-    rounds: int = Field(100, gt=0, description="proposals after the initial policy (episodes)")
-    evaluation_episodes: int = Field(
-        5, gt=0, description="episodes each candidate is scored on (evaluation episodes)")
-    replay_buffer: bool = Field(
-        True, description="show the best and worst trajectories so far (else the latest one)")
-    replay_buffer_size: int = Field(
-        2, gt=0, description="how many best and how many worst trajectories are kept")
-    max_trajectory_length: int = Field(
-        20, gt=0, description="steps shown per trajectory, the last ones (max traj length)")
-    reset_conversation: bool = Field(
-        True, description="a fresh conversation every round (else earlier rounds stay in it)")
-    conversation_chars: int = Field(
-        12_000, gt=0, description="without reset: oldest rounds dropped beyond this size")
-    history_size: int = Field(10, ge=0, description="recent rounds' scores shown")
-    task_hints: str = Field("", description="what the task is, for the system prompt")
-    structured_output: bool = Field(
-        True, description="ask the backend for JSON fitting the proposal's schema")
-    vary_seed: bool = Field(
-        True, description="sampling seed = backend seed + round, so that with temperature > 0 "
-        "a model does not answer every round with the same draws")
-    bins: list[int] | None = Field(
-        None, description="tabular: bins per dimension; none = the observation is the state")
-    bounds: list[tuple[float, float]] | None = Field(
-        None, description="tabular: (low, high) per dimension instead of the space's bounds")
-    observation_names: list[str] | None = Field(None, description="names of the dimensions")
-    action_names: list[str] | None = Field(None, description="names of the actions")
-    action_bounds: list[tuple[float, float]] | None = Field(
-        None, description="on a Box action space: the action range per dimension instead of "
-        "the space's bounds (needed when they are infinite)")
-    action_bins: int | list[int] | None = Field(
-        None, description="tabular on a Box action space: values per action dimension (one int "
-        "for all), evenly spaced from low to high inclusive")
-    normalise: bool | None = Field(
-        None, description="linear on a Box action space: act on observations normalised by "
-        "the running mean and std of those seen, as ARS V2 does (default true)")
-    initial: Literal["random", "zeros"] = Field(
-        "random", description="round 0: a random policy (seeded) or all zeros")
-    random_scale: float = Field(1.0, gt=0, description="random weights lie in [-s, s]")
-    llm: Any = Field("llamacpp", description="backend spec for langadapt.llm.make_backend")
-    templates: str | None = Field(None, description="folder of the three template files")
-    max_tokens: int | None = Field(
-        None, gt=0, description="longest reply; default: enough for the proposal's schema")
+    family: Literal["tabular", "linear"] = "tabular"
+    proposer: Literal["llm", "random"] = "llm"
+    rounds: int = Field(100, gt=0)
+    evaluation_episodes: int = Field(5, gt=0)
+    replay_buffer: bool = True
+    replay_buffer_size: int = Field(2, gt=0)
+    max_trajectory_length: int = Field(20, gt=0)
+    reset_conversation: bool = True
+    conversation_chars: int = Field(12_000, gt=0)
+    history_size: int = Field(10, ge=0)
+    task_hints: str = ""
+    structured_output: bool = True
+    vary_seed: bool = True
+    bins: list[int] | None = None
+    bounds: list[tuple[float, float]] | None = None
+    observation_names: list[str] | None = None
+    action_names: list[str] | None = None
+    action_bounds: list[tuple[float, float]] | None = None
+    action_bins: int | list[int] | None = None
+    normalise: bool | None = None  # None: true for linear on a Box action space
+    initial: Literal["random", "zeros"] = "random"
+    random_scale: float = Field(1.0, gt=0)
+    llm: Any = "llamacpp"
+    templates: str | None = None
+    max_tokens: int | None = Field(None, gt=0)  # None: enough for the proposal's schema
 
     @field_validator("llm")
     @classmethod
@@ -151,19 +130,6 @@ class PolicySearchConfig(BaseModel):
         return self
 
 
-def check_family(config: Any, action_space: spaces.Space) -> None:
-    """One line naming the family and the action space when they do not fit."""
-    family = (config.family if isinstance(config, PolicySearchConfig)
-              else (config or {}).get("family", "tabular") if isinstance(config, dict)
-              else "tabular")
-    if isinstance(action_space, spaces.Discrete) or (
-            isinstance(action_space, spaces.Box) and len(action_space.shape) == 1):
-        return
-    raise ValueError(f"family {family} does not fit action space {action_space}: policy "
-                     "search writes tables or linear policies for Discrete actions or a "
-                     "one-dimensional Box")
-
-
 def box_settings(cfg: PolicySearchConfig, action_space: spaces.Space) -> bool:
     """Whether actions are discretised (tabular on a Box); one line for a setting that does
     not apply or a missing ``action_bins``."""
@@ -200,9 +166,13 @@ class LLMPolicySearch(Agent):
         config: PolicySearchConfig | dict[str, Any] | None = None,
         seed: int = 0,
     ) -> None:
-        check_family(config, action_space)
-        super().__init__(observation_space, action_space, config, seed)
-        cfg = self.config
+        cfg = parse_config(config, PolicySearchConfig)
+        if not (isinstance(action_space, spaces.Discrete) or (
+                isinstance(action_space, spaces.Box) and len(action_space.shape) == 1)):
+            raise ValueError(f"family {cfg.family} does not fit action space {action_space}: "
+                             "policy search writes tables or linear policies for Discrete "
+                             "actions or a one-dimensional Box")
+        super().__init__(observation_space, action_space, cfg, seed)
         if not isinstance(observation_space, spaces.Box) or len(self.obs_shape) != 1:
             raise ValueError(
                 f"observation_space is {observation_space!r}, expected a one-dimensional Box"
@@ -305,17 +275,17 @@ class LLMPolicySearch(Agent):
         return 24 * self.n_outputs * (self.obs_dim + 1) + 32
 
     # ---------------------------------------------------------------- protocol
-    def act(self, obs: Any, legal_moves: Sequence[int] | None = None, explore: bool = True
-            ) -> int | np.ndarray:
+    def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool
+             ) -> int | np.ndarray:
         """The candidate's action (``explore``) or the kept policy's (greedy); an array on a
         Box action space."""
-        x = self.check_obs(obs)
+        x = np.asarray(obs, dtype=np.float32)
         policy = self.candidate if explore or self.best is None else self.best
         if isinstance(policy, LinearBoxPolicy):
             return policy.action(x)
         if self.grid is not None:
             return self.grid.vector(int(policy.table[self.discretisation.index(x)]))
-        mask = self.legal_mask(legal_moves, "legal_moves")
+        mask = self.mask(legal_moves)
         if isinstance(policy, TabularPolicy):
             action, own = policy.action(self.discretisation.index(x), mask)
             if not own:
@@ -325,7 +295,7 @@ class LLMPolicySearch(Agent):
 
     def record_step(self, obs: Any, action: int | np.ndarray, reward: float) -> None:
         """Remember one step of the candidate's episode for the trajectories shown."""
-        x = self.check_obs(obs)
+        x = np.asarray(obs, dtype=np.float32)
         self.counters["env_steps"] += 1
         if self.obs_stats is not None:
             self._seen.append(x)
@@ -571,7 +541,7 @@ class PolicySearchLearner:
             while len(returns) < search.config.evaluation_episodes:
                 if budget.spent(run.episodes, run.steps):
                     return end_run(run)
-                record = run_episode(run, seed, lambda obs, info: search.act(
+                record = run_episode(run, seed, lambda obs, info: search._act(
                     obs, info.get("legal_moves"), True), search.record_step)
                 seed = None
                 if record is None:  # cut short by the step budget

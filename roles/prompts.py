@@ -38,13 +38,17 @@ def format_state(
     legal_moves: Sequence[int] | None = None,
     history: Sequence[tuple[Any, int]] = (),
     style: str = "verbose",
-    checked: bool = False,
 ) -> str:
     """The user message for ``state``: what the spec shows of it (``style`` verbose or
-    compact; ``spec.show`` checks the state), the legal actions and the actions of ``history``
-    (``(state, action)`` pairs, oldest first). ``checked``: ``legal_moves`` passed the
-    caller's :func:`check_legal`."""
-    moves = tuple(legal_moves) if checked else check_legal(spec, legal_moves)
+    compact; ``spec.show`` checks the state), the legal actions (checked by
+    :func:`check_legal`) and the actions of ``history`` (``(state, action)`` pairs, oldest
+    first)."""
+    return state_message(spec, state, check_legal(spec, legal_moves), history, style)
+
+
+def state_message(spec: LanguageSpec, state: Any, moves: Sequence[int],
+                  history: Sequence[tuple[Any, int]] = (), style: str = "verbose") -> str:
+    """:func:`format_state` for ``moves`` a caller has checked."""
     taken = [spec.action_names[int(action)] for _, action in history]
     if style == "compact":
         lines = [spec.show(state, moves, style),

@@ -4,6 +4,7 @@ and ``shaping``. See docs/llm-in-the-loop.md."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -59,7 +60,8 @@ class RewardShaping(gym.Wrapper):
         self.config = parse_config(config, RewardShapingConfig)
         self.language = language_for(env, **self.config.language)
         self.base = env.unwrapped
-        self._backend = backend
+        if backend is not None:
+            self.backend = make_llm_backend(backend)
         self.potentials: dict[str, float] = {}
         self.judgements: dict[str, float] = {}
         self.counters = RoleCounters("potentials", "judgements")
@@ -73,11 +75,9 @@ class RewardShaping(gym.Wrapper):
         self._legal: list[int] | None = None
 
     # ------------------------------------------------------------------ LLM
-    @property
+    @cached_property
     def backend(self) -> Any:
-        if self._backend is None:
-            self._backend = make_llm_backend(self.config.backend)
-        return self._backend
+        return make_llm_backend(self.config.backend)
 
     def check_backend(self) -> None:
         """Build the backend and check it honours the schema (ValueError otherwise)."""
