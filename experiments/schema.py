@@ -30,7 +30,6 @@ from pydantic import (
 
 from ..environments._checks import EVAL_SEED_OFFSET
 from ..environments.user_code import import_user_modules, resolve_env_id
-from ..llm.store import check_store_file
 
 
 class ConfigError(ValueError):
@@ -465,6 +464,8 @@ class ExperimentConfig(_Strict):
                 raise ValueError(f"{value!r}: {str(part)!r} is a file; expected a folder for "
                                  "the caches (or a path that does not exist yet)")
         if value and not data_only(info):
+            from ..llm.store import check_store_file  # local: the CLI starts without llm/
+
             check_store_file(path / STORE_FILE)  # a CacheError is a ValueError: one line
         return value
 

@@ -85,8 +85,10 @@ def test_the_command_line_starts_without_torch_or_the_language_models(argv):
     # a fresh interpreter: what `langadapt --version` and `--help` import, nothing else
     code = ("import sys; from langadapt.experiments.cli import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "heavy = ('torch', 'transformers', 'sentence_transformers', 'scipy', 'matplotlib')\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))")
+            "heavy = ('torch', 'transformers', 'sentence_transformers', 'scipy', 'matplotlib',"
+            " 'jsonschema', 'ollama', 'langadapt.llm')\n"
+            "loaded = {m.split('.')[0] for m in sys.modules} | set(sys.modules)\n"
+            "print(sorted(loaded & set(heavy)))")
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
