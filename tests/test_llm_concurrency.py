@@ -112,8 +112,11 @@ def test_a_server_that_refuses_everything_still_fails_after_the_retries() -> Non
         with pytest.raises(LLMError, match="HTTP 429"):
             adapter.adapt_many(INPUTS[:4])
         assert time.monotonic() - started < 1.5
-        # crowded refusals are waited out; once alone, each request gets its 2 attempts
-        assert server.counts()["chat_requests"] <= 4 * 2 + 3
+        # Each request gets its 2 attempts; a refusal while others are out is a wait instead.
+        # Those are bounded: requests let out under room r refuse with at most r in flight,
+        # so room falls below r; with 4 threads, at most 4 + 3 + 2 crowded refusals
+        # (room None, 3, 2; under room 1 a request is alone). CI saw 12.
+        assert server.counts()["chat_requests"] <= 4 * 2 + (4 + 3 + 2)
 
 
 def test_answers_written_by_the_worker_threads_are_all_in_the_store(tmp_path: Path) -> None:
