@@ -58,9 +58,7 @@ def test_adapt_many_keeps_concurrency_requests_in_flight_and_answers_as_adapt_do
         assert server.counts()["max_in_flight"] == 1
         server.reset_counts()
         together = openai_adapter(server, concurrency=4)
-        started = time.monotonic()
         many = together.adapt_many(batch)
-        seconds = time.monotonic() - started
         counts = server.counts()
         # seen inputs come from the memo; a repeated cold input is asked once
         again = together.adapt_many([*batch[:3], INPUTS[30], INPUTS[30]])
@@ -68,7 +66,6 @@ def test_adapt_many_keeps_concurrency_requests_in_flight_and_answers_as_adapt_do
     for (vector, _), (reference, _) in zip(many, alone, strict=True):
         np.testing.assert_array_equal(vector, reference)
     assert counts["chat_requests"] == len(batch) and counts["max_in_flight"] == 4
-    assert seconds < len(batch) * 0.05 / 2  # at least twice as fast as one at a time
     assert texts(again)[:3] == texts(alone)[:3] and again[3][1] == again[4][1]
     assert together.stats()["llm_calls"] == len(batch) + 1
 
