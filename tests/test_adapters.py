@@ -418,6 +418,7 @@ _WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.heavy
 def test_two_processes_share_the_store(tmp_path):
     path = str(tmp_path / "emb.sqlite")
     script = _WRITER.format(repo=str(REPO), path=path)
@@ -650,6 +651,7 @@ def test_reachable_inputs_and_prerender_make_training_encoder_free(minilm):
     assert adapters.make("raw", env).prerender(inputs)["distinct_texts"] == 0
 
 
+@pytest.mark.heavy
 def test_second_process_reads_the_persistent_cache_without_encoding(tmp_path, minilm):
     path = tmp_path / "emb.sqlite"
     env = MazeEnv(maze="umaze")

@@ -770,6 +770,7 @@ print(json.dumps(actions))
 """
 
 
+@pytest.mark.heavy
 def test_default_language_table_acts_identically_in_a_fresh_process_without_cache(tmp_path):
     import os
     import subprocess

@@ -80,6 +80,7 @@ def test_version(capsys):
     assert code == 0 and out.strip() == f"langadapt {__version__}"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["run", "--help"]])
 def test_the_command_line_starts_without_torch_or_the_language_models(argv):
     # a fresh interpreter: what `langadapt --version` and `--help` import, nothing else
@@ -131,6 +132,7 @@ def test_unknown_names_list_the_packaged_experiments(capsys):
     assert code == 2 and "langadapt run quickstart" in err and err.count("\n") == 1
 
 
+@pytest.mark.heavy
 def test_run_report_and_prerender_a_tiny_experiment(tmp_path, capsys):
     path, out = _tiny_file(tmp_path), tmp_path / "results"
     done = _subprocess("run", str(path), "--out", str(out), "--no-progress", cwd=tmp_path)
@@ -252,6 +254,7 @@ def test_a_bad_argument_is_one_line_naming_it(args, named, capsys):
     assert err.startswith(f"langadapt {args[0]}: error: ") and named in err, err
 
 
+@pytest.mark.heavy
 def test_a_bad_argument_exits_2_from_the_installed_command(tmp_path):
     done = _subprocess("prompt", "maze", "--model", "", cwd=tmp_path)
     assert done.returncode == 2 and not done.stdout

@@ -65,6 +65,7 @@ def _encode_in_child(queue) -> None:
 # Green alone and with its module (about 20 s); inside the whole suite its forked child never
 # answered on a fresh clone this release (a fork after earlier tests' threads): left out of
 # `make test` until that is understood (make test-slow runs it).
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_openvino_encoder_works_in_a_forked_child():
     parent = get_encoder(backend="openvino")

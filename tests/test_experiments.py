@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from experiment_fixtures import started_runs
+from experiment_fixtures import run_cli, started_runs
 
 from langadapt.experiments.config import experiment_from_dict, load_config
 from langadapt.experiments.report import write_report
@@ -320,46 +320,33 @@ def test_summary_of_nothing_reached_says_never(tmp_path):
 # ----------------------------------------------------------------------------- the command
 
 
-def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    return subprocess.run(
-        [str(LANGADAPT), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
-    )
-
-
-def test_help_works_for_every_command():
-    assert LANGADAPT.exists(), "the langadapt command is not installed in this environment"
-    result = _cli("--help")
-    assert result.returncode == 0
+# In this process (tests/test_cli.py runs the installed command itself).
+def test_help_works_for_every_command(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
     for command in ("run", "describe", "prerender", "report", "bench"):
-        assert command in result.stdout
-        sub = _cli(command, "--help")
-        assert sub.returncode == 0 and "usage: langadapt " + command in sub.stdout
+        assert command in out
+        code, sub, _ = run_cli(capsys, command, "--help")
+        assert code == 0 and "usage: langadapt " + command in sub
 
 
-def test_describe_prints_descriptions_of_given_and_sample_states():
-    given = _cli("describe", "maze", "--maze", "umaze", "--state", "1,1", "--state", "3,3")
-    assert given.returncode == 0, given.stderr
-    lines = given.stdout.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("state [1.0, 1.0]: ")
-    assert "goal" in lines[0].lower()
-    sample = _cli("describe", "sailing", "--steps", "3")
-    assert sample.returncode == 0, sample.stderr
-    assert len(sample.stdout.strip().splitlines()) == 4
-    assert "wind" in sample.stdout
+def test_describe_prints_sample_states(capsys):  # given states: tests/test_cli.py
+    code, out, err = run_cli(capsys, "describe", "sailing", "--steps", "3")
+    assert code == 0, err
+    assert len(out.strip().splitlines()) == 4
+    assert "wind" in out
 
 
-def test_cli_reports_bad_input_plainly(tmp_path):
-    missing = _cli("run", str(tmp_path / "nope.yaml"))
-    assert missing.returncode == 2 and "no such experiment file" in missing.stderr
-    bad_state = _cli("describe", "maze", "--state", "1,2,3")
-    assert bad_state.returncode == 2 and "shape (2,)" in bad_state.stderr
-    unknown = _cli("describe", "chess")
-    assert unknown.returncode == 2 and "maze" in unknown.stderr
-    unknown_prompt = _cli("prompt", "chess", "--role", "policy")
-    assert unknown_prompt.returncode == 2 and "unknown environment 'chess'" in unknown_prompt.stderr
-    assert "Traceback" not in (missing.stderr + bad_state.stderr + unknown.stderr
-                               + unknown_prompt.stderr)
+def test_cli_reports_bad_input_plainly(tmp_path, capsys):
+    cases = {
+        ("run", str(tmp_path / "nope.yaml")): "no such experiment file",
+        ("describe", "maze", "--state", "1,2,3"): "shape (2,)",
+        ("describe", "chess"): "maze",
+        ("prompt", "chess", "--role", "policy"): "unknown environment 'chess'",
+    }
+    for args, message in cases.items():
+        code, _, err = run_cli(capsys, *args)
+        assert code == 2 and message in err and "Traceback" not in err, (args, err)
 
 
 def test_per_adapter_hyperparameters_override_and_are_checked(tmp_path):
@@ -383,6 +370,7 @@ def test_per_adapter_hyperparameters_override_and_are_checked(tmp_path):
         experiment_from_dict(tiny_config(tmp_path, agents=[bad]), "x.yaml")
 
 
+@pytest.mark.heavy
 def test_describe_with_the_embedded_llm_names_its_backend(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", LANGADAPT_CACHE_DIR=str(tmp_path))
     result = subprocess.run(
@@ -459,7 +447,7 @@ def test_report_refuses_folders_that_are_not_results(finished_tiny_run, tmp_path
         write_report(broken, log=None)
 
 
-def test_cli_names_bad_options_and_unreachable_servers_without_a_traceback():
+def test_cli_names_bad_options_and_unreachable_servers_without_a_traceback(capsys):
     cases = {
         ("describe", "sailing", "--maze", "umaze"): "--maze 'umaze' is for the maze",
         ("describe", "maze", "--steps", "-1"): "--steps -1: expected a number of steps >= 0",
@@ -468,6 +456,6 @@ def test_cli_names_bad_options_and_unreachable_servers_without_a_traceback():
          "--host", "http://127.0.0.1:9"): "http://127.0.0.1:9",
     }
     for args, message in cases.items():
-        result = _cli(*args)
-        assert result.returncode == 2, (args, result.stderr)
-        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+        code, _, err = run_cli(capsys, *args)
+        assert code == 2, (args, err)
+        assert message in err and "Traceback" not in err, err

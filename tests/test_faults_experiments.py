@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from experiment_fixtures import LANGADAPT, QUIET, raw_config, started_runs
+from experiment_fixtures import QUIET, raw_config, run_cli, started_runs
 
 from langadapt.experiments import cli
 from langadapt.experiments.config import experiment_from_dict, load_config
@@ -25,13 +23,6 @@ from langadapt.experiments.runner import (
     runs_of,
 )
 from langadapt.experiments.schema import MAX_SEED, MAX_SEED_COUNT, ConfigError
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(LANGADAPT), *args], capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
-    )
 
 
 @pytest.fixture()
@@ -75,7 +66,7 @@ def test_a_line_cut_in_the_middle_is_refused_naming_the_line(finished):
         write_report(out, log=None)
 
 
-def test_report_of_an_interrupted_folder_says_run_with_resume(tmp_path, monkeypatch):
+def test_report_of_an_interrupted_folder_says_run_with_resume(tmp_path, monkeypatch, capsys):
     config = experiment_from_dict(raw_config(tmp_path))
     started_runs(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
@@ -83,11 +74,11 @@ def test_report_of_an_interrupted_folder_says_run_with_resume(tmp_path, monkeypa
     out = config.output_dir
     with pytest.raises(ResultsFolderError, match="interrupted — 3 runs .* run with --resume"):
         write_report(out, log=None)
-    result = _cli("report", str(out))
-    assert result.returncode == 2
-    assert "interrupted — 3 runs" in result.stderr and "--resume" in result.stderr
-    assert "not a langadapt results folder" not in result.stderr
-    assert "Traceback" not in result.stderr
+    code, _, err = run_cli(capsys, "report", str(out))
+    assert code == 2
+    assert "interrupted — 3 runs" in err and "--resume" in err
+    assert "not a langadapt results folder" not in err
+    assert "Traceback" not in err
 
 
 def test_resume_redoes_a_done_run_whose_csv_was_truncated(finished, monkeypatch):
@@ -131,14 +122,14 @@ def test_the_largest_allowed_seed_is_accepted(tmp_path):
     assert config.seed_list == [MAX_SEED]
 
 
-def test_an_unbounded_count_on_the_command_line_writes_nothing(tmp_path):
+def test_an_unbounded_count_on_the_command_line_writes_nothing(tmp_path, capsys):
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(raw_config(tmp_path)))
     for args in (["--seeds", "1000000000"], ["--jobs", "100000000"]):
-        result = _cli("run", str(path), *args, "--no-progress")
-        assert result.returncode == 2, result.stderr
-        assert "Traceback" not in result.stderr
-        assert args[0].lstrip("-") in result.stderr
+        code, _, err = run_cli(capsys, "run", str(path), *args, "--no-progress")
+        assert code == 2, err
+        assert "Traceback" not in err
+        assert args[0].lstrip("-") in err
     assert not (tmp_path / "out").exists()
 
 
@@ -194,7 +185,8 @@ def test_threshold_must_be_finite(tmp_path, value):
         load_config(path)
 
 
-def test_a_corrupt_config_yaml_in_the_results_folder_is_one_line_on_resume(finished, tmp_path):
+def test_a_corrupt_config_yaml_in_the_results_folder_is_one_line_on_resume(
+        finished, tmp_path, capsys):
     config, out = finished
     (out / "config.yaml").write_text("name: [unclosed\n  adapters: {{{\n")
     with pytest.raises(ConfigError) as error:
@@ -203,21 +195,21 @@ def test_a_corrupt_config_yaml_in_the_results_folder_is_one_line_on_resume(finis
     assert "\n" not in message and "config.yaml" in message and "--force" in message
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(raw_config(tmp_path)))
-    result = _cli("run", str(path), "--resume", "--no-progress")
-    assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "config.yaml" in result.stderr and "Traceback" not in result.stderr
+    code, _, err = run_cli(capsys, "run", str(path), "--resume", "--no-progress")
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "config.yaml" in err and "Traceback" not in err
 
 
-def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path, capsys):
     path = tmp_path / "latin1.yaml"
     text = yaml.safe_dump(raw_config(tmp_path, description="café"), allow_unicode=True)
     path.write_bytes(text.encode("latin-1"))
     with pytest.raises(ConfigError, match=r"latin1\.yaml: not a UTF-8 text file"):
         load_config(path)
-    result = _cli("run", str(path))
-    assert result.returncode == 2 and "latin1.yaml" in result.stderr
-    assert "Traceback" not in result.stderr
+    code, _, err = run_cli(capsys, "run", str(path))
+    assert code == 2 and "latin1.yaml" in err
+    assert "Traceback" not in err
 
 
 # ----------------------------------------------------------------------------- the CLI

@@ -49,6 +49,7 @@ _SERVER = textwrap.dedent(
 
 
 # ------------------------------------------------------------- a server killed mid-request
+@pytest.mark.heavy
 def test_server_killed_mid_request_is_one_plain_error_naming_host_and_model(tmp_path):
     server = subprocess.Popen([sys.executable, "-c", _SERVER.format(tests=str(TESTS))],
                               stdout=subprocess.PIPE, text=True)

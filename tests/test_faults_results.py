@@ -150,6 +150,7 @@ def _endless(tmp_path: Path, **changes) -> Path:
     return path
 
 
+@pytest.mark.heavy
 def test_a_second_writer_is_refused_naming_the_first(tmp_path):
     path = _endless(tmp_path)
     out = tmp_path / "out"
@@ -178,6 +179,7 @@ def test_a_second_writer_is_refused_naming_the_first(tmp_path):
         assert lock.read_text().split()[0] == str(os.getpid())
 
 
+@pytest.mark.heavy
 def test_without_flock_a_lock_whose_pid_is_gone_is_taken_over(tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
@@ -200,6 +202,7 @@ def test_without_flock_a_lock_whose_pid_is_gone_is_taken_over(tmp_path, monkeypa
 # ----------------------------------------------------------------------------- row 3: SIGTERM
 
 
+@pytest.mark.heavy
 def test_sigterm_to_the_parent_stops_its_workers_and_resume_finishes(tmp_path, monkeypatch):
     """`run --jobs 2`, both workers waiting for the LLM; SIGTERM to the parent alone: no
     process of it is left within 10 s, and --resume finishes the experiment."""
@@ -344,6 +347,7 @@ def test_an_address_where_no_ray_cluster_answers_fails_fast_in_one_line():
     assert address in str(error.value)
 
 
+@pytest.mark.heavy
 def test_ray_address_in_the_environment_is_checked_before_ray_starts(tmp_path):
     pytest.importorskip("ray")
     with socket.socket() as unused:
@@ -592,6 +596,7 @@ def test_tensorboard_never_writes_through_a_planted_link(tmp_path):
     assert any((run / "tb").iterdir())
 
 
+@pytest.mark.heavy
 def test_a_suite_report_is_refused_while_another_process_writes_the_folder(tmp_path):
     import subprocess
     import time

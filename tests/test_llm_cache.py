@@ -118,6 +118,7 @@ def test_another_programs_table_is_left_alone(tmp_path):
         SQLiteStore(tmp_path)
 
 
+@pytest.mark.heavy
 def test_threads_and_processes_share_one_file(tmp_path):
     path = tmp_path / "shared.sqlite"
     script = (
@@ -329,6 +330,7 @@ def test_llamacpp_structured_reply_fits_a_small_schema():
     assert schema_errors(json.loads(reply), SCHEMA) == []
 
 
+@pytest.mark.heavy
 def test_importing_langadapt_leaves_the_environment_and_global_rngs_alone():
     script = (
         "import os, random, numpy as np, torch\n"

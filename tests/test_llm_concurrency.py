@@ -185,6 +185,7 @@ def test_bad_stand_in_settings_name_the_setting(setting: str, value: Any) -> Non
         StandInServer(**{setting: value})
 
 
+@pytest.mark.heavy
 def test_the_stand_in_in_its_own_process_serves_its_counts_and_ends_on_sigterm() -> None:
     process = subprocess.Popen(command("--latency", "0", "--slots", "3"),
                                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)

@@ -193,6 +193,7 @@ def test_options_and_model_are_part_of_the_key(fake, maze, tmp_path):
     assert fake.chat_requests == 3
 
 
+@pytest.mark.heavy
 def test_persistence_across_processes(fake, maze, tmp_path):
     cache = tmp_path / "shared.sqlite"
     script = textwrap.dedent(

@@ -338,6 +338,7 @@ def test_a_level_without_minigrid_is_one_line_naming_the_extra(monkeypatch):
         assert isinstance(caught.value, ValueError)
 
 
+@pytest.mark.heavy
 def test_importing_langadapt_does_not_import_minigrid():
     code = ("import sys, langadapt, langadapt.environments.minigrid, "
             "langadapt.roles.minigrid_oracle, gymnasium; "

@@ -141,6 +141,7 @@ def test_the_taxi_experiment_file_validates():
     assert [a.type for a in config.adapters] == ["raw", "language"]
 
 
+@pytest.mark.heavy
 def test_cliff_walking_from_the_taxi_file_runs_under_two_jobs(tmp_path):
     """The newcomer path: gymnasium's own environment, raw against language, `langadapt run`
     with --jobs 2 (spawned workers), a small budget."""

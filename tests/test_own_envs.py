@@ -64,6 +64,7 @@ def _langadapt(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 _main = run_cli
 
 
+@pytest.mark.heavy
 def test_module_env_id_runs_in_two_spawned_workers(user_folder):
     path = _experiment(user_folder, "my_corridor:Corridor-v0")
     done = _langadapt("run", str(path), "--jobs", "2", "--no-progress", "--out", "results",
@@ -152,6 +153,7 @@ def test_describe_and_prompt_take_the_openai_backend(capsys):
     assert code == 2 and "is for --backend openai" in err
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_module_env_id_runs_on_a_local_ray_cluster(user_folder):
     pytest.importorskip("ray")

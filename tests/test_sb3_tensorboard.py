@@ -64,6 +64,7 @@ cache_dir: CACHE
 """
 
 
+@pytest.mark.heavy
 def test_taxi_file_with_sb3_ppo_and_dqn_in_one_summary_and_tensorboard(tmp_path, capsys):
     path = tmp_path / "taxi.yaml"
     path.write_text(TAXI.replace("CACHE", str(tmp_path / "cache")), encoding="utf-8")
