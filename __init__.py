@@ -1,7 +1,7 @@
 """langadapt: language in the reinforcement-learning loop.
 
 The installed package is this repository's root folder under one import name; its
-sub-packages are the folders beside this file (see the README, "Layout")::
+sub-packages are the folders beside this file (docs/install.md, the table of layers)::
 
     from langadapt import LanguageObservation, load_run, make_adapter, make_agent, train
 

