@@ -27,6 +27,8 @@ from .representation import (
     random_walk_inputs,
     sentence_slots_vector,
 )
+from .memory import Memory
+from .numbers import numbered_vectors, split_numbers
 from .sentence_mean import sentence_mean_vectors, sentences_of
 from .sentence_set import sentence_set_vectors
 
@@ -127,11 +129,17 @@ class BaseAdapter(BaseModel):
                            description="random moves whose distinct descriptions are the fit set")
     fit_seed: int = Field(0, ge=0, description="seed of the fit set's random moves")
     with_raw: StrictBool = Field(False, description="append the raw observation to the vector")
+    memory: Memory | None = Field(None, description="the last observations and actions the "
+                                  "observation carries (adapters.memory); None = the current one")
+    numbers: int = Field(0, ge=0, le=64, description="numbers kept beside the vector of the "
+                         "number-free text, per sentence (sentences, sentence_set) or per "
+                         "description (adapters.numbers); 0 = numbers stay in the text")
     memo: Memo = Field(default_factory=Memo, exclude=True, repr=False,
                        description="the memo (filled by the adapter; read it, never write it)")
 
     _env: Any = PrivateAttr(default=None)
     _n_actions: int | None = PrivateAttr(default=None)
+    _action_space: spaces.Space | None = PrivateAttr(default=None)
     _space: spaces.Box = PrivateAttr(default=None)
     _env_space: spaces.Space = PrivateAttr(default=None)
     _cache: EmbeddingCache | None = PrivateAttr(default=None)
@@ -167,6 +175,7 @@ class BaseAdapter(BaseModel):
         given = unwrap_env(env) if isinstance(env, str) else env
         self._env = unwrap_env(given)
         self._env_space, self._space, self._n_actions = env_spaces(given)
+        self._action_space = getattr(given, "action_space", None)
         self.clear_memo()
 
     # ---- what a subclass supplies (then calls ``clear_memo()`` once its parts are ready) --
@@ -197,6 +206,11 @@ class BaseAdapter(BaseModel):
     @property
     def n_actions(self) -> int | None:
         return self._n_actions
+
+    @property
+    def action_space(self) -> Any:
+        """The environment's action space (what ``memory`` remembers of an action)."""
+        return self._action_space
 
     @property
     def state_shape(self) -> tuple[int, ...]:
@@ -372,7 +386,8 @@ class BaseAdapter(BaseModel):
 
     @property
     def observation_space(self) -> spaces.Box:
-        """Box of float32: the language vector, then with ``with_raw`` the raw bounds."""
+        """Box of float32: what an agent sees (`frame_space`, with ``memory`` its frames and
+        actions)."""
         if self._observation_space is None:
             self._observation_space = self.observation_space_with(self.embedding_cache.encoder)
         return self._observation_space
@@ -380,10 +395,22 @@ class BaseAdapter(BaseModel):
     def observation_space_with(self, encoder: Any) -> spaces.Box:
         """`observation_space` as ``encoder`` (its ``dimension`` and ``normalized``) makes it
         (an experiment's check passes a stand-in for a model it does not load)."""
+        return self.with_memory(self.frame_space_with(encoder))
+
+    def with_memory(self, frame: spaces.Box) -> spaces.Box:
+        """``frame``, or with ``memory`` the Box of its frames and the last actions."""
+        return frame if self.memory is None else self.memory.space(frame, self._action_space)
+
+    @property
+    def frame_space(self) -> spaces.Box:
+        """Box of one `adapt` vector: the language vector, with ``with_raw`` the raw bounds."""
+        return self.frame_space_with(self.embedding_cache.encoder)
+
+    def frame_space_with(self, encoder: Any) -> spaces.Box:
         slots = self.sentence_slots if self.embedding == "sentences" else 1
         rows = self.max_sentences if self.embedding == "sentence_set" else None
         return language_box(encoder, slots, self.normalise,
-                            self._space if self.with_raw else None, rows)
+                            self._space if self.with_raw else None, rows, self.numbers)
 
     @property
     def standardiser(self) -> Standardiser:
@@ -419,24 +446,54 @@ class BaseAdapter(BaseModel):
         return np.stack(vectors)
 
     def _embedded(self, texts: list[str]) -> list[np.ndarray]:
-        """The vectors of ``texts`` before centring, as ``embedding`` makes them."""
+        """The vectors of ``texts`` before centring, as ``embedding`` and ``numbers`` make them."""
+        width, source = self.numbers, self.text_source()
+        if width and self.embedding in ("paragraph", "sentence_mean"):  # per description
+            split = [split_numbers(text) for text in texts]
+            for text, (_, values) in zip(texts, split, strict=True):
+                if len(values) > width:
+                    raise ValueError(f"numbers: {width} keeps {width} numbers per description; "
+                                     f"the describer {source} wrote {len(values)} in "
+                                     f"{text[:120]!r}: raise numbers")
+            vectors = self._unit_vectors([template for template, _ in split], self.lookup)
+            out = []
+            for vector, (_, values) in zip(vectors, split, strict=True):
+                numbers = np.zeros(width, dtype=np.float32)
+                numbers[: len(values)] = values
+                out.append(np.concatenate([vector, numbers]))
+                out[-1].flags.writeable = False
+            return out
+        lookup = self.lookup
+        if width:  # per sentence
+            def lookup(units: list[str]) -> list[np.ndarray]:
+                return numbered_vectors(units, self.lookup, width, source)
+        return self._unit_vectors(texts, lookup)
+
+    def _unit_vectors(self, texts: list[str], lookup: Any) -> list[np.ndarray]:
+        """``embedding``'s vectors of ``texts``, each text or sentence through ``lookup``."""
         if self.embedding == "paragraph":
-            return self.lookup(texts)
+            return lookup(texts)
         source = self.text_source()
         if self.embedding == "sentence_mean":
-            return sentence_mean_vectors(texts, self.lookup, source)
+            return sentence_mean_vectors(texts, lookup, source)
+        dimension = self.unit_dimension
         if self.embedding == "sentence_set":
-            return sentence_set_vectors(texts, self.lookup, self.max_sentences,
-                                        self.embedding_cache.encoder.dimension, source)
+            return sentence_set_vectors(texts, lookup, self.max_sentences, dimension, source)
         sentences = [sentences_of(text, "sentences", source) for text in texts]
         distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
-        found = dict(zip(distinct, self.lookup(distinct), strict=True))
-        dimension = self.embedding_cache.encoder.dimension
+        found = dict(zip(distinct, lookup(distinct), strict=True))
         vectors = [sentence_slots_vector([found[s] for s in parts], self.sentence_slots,
                                          dimension) for parts in sentences]
         for vector in vectors:
             vector.flags.writeable = False
         return vectors
+
+    @property
+    def unit_dimension(self) -> int:
+        """Values of one slot or set row's vector: the encoder's, plus ``numbers`` when they
+        are kept per sentence."""
+        per_sentence = self.embedding in ("sentences", "sentence_set")
+        return self.embedding_cache.encoder.dimension + (self.numbers if per_sentence else 0)
 
     def text_source(self) -> str:
         """What writes the descriptions, for error messages."""

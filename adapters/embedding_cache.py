@@ -113,16 +113,18 @@ class EmbeddingCache:
 
 
 def language_box(encoder: Any, slots: int, normalise: str, raw: spaces.Box | None,
-                 set_rows: int | None = None) -> spaces.Box:
+                 set_rows: int | None = None, numbers: int = 0) -> spaces.Box:
     """Box of float32: ``slots`` vectors ([-1, 1] when L2-normalised and not centred), or
-    ``set_rows`` rows of a sentence set (`sentence_set.set_box`), then ``raw``'s bounds
-    (with ``with_raw``)."""
+    ``set_rows`` rows of a sentence set (`sentence_set.set_box`), each vector followed by
+    ``numbers`` unbounded values (with ``numbers``; one group of them after the vector when
+    there is one slot), then ``raw``'s bounds (with ``with_raw``)."""
     bound = 1.0 if getattr(encoder, "normalized", False) and normalise == "none" else np.inf
+    unit_low = np.concatenate([np.full(encoder.dimension, -bound), np.full(numbers, -np.inf)])
     if set_rows is not None:
-        low, high = set_box(bound, set_rows, encoder.dimension)
+        low, high = set_box(unit_low, set_rows)
     else:
-        low = np.full(encoder.dimension * slots, -bound)
-        high = np.full(encoder.dimension * slots, bound)
+        low = np.tile(unit_low, slots)
+        high = -low
     if raw is not None:
         low, high = np.concatenate([low, raw.low.ravel()]), np.concatenate([high, raw.high.ravel()])
     return spaces.Box(low=low.astype(np.float32), high=high.astype(np.float32), dtype=np.float32)

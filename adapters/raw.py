@@ -23,13 +23,19 @@ class RawAdapter(BaseAdapter):
 
     def __init__(self, env: Any = None, /, **settings: Any) -> None:
         check_representation(settings, "raw")
-        if settings:
-            raise ValueError(f"RawAdapter takes no settings, got {sorted(settings)}; "
-                             "expected none")
-        super().__init__(env, memo_capacity=0)
+        if set(settings) - {"memory"}:
+            raise ValueError(f"RawAdapter takes only memory, got {sorted(settings)}")
+        super().__init__(env, memo_capacity=0, **settings)
 
     @property
     def observation_space(self) -> spaces.Box:
+        return self.with_memory(self.frame_space)
+
+    def observation_space_with(self, encoder: Any) -> spaces.Box:
+        return self.observation_space
+
+    @property
+    def frame_space(self) -> spaces.Box:
         space = self._space
         return spaces.Box(low=space.low.astype(np.float32), high=space.high.astype(np.float32),
                           shape=space.shape, dtype=np.float32)

@@ -40,10 +40,9 @@ def sentence_set_vectors(texts: Sequence[str], lookup: Callable[[list[str]], lis
     return out
 
 
-def set_box(bound: float, max_sentences: int, dimension: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(low, high)`` of a flat set: each row's presence in [0, 1], its vector in
-    [-bound, bound]."""
-    row_low = np.concatenate([[0.0], np.full(dimension, -bound)])
-    row_high = np.concatenate([[1.0], np.full(dimension, bound)])
+def set_box(unit_low: np.ndarray, max_sentences: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` of a flat set: each row's presence in [0, 1], its vector (and kept
+    numbers) in [unit_low, -unit_low]."""
+    row_low = np.concatenate([[0.0], unit_low])
+    row_high = np.concatenate([[1.0], -unit_low])
     return np.tile(row_low, max_sentences), np.tile(row_high, max_sentences)
-

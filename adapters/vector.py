@@ -16,6 +16,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from .history import check_history_length
+from .memory import Frames
 
 __all__ = ["LanguageVectorEnv"]
 
@@ -57,6 +58,9 @@ class LanguageVectorEnv(VectorEnv):
                            if isinstance(action_space, spaces.Discrete) else [])
         self._histories: list[History] = [self._new_history() for _ in self.envs]
         self._previous: list[Any] = [None] * self.num_envs
+        memory = getattr(adapter, "memory", None)
+        self._frames = None if memory is None else [
+            Frames(memory, int(adapter.frame_space.shape[0]), action_space) for _ in self.envs]
 
     @property
     def supplies_descriptions(self) -> bool:
@@ -101,6 +105,9 @@ class LanguageVectorEnv(VectorEnv):
         for index, (info, (_, text)) in enumerate(zip(infos_of, pairs, strict=True)):
             info["description"] = text
             infos = self._add_info(infos, info, index)
+        if self._frames is not None:
+            return np.stack([frames.start(vector) for frames, (vector, _)
+                             in zip(self._frames, pairs, strict=True)]), infos
         return np.stack([vector for vector, _ in pairs]), infos
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -130,15 +137,20 @@ class LanguageVectorEnv(VectorEnv):
         observations = np.empty((n, *self.single_observation_space.shape), dtype=np.float32)
         infos: dict[str, Any] = {}
         position = 0
+        frames = self._frames
         for index, info in enumerate(step_infos):
             vector, info["description"] = pairs[position]
             position += 1
+            if frames is not None:
+                vector = frames[index].push(vector, actions[index])
             if index in firsts:  # the episode ended: its final obs, then the next one's first
                 infos = self._add_info(infos, {"final_obs": vector.copy(), "final_info": info},
                                        index)
                 info = firsts[index]
                 vector, info["description"] = pairs[position]
                 position += 1
+                if frames is not None:
+                    vector = frames[index].start(vector)
             observations[index] = vector
             infos = self._add_info(infos, info, index)
         return observations, rewards, terminations, truncations, infos

@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .history import check_history_length
+from .memory import Frames
 
 __all__ = ["LanguageObservation"]
 
@@ -20,7 +21,8 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     (a fresh copy; ``copy=False``: the shared read-only one), its text in
     ``info["description"]``; legal moves from ``info["legal_moves"]`` (else every action of
     a Discrete space); the episode's ``(previous_observation, action)`` pairs kept (the last
-    ``history_length``), cleared on reset. ``copy.deepcopy`` copies all but the adapter,
+    ``history_length``), cleared on reset; with the adapter's ``memory``, its last
+    observations and actions stacked (`adapters.memory`). ``copy.deepcopy`` copies all but the adapter,
     which the copy shares (it is a pure function of its input). See docs/adapters.md.
     """
 
@@ -54,6 +56,9 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         )
         self._record = self._history.append  # the same object for the wrapper's life
         self._previous: Any = None
+        memory = getattr(adapter, "memory", None)
+        self._frames = None if memory is None else Frames(
+            memory, int(adapter.frame_space.shape[0]), space)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LanguageObservation:
         """A copy that steps independently of this wrapper and shares its adapter."""
@@ -86,6 +91,8 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         vector, info["description"] = self._adapt(
             obs, info.get("legal_moves", self._all_moves), self._history
         )
+        if self._frames is not None:
+            return self._frames.start(vector), info
         return (vector.copy() if self.copy else vector), info
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -101,4 +108,8 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if legal is None:
             legal = self._all_moves
         vector, info["description"] = self._adapt(obs, legal, self._history)
-        return (vector.copy() if self.copy else vector), reward, terminated, truncated, info
+        if self._frames is not None:
+            vector = self._frames.push(vector, action)
+        elif self.copy:
+            vector = vector.copy()
+        return vector, reward, terminated, truncated, info

@@ -72,7 +72,7 @@ class SB3Config(BaseModel):
     deterministic: StrictBool = True
     """Evaluation actions: the policy's most probable legal action (True, SB3's
     ``deterministic=True``) or an action sampled from it (False; PPO, A2C, MaskablePPO, SAC)."""
-    extractor: Literal["sentence_attention", "babyai11"] | None = None
+    extractor: Literal["sentence_attention", "sentence_grounded", "babyai11"] | None = None
     """A features extractor of :mod:`.sb3_extractors` by name (None: SB3's default)."""
     extractor_kwargs: dict[str, StrictInt] = Field(default_factory=dict)
     """Its keyword arguments (e.g. ``max_sentences``, ``channels``)."""
@@ -102,8 +102,8 @@ class SB3Config(BaseModel):
                              f"({expected})")
         check_keyword_values(sb3_algorithm(self.algorithm), self.policy, self.keywords)
         if self.extractor_kwargs and self.extractor is None:
-            raise ValueError("extractor_kwargs: given without an extractor (sentence_attention "
-                             "or babyai11)")
+            raise ValueError("extractor_kwargs: given without an extractor (sentence_attention, "
+                             "sentence_grounded or babyai11)")
         if self.extractor is not None:
             from .sb3_extractors import EXTRACTORS  # imports SB3 (the optional extra)
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ..adapters import LanguageAdapter
 from ..adapters.llm import llm_setting_models
+from ..adapters.memory import Memory
 from ..adapters.representation import check_representation
 from ..agents import AGENTS, SB3Agent
 from ..agents.base import Agent
@@ -284,10 +285,11 @@ def check_component_settings(config: ExperimentConfig, source: Path | str) -> No
             check_representation(adapter.settings, adapter.type)
         except ValueError as error:
             raise ConfigError(f"{source}: invalid experiment file\n  {where}{error}") from None
-        if adapter.type == "raw" and adapter.settings:
+        extra = sorted(set(adapter.settings) - {"memory"})
+        if adapter.type == "raw" and extra:
             raise ConfigError(
-                f"{source}: invalid experiment file\n  {where}{next(iter(adapter.settings))}: "
-                "unknown key (the raw adapter takes no settings)"
+                f"{source}: invalid experiment file\n  {where}{extra[0]}: "
+                "unknown key (the raw adapter takes only memory)"
             )
         if adapter.type == "llm" and isinstance(adapter.settings.get("backend"), dict):
             raise ConfigError(
@@ -332,10 +334,15 @@ def _check_llm_roles(config: ExperimentConfig, index: int, spec: AgentSpec, sour
         )
 
 
+SET_EXTRACTORS = ("sentence_attention", "sentence_grounded")
+"""The features extractors that read a sentence set."""
+
+
 def _check_extractors(config: ExperimentConfig, index: int, spec: AgentSpec, source: Any
                       ) -> None:
     """An sb3 agent's ``extractor`` only with adapters whose observations it reads:
-    ``sentence_attention`` a language/llm adapter with ``embedding: sentence_set``,
+    ``sentence_attention`` and ``sentence_grounded`` a language/llm adapter with
+    ``embedding: sentence_set``,
     ``babyai11`` raw views of a MiniGrid/BabyAI level."""
     if spec.type != "sb3":
         return
@@ -344,13 +351,13 @@ def _check_extractors(config: ExperimentConfig, index: int, spec: AgentSpec, sou
         extractor = spec.params_for(adapter.name).get("extractor")
         embedding = adapter.settings.get("embedding", "the default")
         fits = (extractor is None
-                or extractor == "sentence_attention" and embedding == "sentence_set"
+                or extractor in SET_EXTRACTORS and embedding == "sentence_set"
                 or extractor == "babyai11" and adapter.type == "raw" and minigrid)
         if not fits:
             observation = (f"raw views of {config.environment.id}" if adapter.type == "raw"
                            else f"{adapter.type} states with embedding: {embedding}")
             expected = ("a language or llm adapter with embedding: sentence_set"
-                        if extractor == "sentence_attention" else
+                        if extractor in SET_EXTRACTORS else
                         "raw views of a MiniGrid/BabyAI level (adapter type raw)")
             raise ConfigError(
                 f"{source}: agents.{index}: extractor {extractor} cannot read adapter "
@@ -432,7 +439,7 @@ def _check_instruction_maze(config: ExperimentConfig, source: Any) -> None:
 def _adapter_setting_models(spec: AdapterSpec) -> list[tuple[type[BaseModel], dict[str, Any]]]:
     """(pydantic model, settings it must accept) pairs for one adapter entry."""
     if spec.type == "raw":
-        return []
+        return [(RawSettings, spec.settings)]
     if spec.type == "language":
         return [(LanguageAdapter, spec.settings)]
     backend = spec.settings.get("backend", "auto")
@@ -452,6 +459,13 @@ def _settings_model(model: type[BaseModel]) -> type[BaseModel]:
     fields = {name: (field.annotation, field) for name, field in model.model_fields.items()}
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     return create_model(f"{model.__name__}Settings", __config__=config, **fields)
+
+
+class RawSettings(BaseModel):
+    """The raw adapter's one setting."""
+
+    model_config = ConfigDict(extra="forbid")
+    memory: Memory | None = None
 
 
 class _BackendSetting(BaseModel):

@@ -32,7 +32,7 @@ from .one_run import (
     agent_params,
     make_adapter,
     make_env,
-    with_set_layout,
+    with_layout,
     wrap,
 )
 from .report import write_report
@@ -98,7 +98,7 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
         adapter._standardiser = Standardiser(mean.numpy(),  # noqa: SLF001  (the fitted one)
                                              None if matrix is None else matrix.numpy())
     space = adapter.observation_space
-    params = with_set_layout(agent_params(run.agent, run.adapter.name, config.cache_dir),
+    params = with_layout(agent_params(run.agent, run.adapter.name, config.cache_dir),
                              adapter)
     saved = tuple(header.get("obs_shape", ()))
     if saved != tuple(space.shape):

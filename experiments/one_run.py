@@ -175,15 +175,25 @@ def policy_bytes(agent: Any, adapter: Any) -> bytes:
     return agent_file_bytes(header, tensors)
 
 
-def with_set_layout(params: dict[str, Any], adapter: Any,
-                    encoder: Any = None) -> dict[str, Any]:
-    """``params`` with a ``sentence_attention`` extractor told the adapter's set layout
-    (``max_sentences``, ``dimension`` of ``encoder``, default the adapter's) where the file
-    does not say it."""
-    if params.get("extractor") != "sentence_attention":
+def with_layout(params: dict[str, Any], adapter: Any, encoder: Any = None) -> dict[str, Any]:
+    """``params`` with a features extractor told the adapter's layout where the file does
+    not say it: a set extractor its ``max_sentences``, the ``dimension`` of ``encoder``
+    (default the adapter's) and the kept ``numbers``; every extractor the adapter's memory
+    (``frames``, ``actions``: the values of the last actions)."""
+    extractor = params.get("extractor")
+    if extractor is None:
         return params
-    layout = {"max_sentences": adapter.max_sentences,
-              "dimension": (encoder or adapter.embedding_cache.encoder).dimension}
+    layout: dict[str, int] = {}
+    if extractor in ("sentence_attention", "sentence_grounded"):
+        layout = {"max_sentences": adapter.max_sentences,
+                  "dimension": (encoder or adapter.embedding_cache.encoder).dimension}
+        if adapter.numbers:
+            layout["numbers"] = adapter.numbers
+    memory = adapter.memory
+    if memory is not None and memory.observations > 1:
+        layout["frames"] = memory.observations
+    if memory is not None and memory.actions:
+        layout["actions"] = memory.action_size(adapter.action_space)
     return {**params, "extractor_kwargs": {**layout, **params.get("extractor_kwargs", {})}}
 
 
@@ -249,7 +259,7 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
         observations = (adapter.observation_space if encoder is None
                         else adapter.observation_space_with(encoder))
         for j, agent in enumerate(config.agents):
-            params = with_set_layout(agent.params_for(spec.name), adapter,
+            params = with_layout(agent.params_for(spec.name), adapter,
                                      PACKAGED_ENCODER if spec.type == "raw" else encoder)
             if agent.type == "sb3":
                 params = _cheap_sb3(params)
@@ -314,7 +324,7 @@ def train_run(
         one.observation_space,
         one.action_space,
         seed=run.seed,
-        **with_set_layout(agent_params(run.agent, run.adapter.name, config.cache_dir), adapter),
+        **with_layout(agent_params(run.agent, run.adapter.name, config.cache_dir), adapter),
     )
     advisor = None if run.agent.advisor is None else LLMAdvisor(
         _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir), seed=run.seed)
