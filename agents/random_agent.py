@@ -11,9 +11,12 @@ from .base import Agent
 
 
 class RandomAgent(Agent):
-    """Uniform over the legal moves, with its own seeded RNG (saved with the agent)."""
+    """Uniform over the legal moves, with its own seeded RNG (saved with the agent);
+    ``learns`` is False: an experiment evaluates it without spending the training budget
+    (``agents.train`` still walks the budget when called)."""
 
     kind = "random"
+    learns = False
 
     def _act(self, obs: Any, legal_moves: Sequence[int] | None, explore: bool) -> int:
         """A uniformly random legal action (``explore`` makes no difference)."""

@@ -267,6 +267,8 @@ def command_run(args: argparse.Namespace) -> int:
         print("each run's budget: " + "; ".join(
             f"{agent.name} " + ("none (zero-shot: evaluated only)" if agent.type == "llm_policy"
                                 and not agent.params.get("few_shot")
+                                else "none (learns nothing: evaluated only)"
+                                if agent.type in ("random", "oracle")
                                 else budget_text(config.training_for(agent)))
             for agent in config.agents))
         return 0

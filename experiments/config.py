@@ -31,6 +31,7 @@ from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
 from ..roles.instructions import InstructionsConfig, load_instruction_set
 from ..roles.llm_policy import LLMPolicy
+from ..roles.oracles import oracle_for
 from ..roles.policy_search import LLMPolicySearch
 from ..roles.reward_shaping import RewardShapingConfig
 from .schema import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig, UsageError, shown
@@ -275,6 +276,8 @@ def check_component_settings(config: ExperimentConfig, source: Path | str) -> No
             _check_grpo(config, index, spec, params, source)
         _check_copies(config, index, spec, source)
         _check_extractors(config, index, spec, source)
+        if spec.type == "oracle":
+            _check_oracle(config, index, source)
         if spec.type == "sb3" and config.training_for(spec).steps is None:
             raise ConfigError(f"{source}: agents.{index}: an sb3 agent trains for a number of "
                               "environment steps (SB3's total_timesteps); give it training: "
@@ -419,6 +422,21 @@ def _check_grpo(config: ExperimentConfig, index: int, spec: AgentSpec, params: A
         check_grpo(env, params)
     except ValueError as error:
         raise ConfigError(f"{source}: agents.{index} (grpo on {env_spec.id}): {error}") from None
+
+
+def _check_oracle(config: ExperimentConfig, index: int, source: Any) -> None:
+    """An oracle agent only on an environment with an oracle (`roles.oracles.oracle_for`)."""
+    env_spec = config.environment
+    try:
+        env = gymnasium.make(env_spec.id, **env_spec.params)
+    except (TypeError, ValueError, gymnasium.error.Error):
+        return  # bad environment params are reported when the run starts
+    try:
+        oracle_for(env, role=f"agents.{index} (type oracle)")
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    finally:
+        env.close()
 
 
 def _check_instruction_maze(config: ExperimentConfig, source: Any) -> None:

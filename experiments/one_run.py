@@ -328,7 +328,9 @@ def train_run(
     )
     advisor = None if run.agent.advisor is None else LLMAdvisor(
         _block_with_cache(run.agent.advisor, AdvisorConfig, config.cache_dir), seed=run.seed)
-    agent.bind(env)  # a misconfigured role fails before the first episode
+    # a misconfigured role fails before the first episode; an agent that does not learn
+    # (random, oracle, a zero-shot LLM) acts only in the evaluation's one environment
+    agent.bind(env if agent.learns else one)
     if advisor is not None:
         advisor.bind(env)
     started, cpu_started = time.perf_counter(), time.process_time()

@@ -250,8 +250,8 @@ class AdapterSpec(_Strict):
 class AgentSpec(_Strict):
     """One learner and its hyperparameters."""
 
-    type: Literal["qlearning", "dqn", "random", "llm_policy_search", "llm_policy", "grpo", "sb3",
-                  "ars"]
+    type: Literal["qlearning", "dqn", "random", "oracle", "llm_policy_search", "llm_policy",
+                  "grpo", "sb3", "ars"]
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     advisor: dict[str, Any] | None = Field(

@@ -1,7 +1,7 @@
 """The roles a language model plays in the RL loop — policy, advisor, reward shaping, policy
 search, instruction following — and their non-LLM references (oracles). Every role's
 ``stats()`` uses the LLM layer's counter names; importing this package registers
-``llm_policy`` and ``llm_policy_search`` with :func:`agents.make_agent`. See
+``llm_policy``, ``llm_policy_search`` and ``oracle`` with :func:`agents.make_agent`. See
 docs/llm-in-the-loop.md, docs/policy-search.md, docs/instructions.md."""
 
 from ..agents import register_agent
@@ -11,6 +11,7 @@ from .counting import LLM_COUNTERS, RoleCounters, make_llm_backend
 from .instruction_chain import InstructionFollowing, SubGoal
 from .instructions import InstructionPlan, InstructionsConfig, prepare_instructions
 from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt
+from .oracle_agent import OracleAgent
 from .oracles import MazeOracle, Oracle, oracle_for, register_oracle
 from .policy_families import (
     LinearPolicy,
@@ -25,6 +26,7 @@ from .reward_shaping import RewardShaping, RewardShapingConfig, spearman_with_di
 
 register_agent("llm_policy", LLMPolicy)
 register_agent("llm_policy_search", LLMPolicySearch)
+register_agent("oracle", OracleAgent)
 
 __all__ = [
     "LLM_COUNTERS",
@@ -42,6 +44,7 @@ __all__ = [
     "LinearPolicy",
     "MazeOracle",
     "Oracle",
+    "OracleAgent",
     "PolicySearchConfig",
     "RewardShaping",
     "RewardShapingConfig",

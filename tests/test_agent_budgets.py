@@ -15,7 +15,8 @@ EXPERIMENT = {
     "name": "budgets",
     "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}},
     "adapters": [{"type": "raw"}],
-    "agents": [{"type": "qlearning", "training": {"episodes": 2}}, {"type": "random"}],
+    "agents": [{"type": "qlearning", "training": {"episodes": 2}},
+               {"type": "qlearning", "label": "file_budget"}],
     "training": {"episodes": 5},
     "seeds": 1,
     "evaluation": {"final_episodes": 1},
@@ -29,7 +30,7 @@ def test_each_agent_trains_for_its_own_budget(tmp_path):
                          log=lambda text: None)
     with open(out / "episodes.csv", newline="") as rows:
         trained = Counter(r["agent"] for r in csv.DictReader(rows) if r["phase"] == "train")
-    assert trained == {"qlearning": 2, "random": 5}
+    assert trained == {"qlearning": 2, "file_budget": 5}
 
 
 def test_an_agent_budget_is_checked_like_the_files():

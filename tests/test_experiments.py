@@ -170,10 +170,12 @@ def test_episode_rows_match_the_experiment(finished_tiny_run):
     train = [e for e in episodes if e.phase == "train"]
     final = [e for e in episodes if e.phase == "final"]
     evals = [e for e in episodes if e.phase == "eval"]
-    assert len(train) == config.training.episodes * combinations
+    learning = combinations // 2  # the random agent learns nothing: no training, final only
+    assert {e.agent for e in train + evals} == {"qlearning"}
+    assert len(train) == config.training.episodes * learning
     assert len(final) == config.evaluation.final_episodes * combinations
     # evaluations after training episodes 3 and 6, two greedy episodes each
-    assert len(evals) == 2 * config.evaluation.episodes * combinations
+    assert len(evals) == 2 * config.evaluation.episodes * learning
     assert sorted({e.episode for e in evals}) == [3, 6]
     assert {(e.adapter, e.agent, e.seed) for e in episodes} == {
         (r.adapter.name, r.agent.name, r.seed) for r in runs_of(config)
@@ -249,7 +251,7 @@ def test_resume_with_more_seeds_keeps_the_finished_runs_and_fewer_are_refused(tm
 
 
 def test_resume_after_a_crash_redoes_only_unfinished_runs(tmp_path, monkeypatch):
-    config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "random"}]))
+    config = experiment_from_dict(tiny_config(tmp_path, agents=[{"type": "qlearning"}]))
     started = started_runs(monkeypatch, finished_before_crash=2)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(config, progress=False, log=lambda _: None)

@@ -315,19 +315,20 @@ def test_set_training_shrinks_every_agents_budget_and_check_prints_each(tmp_path
     from langadapt.experiments import cli_run
 
     data = raw_config(tmp_path, agents=[{"type": "qlearning", "training": {"episodes": 9}},
-                                        {"type": "random"}])
+                                        {"type": "dqn"}, {"type": "random"}])
     (tmp_path / "own.yaml").write_text(yaml.safe_dump(data))
     code, out, err = run_cli(capsys, "run", str(tmp_path / "own.yaml"), "--check",
                              "--set", "training.steps=30")
     assert (code, err) == (0, "")
     assert "note: training.steps=30 applies to every agent, qlearning's own training block " \
            "too" in out
-    assert "each run's budget: qlearning 30 steps; random 30 steps" in out
+    assert ("each run's budget: qlearning 30 steps; dqn 30 steps; random none (learns "
+            "nothing: evaluated only)") in out
     # a later --set of one agent's own block wins
     code, out, err = run_cli(capsys, "run", str(tmp_path / "own.yaml"), "--check",
                              "--set", "training.episodes=3",
                              "--set", "agents.qlearning.training.episodes=5")
-    assert (code, err) == (0, "") and "budget: qlearning 5 episodes; random 3 episodes" in out
+    assert (code, err) == (0, "") and "budget: qlearning 5 episodes; dqn 3 episodes;" in out
     seen = {}
     monkeypatch.setattr(cli_run, "_build_environments",
                         lambda config: seen.setdefault("config", config))

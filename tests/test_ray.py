@@ -36,6 +36,11 @@ RAY = Path(sys.executable).parent / "ray"
 QUIET = {"progress": False, "log": lambda _: None}
 
 
+#: An agent whose long training can be interrupted: Q-learning exploring at random throughout
+#: (the random agent learns nothing, so an experiment does not train it at all).
+EXPLORING = [{"type": "qlearning", "params": {"epsilon_start": 1.0, "epsilon_min": 1.0}}]
+
+
 def experiment(tmp_path: Path, **changes) -> dict:
     data = {
         "name": "ray-tiny",
@@ -222,7 +227,8 @@ def test_a_worker_that_dies_is_retried_or_reported_and_the_others_are_kept(
 ):
     config = experiment_from_dict(
         experiment(tmp_path, training={"episodes": 1500}, seeds=2,
-                   executor={"type": "ray", "max_retries": retries, "jobs": 2})
+                   executor={"type": "ray", "max_retries": retries, "jobs": 2},
+                   agents=EXPLORING)
     )
     kills: list[int] = []
     stop = threading.Event()
@@ -269,7 +275,8 @@ def _kill_driver_mid_run_then_resume(
     once one run has finished, check the folder is 'interrupted', resume, check it is whole."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(experiment(tmp_path, training={"episodes": 1500}, seeds=3)))
+    path.write_text(yaml.safe_dump(experiment(tmp_path, training={"episodes": 1500}, seeds=3,
+                                              agents=EXPLORING)))
     out = tmp_path / "out"
     driver = subprocess.Popen(
         [str(LANGADAPT), "run", str(path), "--no-progress", *args],

@@ -25,7 +25,7 @@ def _config(**changes):
         "name": "protocol",
         "environment": {"id": SUITE, "params": {"goal": "goto"}},
         "adapters": [{"type": "raw"}],
-        "agents": [{"type": "random"}],
+        "agents": [{"type": "qlearning"}],
         "training": {"steps": 200},
         "seeds": [0, 1],
         "evaluation": {"every": 2, "episodes": 2,
