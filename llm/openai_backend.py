@@ -43,8 +43,8 @@ def read_api_key(name: str) -> str:
     key = os.environ.get(name, "").strip()
     if not key:
         raise ValueError(f"the environment variable {name} that api_key_env names is not set; "
-                         "export it with the API key, or set api_key_env: null for a server "
-                         "that needs no key")
+                         "export it with the API key, or set api_key_env: null (--api-key-env "
+                         "none on the command line) for a server that needs no key")
     if not _KEY_CHARS.fullmatch(key):
         raise ValueError(f"the environment variable {name} that api_key_env names holds a "
                          "character other than printable ASCII inside the key (a space, tab, "
