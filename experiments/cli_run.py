@@ -275,13 +275,17 @@ def command_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     from .suite import run_suite  # a suite: one experiment per task, then its report
 
-    out = (run_suite if config.tasks else run_experiment)(
-        config,
-        out_dir=args.out,
-        resume=args.resume,
-        force=args.force,
-        progress=not args.no_progress,
-    )
+    try:
+        out = (run_suite if config.tasks else run_experiment)(
+            config,
+            out_dir=args.out,
+            resume=args.resume,
+            force=args.force,
+            progress=not args.no_progress,
+        )
+    except KeyboardInterrupt as stop:  # the interrupt line's resume command names the folder
+        stop.langadapt_out = args.out or config.output_dir  # type: ignore[attr-defined]
+        raise
     print(f"done in {time.perf_counter() - started:.0f} s: {out}")
     return 0
 

@@ -31,6 +31,7 @@ from .results import (
     listing,
     merge_episodes,
     record_prerender,
+    resumable,
     runs_of,
     write_failed_run,
 )
@@ -59,7 +60,11 @@ class RunsFailedError(RuntimeError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived while an experiment ran."""
+    """SIGTERM or SIGHUP (``signal``, its number) arrived while an experiment ran."""
+
+    def __init__(self, message: str, number: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signal = int(number)
 
 
 def executor_for(config: ExperimentConfig, jobs: int | None = None):
@@ -117,7 +122,7 @@ def signals_interrupt() -> Iterator[None]:
         return
 
     def interrupt(number: int, _frame: object) -> None:
-        raise Interrupted(f"stopped by {signal.Signals(number).name}")
+        raise Interrupted(f"stopped by {signal.Signals(number).name}", number)
 
     previous = {}
     for number in (signal.SIGTERM, signal.SIGHUP):
@@ -198,10 +203,11 @@ def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, fo
     prepare_output(config, out_dir, resume=resume, force=force)
     done = set(finished_runs(out_dir)) if resume else set()
     todo = [run for run in runs_of(config) if run.key not in done]
+    state = _resumed(config, out_dir, done, todo) if resume else "0 already finished"
     log(
         f"{config.name}: {len(runs_of(config))} runs "
         f"({len(config.adapters)} adapters x {len(config.agents)} agents x "
-        f"{len(config.seed_list)} seeds), {len(done)} already finished, results in {out_dir}"
+        f"{len(config.seed_list)} seeds), {state}, results in {out_dir}"
     )
     failures: dict[str, str] = {}
     if not todo:
@@ -232,6 +238,22 @@ def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, fo
     finally:
         bar.close()
     return failures
+
+
+def _resumed(config: ExperimentConfig, out_dir: Path, done: set[str], todo: list[Run]) -> str:
+    """What ``--resume`` does with the folder's runs: ``2 finished, 1 continues from its
+    checkpoint (raw__dqn__seed0 at step 24,000), 1 starts afresh``."""
+    saved = {} if config.executor.type == "ray" else {  # Ray's runs keep no checkpoints
+        run.key: checkpoint for run in todo
+        if (checkpoint := resumable(out_dir, run.key)) is not None}
+    continuing = ", ".join(f"{key} at step {c.steps:,}" for key, c in saved.items())
+    parts = [f"{len(done)} finished"]
+    if saved:
+        parts.append(f"{len(saved)} {'continues' if len(saved) == 1 else 'continue'} from "
+                     f"{'its' if len(saved) == 1 else 'their'} checkpoint ({continuing})")
+    parts.append(f"{len(todo) - len(saved)} {'starts' if len(todo) - len(saved) == 1 else 'start'}"
+                 " afresh")
+    return ", ".join(parts)
 
 
 # ----------------------------------------------------------------------------- progress
