@@ -38,6 +38,7 @@ from .plots import plot_best_so_far, plot_final_returns, plot_learning_curves
 from .results import (
     MAX_EPISODES_BYTES,
     MAX_RECORD_BYTES,
+    NOT_FINISHED,
     Episode,
     check_results,
     folder_config,
@@ -199,8 +200,10 @@ def prerender_markdown(path: Path) -> str:
 
 
 def results_notes(failed: dict[str, str]) -> str:
-    """The failed runs, in bold ('' when none)."""
-    lines = [f"- **run {key} failed** and is not in the table: {error}"
+    """The failed runs and those a stop left unfinished, in bold ('' when none)."""
+    lines = [f"- **run {key} did not finish** and is not in the table (`--resume` goes on "
+             f"with it): {error.removeprefix(NOT_FINISHED)}" if error.startswith(NOT_FINISHED)
+             else f"- **run {key} failed** and is not in the table: {error}"
              for key, error in failed.items()]
     return ("\n" + "\n".join(lines) + "\n") if lines else ""
 

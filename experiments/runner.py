@@ -22,9 +22,11 @@ from tqdm.auto import tqdm
 from ..adapters.prerender import reachable_inputs
 from .executors import ProcessExecutor, RayExecutor
 from .folders import ResultsFolderError, folder_lock, prepare_output, refuse_foreign, writing
+from .folders import inside as inside_folder
 from .one_run import check_build, make_adapter, make_env
 from .report import write_report, write_search_report
 from .results import (
+    STOPPED_FILE,
     Run,
     check_results,
     finished_runs,
@@ -34,6 +36,7 @@ from .results import (
     resumable,
     runs_of,
     write_failed_run,
+    write_stopped,
 )
 from .schema import ConfigError, ExperimentConfig
 
@@ -183,7 +186,12 @@ def run_experiment(
             folder.enter_context(writing(out_dir, again))
             out_dir.mkdir(parents=True, exist_ok=True)
             folder.enter_context(folder_lock(out_dir))  # held until the report is written
-            failures = _run_all(config, executor, out_dir, resume, force, progress, log)
+            try:
+                failures = _run_all(config, executor, out_dir, resume, force, progress, log)
+            except Exception as error:
+                if getattr(error, "langadapt_stopped", None) is not None:
+                    _report_stopped(config, out_dir, error, log)
+                raise
         merge_episodes(config, out_dir)
         write_report(out_dir, log=log)
         if any(agent.type == "llm_policy_search" for agent in config.agents):
@@ -197,10 +205,26 @@ def run_experiment(
     return out_dir
 
 
+def _report_stopped(config: ExperimentConfig, out_dir: Path, error: BaseException,
+                    log: Callable[[str], None]) -> None:
+    """After a run's error stopped the experiment: the summary of the finished runs, and a
+    line saying they are kept and how the rest goes on."""
+    merge_episodes(config, out_dir)
+    write_report(out_dir, log=log)
+    finished, left = len(finished_runs(out_dir)), error.langadapt_stopped  # type: ignore[attr-defined]
+    log(f"stopped: run {getattr(error, 'langadapt_run_key', '?')} failed; the {finished} "
+        f"finished run{'s are' if finished != 1 else ' is'} kept and summarised in "
+        f"{out_dir / 'summary.md'}; {listing(left)} did not finish — fix the cause and go on "
+        f"with: langadapt run YOUR_EXPERIMENT.yaml --out {out_dir} --resume")
+
+
 def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, force: bool,
              progress: bool, log: Callable[[str], None]) -> dict[str, str]:
-    """Prepare the folder and run what is not finished; returns the failed runs' errors."""
+    """Prepare the folder and run what is not finished; returns the failed runs' errors.
+    A run's error that stops the experiment is recorded (``stopped.json``: it and the runs
+    left unfinished, as ``error.langadapt_stopped``) before it goes on up."""
     prepare_output(config, out_dir, resume=resume, force=force)
+    inside_folder(out_dir, STOPPED_FILE).unlink(missing_ok=True)  # an earlier stop: going on
     done = set(finished_runs(out_dir)) if resume else set()
     todo = [run for run in runs_of(config) if run.key not in done]
     state = _resumed(config, out_dir, done, todo) if resume else "0 already finished"
@@ -235,6 +259,15 @@ def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, fo
                     if terminal:
                         bar.set_postfix_str(inside.status(), refresh=False)
                 bar.update()
+    except Exception as error:
+        if isinstance(error, (OSError, ResultsFolderError)):  # the folder's, not a run's
+            raise
+        finished = finished_runs(out_dir)
+        left = [run.key for run in todo if run.key not in finished and run.key not in failures]
+        write_stopped(out_dir, getattr(error, "langadapt_run_key", None),
+                      " ".join(str(error).split()), left)
+        error.langadapt_stopped = left  # type: ignore[attr-defined]
+        raise
     finally:
         bar.close()
     return failures
