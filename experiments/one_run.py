@@ -401,6 +401,8 @@ def train_run(
         "wall_time": wall_before + time.perf_counter() - started,
         "cpu_seconds": cpu_before + time.process_time() - cpu_started,
         "adapter_stats": {k: float(v) for k, v in adapter.stats().items()},
+        **({"adapter_descriptions": adapter.description_counts()}  # an LLM adapter's merges
+           if hasattr(adapter, "description_counts") else {}),
         **_agent_log(agent),
         "llm_roles": {name: role.stats() for name, role in
                       (("agent", agent), ("advisor", advisor), ("reward_shaping", shaper),

@@ -33,7 +33,7 @@ from .folders import (
     write_text,
     writing,
 )
-from .llm_rows import Fallbacks, fallback_mark, fallback_notes
+from .llm_rows import Fallbacks, description_notes, fallback_mark, fallback_notes
 from .plots import plot_best_so_far, plot_final_returns, plot_learning_curves
 from .results import (
     MAX_EPISODES_BYTES,
@@ -125,7 +125,9 @@ def _count(value: float, noun: str) -> str:
 
 def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None,
                      fallbacks: dict[tuple[str, str], Fallbacks] | None = None,
-                     evaluated: Collection[tuple[str, str]] = ()) -> str:
+                     evaluated: Collection[tuple[str, str]] = (),
+                     descriptions: dict[tuple[str, str], Sequence[tuple[int, int]]] | None = None
+                     ) -> str:
     """The summary table of ``summary.md``, a row whose LLM roles fell back marked and
     ``fallbacks`` (per adapter x agent, :mod:`.llm_rows`) said under it. ``evaluated``: the
     (adapter, agent) rows of kept policies played again (``langadapt evaluate``): their
@@ -169,7 +171,7 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
                   + (": " if not trained else ", the rows marked –: ")
                   + "nothing was trained, so there is no threshold, training time or cost; "
                   "those of the training are in its own folder's summary."]
-    notes = fallback_notes(fallbacks or {})
+    notes = fallback_notes(fallbacks or {}) + description_notes(descriptions or {})
     lines += ["", *notes, *([""] if notes else []),
               "Intervals: 95% percentile bootstrap over seeds of each seed's mean return."
               + (" LLM calls, LLM s (waiting for answers), CPU s and cache hits: totals over "
@@ -280,7 +282,8 @@ def write_report(out_dir: Path | str, log: Callable[[str], None] | None = print
         marks = {(r.adapter, r.agent): fallback_mark(r.llm_fallback_share) for r in rows}
         markdown = (summary_markdown(rows, title, threshold,
                                      {key: cost.fallbacks for key, cost in costs.items()},
-                                     evaluated)
+                                     evaluated,
+                                     {key: cost.descriptions for key, cost in costs.items()})
                     + (f"Sampled, not greedy: {', '.join(sampled)} (`deterministic: false`) act "
                        "in every evaluation by sampling their policy's legal actions.\n"
                        if sampled else "")
@@ -337,7 +340,8 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
     rows = summarise(episodes, threshold, costs)
     title = "compared: " + ", ".join(names)
     markdown = summary_markdown(rows, title, threshold,
-                                {key: cost.fallbacks for key, cost in costs.items()}, evaluated)
+                                {key: cost.fallbacks for key, cost in costs.items()}, evaluated,
+                                {key: cost.descriptions for key, cost in costs.items()})
     if len(set(environments.values())) > 1:
         markdown += ("\nThe folders' environments differ: "
                      + "; ".join(f"{folder}: {env}" for folder, env in environments.items())
