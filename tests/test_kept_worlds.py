@@ -65,6 +65,29 @@ def test_make_env_with_other_params_describes_the_world_it_makes(lake_run):
     assert again.adapter is loaded.adapter
 
 
+def test_a_maze_policy_made_on_another_maze_describes_that_maze(tmp_path):
+    from langadapt.environments import language_for
+
+    data = {**LAKE, "name": "maze_kept",
+            "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "large"}},
+            "training": {"episodes": 2}}
+    run = _trained(tmp_path, data) / "runs" / "language__qlearning__seed0"
+    env = langadapt.load_run(run).make_env(maze="medium")
+    obs, info = env.reset(seed=3)
+    medium = language_for(env.unwrapped).describer
+    for action in range(12):
+        legal = info["legal_moves"]
+        assert info["description"] == medium.describe(obs_cell(env), tuple(legal), None)
+        obs, _, terminated, truncated, info = env.step(legal[action % len(legal)])
+        if terminated or truncated:
+            break
+
+
+def obs_cell(env) -> np.ndarray:
+    maze = env.unwrapped
+    return maze.observation_of(maze.cell)
+
+
 def test_make_env_params_are_checked_as_evaluate_set_checks_them(lake_run):
     loaded = langadapt.load_run(lake_run)
     with pytest.raises(ValueError) as caught:
