@@ -212,10 +212,12 @@ def _report_stopped(config: ExperimentConfig, out_dir: Path, error: BaseExceptio
     merge_episodes(config, out_dir)
     write_report(out_dir, log=log)
     finished, left = len(finished_runs(out_dir)), error.langadapt_stopped  # type: ignore[attr-defined]
-    log(f"stopped: run {getattr(error, 'langadapt_run_key', '?')} failed; the {finished} "
-        f"finished run{'s are' if finished != 1 else ' is'} kept and summarised in "
-        f"{out_dir / 'summary.md'}; {listing(left)} did not finish — fix the cause and go on "
-        f"with: langadapt run YOUR_EXPERIMENT.yaml --out {out_dir} --resume")
+    kept = (f"the {finished} finished run{'s are' if finished != 1 else ' is'} kept and "
+            f"summarised in {out_dir / 'summary.md'}" if finished else
+            f"no run had finished ({out_dir / 'summary.md'} names those that did not)")
+    log(f"stopped: run {getattr(error, 'langadapt_run_key', '?')} failed; {kept}; "
+        f"{listing(left)} did not finish — fix the cause and go on with: langadapt run "
+        f"YOUR_EXPERIMENT.yaml --out {out_dir} --resume")
 
 
 def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, force: bool,
