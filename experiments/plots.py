@@ -314,7 +314,7 @@ def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> N
               else "mean and 95% bootstrap interval over seeds")
     if len(kinds) > 1:
         spread += "; hatched: the kept (best) policy on the same episodes"
-    axis.set_title(wrapped(f"{title}\n{spread}", figure.get_figwidth()), fontsize=10)
+    figure.suptitle(wrapped(f"{title}\n{spread}", figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)

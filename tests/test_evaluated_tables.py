@@ -86,7 +86,7 @@ def test_with_keep_best_the_plots_show_the_kept_policy_beside_the_final(tmp_path
     assert labels == ["raw (final)", "raw (kept)"]
     heights = [patch.get_height() for patch in final.axes[0].patches]
     assert heights == [0.0, 1.0]  # final 0, kept 1: both visible
-    assert "hatched: the kept (best) policy" in " ".join(final.axes[0].get_title().split())
+    assert "hatched: the kept (best) policy" in " ".join(final._suptitle.get_text().split())
     eval_panel = curves.axes[0]
     assert any(line.get_marker() == "D" and list(line.get_ydata()) == [1.0]
                for line in eval_panel.get_lines())
