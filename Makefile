@@ -67,6 +67,8 @@ PORTABLE_KERNELS := ATEN_CPU_CAPABILITY=$${ATEN_CPU_CAPABILITY:-avx2} \
 
 run: $(RUN_STAMP)
 	$(PORTABLE_KERNELS) $(VENV)/bin/langadapt run configs/quickstart.yaml --force
+	@echo "extras (SB3 agents, TensorBoard, Ray, ...) into this .venv: $(PY) -m pip install \
+	--constraint constraints.txt --editable '.[$(RUN_EXTRAS),sb3,tensorboard]' (docs/install.md)"
 
 # The layer contracts (.importlinter), the installed-wheel smoke from outside the checkout,
 # then the test suite (whose summary line closes the output).

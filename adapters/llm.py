@@ -256,6 +256,13 @@ class LLMAdapter(BaseAdapter):
         out["prompt_cuts"] = self._cuts[0]
         return out
 
+    def description_counts(self) -> dict[str, int]:
+        """``states``: the inputs the LLM described so far (those the memo holds; fallbacks
+        are not kept), ``descriptions``: how many distinct texts it gave them. Fewer
+        descriptions than states: the LLM merged states the agent can no longer tell apart."""
+        texts = [text for _, text in self.memo.entries.values()]
+        return {"states": len(texts), "descriptions": len(set(texts))}
+
     def export_jsonl(self, path: Any) -> int:
         """`LLMBackend.export_jsonl` of the backend."""
         return self._backend.export_jsonl(path)

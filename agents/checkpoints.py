@@ -40,6 +40,18 @@ class Checkpoint:
         """How many records (rows) the run had written when it was saved."""
         return len(self.run["records"])
 
+    @property
+    def steps(self) -> int:
+        """The environment steps the run had trained when it was saved."""
+        return int(self.run["steps"])
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        """(CPU seconds, wall seconds) the run's processes had spent training when it was
+        saved, all earlier resumes included (0 for a checkpoint that does not say)."""
+        return (float(self.run.get("cpu_seconds", 0.0)),
+                float(self.run.get("wall_seconds", 0.0)))
+
 
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """The checkpoint in ``path``; ValueError naming the file when it is not one."""
@@ -64,8 +76,10 @@ class Checkpoints(Callback):
         self.save, self.every_steps, self.every_seconds = save, every_steps, every_seconds
         self.resume = resume
         self._last_steps, self._last_time = 0, time.monotonic()
+        self._started = (time.process_time(), time.perf_counter())
 
     def on_start(self, run: TrainingRun) -> None:
+        self._started = (time.process_time(), time.perf_counter())
         evaluations = self._evaluations(run)
         if self.resume is None:
             return
@@ -111,9 +125,17 @@ class Checkpoints(Callback):
                 "steps": run.steps, "episodes": run.episodes, "records": record,
                 "best": None if result.best is None else list(vars(result.best).values()),
                 "last": None if result.last is None else list(vars(result.last).values()),
-                "next_step": None if evaluations is None else evaluations.next_step}}
+                "next_step": None if evaluations is None else evaluations.next_step,
+                **self._spent()}}
         json.dumps(header)  # a value JSON cannot hold fails here, not in the writer
         return agent_file_bytes(header, tensors)
+
+    def _spent(self) -> dict[str, float]:
+        """The CPU and wall seconds of this process's training so far, plus what the
+        checkpoint it resumed from had spent."""
+        before = (0.0, 0.0) if self.resume is None else self.resume.spent
+        return {"cpu_seconds": before[0] + time.process_time() - self._started[0],
+                "wall_seconds": before[1] + time.perf_counter() - self._started[1]}
 
     @staticmethod
     def _evaluations(run: TrainingRun) -> Evaluations | None:

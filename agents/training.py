@@ -133,10 +133,11 @@ class TensorBoardLog(Callback):
     (rollout/, eval/, train/, llm/; the ``tensorboard`` extra). See docs/agents.md (TensorBoard)."""
 
     def __init__(self, folder: str | Path, counters: Callable[[], dict[str, float]] | None = None,
-                 window: int = 100, probes: int = 10) -> None:
+                 window: int = 100, probes: int = 10, purge_step: int | None = None) -> None:
         check_count("window", window, optional=False)
         check_count("probes", probes, minimum=0, optional=False)
         self.folder, self.counters, self.probes = Path(folder), counters, probes
+        self.purge_step = purge_step  # resumed from this step: TensorBoard hides later events
         self.returns: deque[float] = deque(maxlen=window)
         self.lengths: deque[int] = deque(maxlen=window)
         self.successes: deque[bool] = deque(maxlen=window)
@@ -145,7 +146,7 @@ class TensorBoardLog(Callback):
         self.writer: Any = None
 
     def on_start(self, run: TrainingRun) -> None:
-        self.writer = summary_writer(self.folder)
+        self.writer = summary_writer(self.folder, self.purge_step)
         if self.probes and hasattr(run.policy, "q_values"):
             self.states = _start_states(run.policy, run.env, self.probes,
                                         run.budget.seed + EVAL_SEED_OFFSET)
@@ -192,15 +193,16 @@ class TensorBoardLog(Callback):
         self.writer.add_scalar("eval/success_rate", np.mean([r.success for r in records]), step)
 
 
-def summary_writer(folder: Path) -> Any:
-    """torch's TensorBoard ``SummaryWriter`` on ``folder``; one line naming the extra when
-    tensorboard is not installed."""
+def summary_writer(folder: Path, purge_step: int | None = None) -> Any:
+    """torch's TensorBoard ``SummaryWriter`` on ``folder`` (``purge_step``: the events of
+    earlier files at or past that step are purged, as a resumed run's are); one line naming
+    the extra when tensorboard is not installed."""
     try:
         from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard extra
     except ImportError:
         raise ImportError("TensorBoard logging needs tensorboard: "
                           "pip install 'langadapt[tensorboard]'") from None
-    return SummaryWriter(log_dir=str(folder))
+    return SummaryWriter(log_dir=str(folder), purge_step=purge_step)
 
 
 def _start_states(policy: Any, env: gym.Env | VectorEnv, count: int,

@@ -15,7 +15,9 @@ from gymnasium.envs.toy_text.frozen_lake import is_valid
 from gymnasium.utils import seeding
 
 from ._checks import (
+    RENDER_MODES,
     check_action,
+    check_render_mode,
     check_reset_options,
     check_step_limit,
     episode_over_error,
@@ -28,6 +30,7 @@ from .language import (
     offset_words,
     register_language,
 )
+from .rendering import canvas, fill_disk, fill_rect
 
 #: Moves of FrozenLake-v1, by action index.
 FROZENLAKE_ACTIONS: tuple[str, ...] = ("left", "down", "right", "up")
@@ -36,7 +39,7 @@ FROZENLAKE_ACTIONS: tuple[str, ...] = ("left", "down", "right", "up")
 class FrozenLakeEnv(gym.Env[np.ndarray, int]):
     """Cross a frozen lake from S to G without falling into a hole (docs/environments.md)."""
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
     def __init__(
         self,
@@ -46,15 +49,14 @@ class FrozenLakeEnv(gym.Env[np.ndarray, int]):
         max_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode {render_mode!r} is not supported; expected None or "
-                             "'ansi'")
+        check_render_mode(render_mode)
         if not isinstance(is_slippery, bool):
             raise ValueError(f"is_slippery={is_slippery!r}: expected true or false")
         if desc is None and map_name not in ("4x4", "8x8"):
             raise ValueError(f"map_name={map_name!r}: expected '4x4' or '8x8' (or give desc)")
         try:
-            self.lake = GymFrozenLakeEnv(render_mode=render_mode, desc=desc, map_name=map_name,
+            self.lake = GymFrozenLakeEnv(render_mode="ansi" if render_mode else None, desc=desc,
+                                         map_name=map_name,
                                          is_slippery=is_slippery)
         except (ValueError, TypeError, AttributeError, IndexError) as error:
             raise ValueError(f"desc={desc!r} is not a lake (rows of S, F, H, G): {error}") from None
@@ -100,9 +102,26 @@ class FrozenLakeEnv(gym.Env[np.ndarray, int]):
             "legal_moves": [0, 1, 2, 3], "is_success": success,
         }
 
-    def render(self) -> str | None:
-        """``ansi``: gymnasium's text picture of the lake."""
-        return self.lake.render() if self.render_mode == "ansi" else None
+    def render(self) -> np.ndarray | str | None:
+        """``ansi``: gymnasium's text picture of the lake; ``rgb_array``: ice pale blue,
+        holes dark blue, start light grey, goal green, the agent red (no pygame needed)."""
+        if self.render_mode == "ansi":
+            return self.lake.render()
+        return self.rgb_array() if self.render_mode == "rgb_array" else None
+
+    def rgb_array(self, size: int = 32) -> np.ndarray:
+        """A picture of the lake, ``size`` pixels a cell."""
+        image = canvas(self.nrow * size, self.ncol * size, (60, 60, 70))
+        colors = {b"S": (215, 225, 235), b"F": (200, 230, 250), b"H": (30, 60, 120),
+                  b"G": (70, 180, 80)}
+        for r in range(self.nrow):
+            for c in range(self.ncol):
+                fill_rect(image, r * size + 1, c * size + 1, (r + 1) * size - 1,
+                          (c + 1) * size - 1, colors[bytes(self.lake.desc[r][c])])
+        r, c = divmod(int(self.lake.s), self.ncol)
+        fill_disk(image, (r + 0.5) * size - 0.5, (c + 0.5) * size - 0.5, size * 0.32,
+                  (210, 40, 40))
+        return image
 
     def close(self) -> None:
         self.lake.close()
@@ -145,7 +164,7 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
     """FrozenLake on a new random lake each episode (docs/environments.md, "FrozenLake on
     random lakes"): the moves, slipping, reward and step limit are `FrozenLakeEnv`'s."""
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
     def __init__(
         self,
@@ -176,7 +195,7 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
         self.size, self.frozen_probability = size, float(frozen_probability)
         self.is_slippery, self.split = is_slippery, split
         self.map_seeds = train if split == "train" else held_out
-        self.max_steps, self.render_mode = max_steps, render_mode
+        self.max_steps, self.render_mode = max_steps, check_render_mode(render_mode)
         self.action_space = spaces.Discrete(4)
         high = np.array([size - 1, size - 1] + [2] * size * size, dtype=np.float32)
         self.observation_space = spaces.Box(low=np.zeros_like(high), high=high,
@@ -226,7 +245,8 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
         return self._obs(cell), reward, terminated, truncated, {**info,
                                                                 "map_seed": self.map_seed}
 
-    def render(self) -> str | None:
+    def render(self) -> np.ndarray | str | None:
+        """The current lake as `FrozenLakeEnv` renders it (nothing before the first reset)."""
         return None if self.current is None else self.current.render()
 
 

@@ -62,6 +62,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resume_command(argv: Sequence[str], out: Path) -> str:
+    """``argv`` as a ``langadapt`` command that resumes into ``out``: ``--out`` named,
+    ``--resume`` added, ``--force`` dropped (it would start again)."""
+    import shlex
+
+    words = [word for word in argv if word != "--force"]
+    if not any(word == "--out" or word.startswith("--out=") for word in words):
+        words += ["--out", str(out)]
+    if "--resume" not in words:
+        words.append("--resume")
+    return shlex.join(["langadapt", *words])
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The arguments; an unknown option is one line naming it and the nearest known ones."""
     args, unknown = _parser().parse_known_args(argv)
@@ -120,9 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except expected_errors() as error:
         print(f"langadapt {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted; finished work is kept (use --resume to continue)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        out = getattr(stop, "langadapt_out", None)
+        how = ("use --resume to continue" if out is None else
+               f"continue with: {_resume_command(sys.argv[1:] if argv is None else argv, out)}")
+        print(f"interrupted{f' ({stop})' if str(stop) else ''}; finished work is kept ({how})",
+              file=sys.stderr)
+        return 128 + getattr(stop, "signal", 2)  # 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP)
     except Exception as error:
         line = None if args.traceback else user_code_error(error)
         if line is None:

@@ -58,7 +58,8 @@ def _env_options(command: Any, state_help: str, many: bool = False) -> None:
 
 
 def _llm_options(command: Any, default: str, backend_help: str) -> None:
-    """``--backend``, ``--model``, ``--host`` and ``--base-url`` (checked by :func:`llm_spec`)."""
+    """``--backend``, ``--model``, ``--host``, ``--base-url`` and ``--api-key-env`` (checked
+    by :func:`llm_spec`)."""
     choices = ("llamacpp", "ollama", "openai")
     command.add_argument("--backend", default=default, help=backend_help,
                          choices=("auto", *choices) if default == "auto" else choices)
@@ -68,6 +69,9 @@ def _llm_options(command: Any, default: str, backend_help: str) -> None:
     command.add_argument("--host", default=None, help="Ollama host (default $OLLAMA_HOST)")
     command.add_argument("--base-url", default=None, help="--backend openai: the server's "
                          "API root, e.g. http://127.0.0.1:8000/v1")
+    command.add_argument("--api-key-env", default=None, metavar="NAME", help="--backend "
+                         "openai: the environment variable holding the key (default "
+                         "OPENAI_API_KEY; none: a server that needs no key)")
 
 
 # ----------------------------------------------------------------- option checks
@@ -174,9 +178,10 @@ def _check_host(host: str) -> str:
 
 
 def llm_spec(backend: str, model: str | None, host: str | None,
-              base_url: str | None = None) -> dict[str, Any]:
-    """The backend spec of ``--backend/--model/--host/--base-url``, checked without
-    contacting any server or loading any model; a UsageError naming the option otherwise."""
+              base_url: str | None = None, api_key_env: str | None = None) -> dict[str, Any]:
+    """The backend spec of ``--backend/--model/--host/--base-url/--api-key-env``, checked
+    without contacting any server or loading any model; a UsageError naming the option
+    otherwise."""
     from pydantic import ValidationError
 
     from ..llm import backend_fields
@@ -190,6 +195,10 @@ def llm_spec(backend: str, model: str | None, host: str | None,
         if model is None:
             raise UsageError("--backend openai needs --model: the model name the server knows")
         spec["base_url"] = base_url
+    if api_key_env is not None:
+        if backend != "openai":
+            raise UsageError(f"--api-key-env {api_key_env!r} is for --backend openai")
+        spec["api_key_env"] = None if api_key_env == "none" else api_key_env
     if model is not None:
         if not model.strip():
             raise UsageError(f"--model {model!r}: expected an Ollama model name or the path "
@@ -206,7 +215,7 @@ def llm_spec(backend: str, model: str | None, host: str | None,
     except ValidationError as error:
         item = error.errors()[0]
         field = str(item["loc"][0]) if item["loc"] else "backend"
-        option = field if field in ("model", "host", "base_url") else "backend"
+        option = field if field in ("model", "host", "base_url", "api_key_env") else "backend"
         message = item["msg"].removeprefix("Value error, ")
         shown = spec.get(option)
         raise UsageError(f"--{option.replace('_', '-')} {shown!r}: {message}") from None
@@ -248,7 +257,8 @@ def command_describe(args: argparse.Namespace) -> int:
         raise UsageError(f"--steps {args.steps}: expected a number of steps >= 0")
     if args.seed < 0:
         raise UsageError(f"--seed {args.seed}: expected a seed >= 0")
-    given_llm_options = [f"--{k.replace('_', '-')}" for k in ("model", "host", "base_url")
+    given_llm_options = [f"--{k.replace('_', '-')}" for k in ("model", "host", "base_url",
+                                                              "api_key_env")
                          if getattr(args, k) is not None]
     if args.adapter != "llm" and given_llm_options:
         raise UsageError(f"{', '.join(given_llm_options)} only apply with --adapter llm")
@@ -257,7 +267,8 @@ def command_describe(args: argparse.Namespace) -> int:
     states = [_state_of(env, text) for text in args.state]
     settings = {}
     if args.adapter == "llm":
-        settings = llm_spec(args.backend, args.model, args.host, args.base_url)
+        settings = llm_spec(args.backend, args.model, args.host, args.base_url,
+                            args.api_key_env)
     try:
         adapter = adapters.make(args.adapter, env, **settings)
     except ValueError as error:  # no language spec, an observation space no adapter takes
@@ -310,7 +321,7 @@ def command_prompt(args: argparse.Namespace) -> int:
     import_modules(args.imports)
     env = _make_env(args.env, args.maze)
     state, legal = _state_of(env, args.state) if args.state is not None else (None, None)
-    spec = llm_spec(args.backend, args.model, args.host, args.base_url)
+    spec = llm_spec(args.backend, args.model, args.host, args.base_url, args.api_key_env)
     if state is not None and not hasattr(env.unwrapped, "legal_moves_at"):
         print(f"# legal moves of the given state: every action ({env.spec.id} has no "
               "legal_moves_at(state) to say which are legal there)")

@@ -48,10 +48,13 @@ def add_parsers(commands: Any) -> None:
                       help="the .gif or .mp4 file (default: RUN's name.gif)")
     play.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
     play.add_argument("--seed", type=int, help="reset seed of the first episode (default: the "
-                      "run's first held-out seed)")
+                      "run's first held-out seed, else its final evaluation's first seed)")
     play.add_argument("--policy", choices=("final", "best"), default="final",
                       help="which kept policy (default final)")
     play.add_argument("--fps", type=float, default=4.0, help="frames per second (default 4)")
+    play.add_argument("--set", dest="assignments", action="append", default=[],
+                      metavar="KEY=VALUE", help="change the run's experiment as evaluate "
+                      "--set does, e.g. --set environment.params.maze=medium; repeatable")
     add_import_option(play)
 
 
@@ -91,7 +94,7 @@ def command_play(args: argparse.Namespace) -> int:
         raise UsageError(f"--seed {args.seed}: expected a whole number >= 0")
     import_modules(args.imports)
     play_run(args.run, args.out or Path(f"{args.run.resolve().name}.gif"), args.episodes,
-             args.seed, args.policy, args.fps)
+             args.seed, args.policy, args.fps, assignments=args.assignments)
     return 0
 
 

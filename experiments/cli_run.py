@@ -59,6 +59,8 @@ def add_parsers(commands: Any) -> None:
     run.add_argument("--force", action="store_true",
                      help="replace the earlier results in --out: only in a folder langadapt "
                      "wrote, only the files it wrote (docs/configuration.md)")
+    run.add_argument("--offline", action="store_true", help="with --check: do not ask the "
+                     "LLM servers the file names (by default one cheap request each)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_override_options(run)
     add_import_option(run)  # a results folder's config.yaml imports only these
@@ -258,6 +260,8 @@ def command_run(args: argparse.Namespace) -> int:
     config = _load_experiment(path, args.imports, lambda data: _apply_options(data, args))
     if args.check:
         _build_environments(config)
+        if not args.offline:
+            probe_llm_servers(config)
         tasks = len(config.tasks or [None])
         runs = len(config.adapters) * len(config.agents) * len(config.seed_list) * tasks
         print(f"{path}: experiment {config.name!r}, {runs} runs ({len(config.adapters)} "
@@ -277,13 +281,17 @@ def command_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     from .suite import run_suite  # a suite: one experiment per task, then its report
 
-    out = (run_suite if config.tasks else run_experiment)(
-        config,
-        out_dir=args.out,
-        resume=args.resume,
-        force=args.force,
-        progress=not args.no_progress,
-    )
+    try:
+        out = (run_suite if config.tasks else run_experiment)(
+            config,
+            out_dir=args.out,
+            resume=args.resume,
+            force=args.force,
+            progress=not args.no_progress,
+        )
+    except KeyboardInterrupt as stop:  # the interrupt line's resume command names the folder
+        stop.langadapt_out = args.out or config.output_dir  # type: ignore[attr-defined]
+        raise
     print(f"done in {time.perf_counter() - started:.0f} s: {out}")
     return 0
 
@@ -355,6 +363,63 @@ def _build_environments(config: Any) -> None:
         except ConfigError as error:
             raise ConfigError(f"{config.name}, task {task}: {error}" if task else error) \
                 from None
+
+
+#: Seconds ``--check`` waits for each LLM server's answer.
+PROBE_SECONDS = 5.0
+
+
+def llm_backend_specs(config: Any) -> dict[str, dict[str, Any]]:
+    """The backend specs the experiment names (its LLM agents', advisors', reward shaping's,
+    instructions' and llm adapters'), by where they stand (``agents.1.params.backend``);
+    ``auto`` left out (it chooses at run time)."""
+    from ..adapters.llm import LLMAdapter
+    from ..llm import BACKENDS
+    from .config import BACKEND_KEYS
+
+    found: dict[str, dict[str, Any]] = {}
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{where}.{i}")
+        if not isinstance(value, dict):
+            return
+        for key, item in value.items():
+            spec = {"backend": item} if isinstance(item, str) else item
+            if key in BACKEND_KEYS and isinstance(spec, dict) and spec.get("backend") in BACKENDS:
+                found[f"{where}.{key}".lstrip(".")] = dict(spec)
+            elif where != "" or key != "adapters":
+                walk(item, f"{where}.{key}")
+
+    data = config.resolved()
+    walk(data, "")
+    for i, adapter in enumerate(data.get("adapters") or []):
+        settings = adapter.get("settings") or {}
+        if adapter.get("type") == "llm" and settings.get("backend") in BACKENDS:
+            found[f"adapters.{i}.settings"] = {k: v for k, v in settings.items()
+                                               if k not in LLMAdapter.model_fields}
+    return found
+
+
+def probe_llm_servers(config: Any, timeout: float = PROBE_SECONDS) -> None:
+    """One cheap request (the model list) to every LLM server (openai, ollama) the
+    experiment names, each within ``timeout`` seconds: a down server or a wrong ``base_url``
+    is one ConfigError naming where the file names it, before anything trains. Nothing is
+    cached or written."""
+    from ..llm import LLMError, make_backend
+
+    asked: set[str] = set()
+    for where, spec in llm_backend_specs(config).items():
+        key = repr(sorted(spec.items(), key=str))
+        if key in asked or spec["backend"] not in ("openai", "ollama"):  # the others: local
+            continue
+        asked.add(key)
+        try:
+            make_backend({**spec, "cache_path": None}).probe(timeout)
+        except (LLMError, ValueError) as error:
+            raise ConfigError(f"{where}: {' '.join(str(error).split())} (--offline skips this "
+                              "check)") from None
 
 
 def command_prerender(args: argparse.Namespace) -> int:

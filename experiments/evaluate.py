@@ -60,10 +60,27 @@ class LoadedRun:
     adapter: Any
     path: Path
 
-    def make_env(self, **params: Any) -> Any:
-        """A new environment of the run (``params`` over the file's environment parameters),
-        observed through the run's adapter."""
-        return wrap(make_env(self.config, over=params), self.adapter)
+    def make_env(self, render_mode: str | None = None, **params: Any) -> Any:
+        """A new environment of the run (``params`` over the file's environment parameters,
+        checked as ``evaluate --set environment.params.KEY=VALUE`` checks them), observed
+        through the run's adapter — built anew for that environment when ``params`` change
+        it (a maze or a lake of its own is described as itself), with the kept normaliser."""
+        if not params:
+            return wrap(make_env(self.config, render_mode), self.adapter)
+        data = self.config.resolved()
+        data["environment"]["params"] = {**data["environment"]["params"], **params}
+        changes = " ".join(f"{key}={value!r}" for key, value in params.items())
+        config = experiment_from_dict(data, f"make_env({changes})", data_only=True)
+        made = make_env(config)  # the adapter's environment: the world it describes
+        adapter = _kept_adapter(self.run, made, config.cache_dir, self.adapter._standardiser)  # noqa: SLF001
+        made.close()
+        shape = tuple(self.adapter.observation_space.shape)
+        if tuple(adapter.observation_space.shape) != shape:
+            raise ResultsFolderError(
+                f"make_env({changes}): adapter {self.run.adapter.name} gives observations of "
+                f"shape {tuple(adapter.observation_space.shape)} there; the policy expects "
+                f"{shape}")
+        return wrap(make_env(config, render_mode), adapter)
 
 
 def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | None = None
@@ -89,14 +106,12 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
     except ValueError as error:
         raise ResultsFolderError(str(error)) from None
     env = make_env(config)  # for the adapter's language spec and the agent's action space
-    adapter = make_adapter(run.adapter, env, config.cache_dir)
-    action_space = env.action_space
-    env.close()
     mean = tensors.pop(f"{OBSERVATION_TENSORS}mean", None)
     matrix = tensors.pop(f"{OBSERVATION_TENSORS}matrix", None)
-    if mean is not None:
-        adapter._standardiser = Standardiser(mean.numpy(),  # noqa: SLF001  (the fitted one)
-                                             None if matrix is None else matrix.numpy())
+    adapter = _kept_adapter(run, env, config.cache_dir, None if mean is None else Standardiser(
+        mean.numpy(), None if matrix is None else matrix.numpy()))
+    action_space = env.action_space
+    env.close()
     space = adapter.observation_space
     params = with_layout(agent_params(run.agent, run.adapter.name, config.cache_dir),
                              adapter)
@@ -110,6 +125,14 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
     except ValueError as error:
         raise ResultsFolderError(str(error)) from None
     return LoadedRun(config, run, agent, adapter, file)
+
+
+def _kept_adapter(run: Run, env: Any, cache_dir: str, standardiser: Standardiser | None) -> Any:
+    """The run's adapter for ``env``, with the normaliser fitted in training (if any)."""
+    adapter = make_adapter(run.adapter, env, cache_dir)
+    if standardiser is not None:
+        adapter._standardiser = standardiser  # noqa: SLF001  (the fitted one)
+    return adapter
 
 
 def kept_runs(folder: Path) -> list[Path]:

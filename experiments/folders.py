@@ -29,7 +29,7 @@ from .schema import ConfigError, ExperimentConfig
 
 RESULT_FILES = ("config.yaml", "episodes.csv", "summary.csv", "summary.md",
                 "learning_curves.png", "final_returns.png", "prerender.json",
-                "search_summary.md", "rounds.csv", "best_so_far.png")
+                "search_summary.md", "rounds.csv", "best_so_far.png", "stopped.json")
 """What the runner writes at the top of a results folder (besides ``runs/``)."""
 RUN_FILES = ("episodes.csv", "done.json", "failed.json")
 MARKER = ".langadapt-results"

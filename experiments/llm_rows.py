@@ -8,7 +8,7 @@ docs/configuration.md (LLM rows: fallbacks and models).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,27 @@ def fallback_notes(rows: Mapping[tuple[str, str], Fallbacks]) -> list[str]:
                      f"{FALLBACK_LIMIT:.0%} of one LLM role's answers of the row were "
                      "replaced by its fallback, so the row measures the fallback as much as the "
                      "model.")
+    return lines
+
+
+def description_notes(rows: Mapping[tuple[str, str], Sequence[tuple[int, int]]]) -> list[str]:
+    """One line per (adapter, agent) row with an LLM adapter: how many distinct descriptions
+    its states got, per run (seed), in bold when some run's LLM gave two states one
+    description (merged states look alike to the agent: what decides a language row)."""
+    lines = []
+    for (adapter, agent), runs in rows.items():
+        if not runs:
+            continue
+        merged = any(distinct < states for states, distinct in runs)
+        counts = "; ".join(dict.fromkeys(
+            f"{states:,} states got {distinct:,} distinct description"
+            + ("" if distinct == 1 else "s") for states, distinct in runs))
+        lines.append(
+            f"- **{adapter} / {agent}: its LLM adapter merges states** ({counts}, over "
+            f"{len(runs)} run{'s' if len(runs) != 1 else ''}): states it merged look the same "
+            "to the agent." if merged else
+            f"- {adapter} / {agent}: its LLM adapter gave every state a description of its "
+            f"own ({counts}).")
     return lines
 
 

@@ -335,6 +335,7 @@ def train_run(
         advisor.bind(env)
     started, cpu_started = time.perf_counter(), time.process_time()
     rows = 0 if resume is None else resume.rows
+    cpu_before, wall_before = (0.0, 0.0) if resume is None else resume.spent
 
     def record(episode_record) -> None:
         nonlocal last_stats, rows
@@ -378,7 +379,7 @@ def train_run(
         **({} if eval_env is env else {"eval_env": eval_env}),
         advisor=advisor,
         callbacks=[*_logs(config, run_dir, lambda: _run_stats(adapter, agent, advisor, shaper,
-                                                              plan)),
+                                                              plan), resume),
                    *_checkpoints(config, run, run_dir, resume)],
     )
     final_env = _final_env(config, eval_env)
@@ -408,9 +409,12 @@ def train_run(
     return {
         "run": run.key,
         "rows": rows,
-        "wall_time": time.perf_counter() - started,
-        "cpu_seconds": time.process_time() - cpu_started,  # this process's, all its threads
+        # this process's (all its threads) and, resumed, what the checkpoint's had spent
+        "wall_time": wall_before + time.perf_counter() - started,
+        "cpu_seconds": cpu_before + time.process_time() - cpu_started,
         "adapter_stats": {k: float(v) for k, v in adapter.stats().items()},
+        **({"adapter_descriptions": adapter.description_counts()}  # an LLM adapter's merges
+           if hasattr(adapter, "description_counts") else {}),
         **_agent_log(agent),
         "llm_roles": {name: role.stats() for name, role in
                       (("agent", agent), ("advisor", advisor), ("reward_shaping", shaper),
@@ -551,12 +555,15 @@ def _agent_log(agent: Any) -> dict[str, Any]:
 
 
 def _logs(config: ExperimentConfig, run_dir: Path | None,
-          counters: Callable[[], dict[str, float]]) -> list[agents.Callback]:
+          counters: Callable[[], dict[str, float]],
+          resume: Checkpoint | None = None) -> list[agents.Callback]:
     """The run's TensorBoard log in ``runs/<run>/tb/`` when the experiment asks for it
-    (``logging.tensorboard``; not under Ray, whose runs have no folder of their own here)."""
+    (``logging.tensorboard``; not under Ray, whose runs have no folder of their own here);
+    resumed, the events past the checkpoint's step are purged (TensorBoard's purge_step)."""
     if not config.logging.tensorboard or run_dir is None:
         return []
-    return [agents.TensorBoardLog(Path(run_dir) / "tb", counters=counters)]
+    return [agents.TensorBoardLog(Path(run_dir) / "tb", counters=counters,
+                                  purge_step=None if resume is None else resume.steps)]
 
 
 def _checkpoints(config: ExperimentConfig, run: Run, run_dir: Path | None,

@@ -5,7 +5,7 @@ under it. See docs/configuration.md ("Kept policies")."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +13,22 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from .. import environments
+from .config import apply_set, experiment_from_dict
 from .evaluate import load_run
 from .folders import ResultsFolderError, replacing
-from .schema import UsageError
+from .one_run import FINAL_EVAL_SEED, make_env
+from .results import folder_config
+from .schema import ExperimentConfig, UsageError
 
 #: Characters per line of the text under a frame, and the most lines shown.
 TEXT_WIDTH, TEXT_LINES = 72, 9
 
 
-def caption(description: str, action: str, step: int) -> str:
-    """The text under one frame."""
+def caption(description: str, action: str, step: int, mission: str = "") -> str:
+    """The text under one frame (the mission first where the description does not say it:
+    a raw row's numbers)."""
+    if mission and mission not in description:
+        description = f"Mission: {mission}. {description}"
     wrapped = textwrap.wrap(description, TEXT_WIDTH) or [""]
     if len(wrapped) > TEXT_LINES:
         wrapped = [*wrapped[: TEXT_LINES - 1], "..."]
@@ -44,20 +50,24 @@ def framed(frame: np.ndarray, text: str, width: int = 480) -> Image.Image:
 
 
 def play_run(run_dir: Path, out: Path, episodes: int = 1, seed: int | None = None,
-             which: str = "final", fps: float = 4.0, log: Callable[[str], None] = print) -> Path:
+             which: str = "final", fps: float = 4.0, log: Callable[[str], None] = print,
+             assignments: Sequence[str] = ()) -> Path:
     """Render ``episodes`` of the kept ``which`` policy of ``run_dir`` (acting as the run
     evaluated it; resets with ``seed``, ``seed + 1``, ...: default the run's first held-out
-    seed) into ``out``."""
+    seed, else its final evaluation's) into ``out``; ``assignments`` (``--set`` lines)
+    change the run's experiment as ``evaluate --set`` does (the adapter describes the
+    environment they make)."""
     if out.suffix.lower() not in (".gif", ".mp4"):
         raise UsageError(f"--out {out}: expected a .gif or .mp4 file")
-    loaded = load_run(run_dir, which)
+    loaded = load_run(run_dir, which, _changed(run_dir, assignments))
     try:
         env = loaded.make_env(render_mode="rgb_array")
     except (TypeError, ValueError) as error:
         raise ResultsFolderError(f"{loaded.config.environment.id} cannot render frames "
                                  f"(render_mode rgb_array): {error}") from None
     held = loaded.config.evaluation.heldout_seeds
-    first = seed if seed is not None else held.first if held is not None else loaded.run.seed
+    first = (seed if seed is not None else held.first if held is not None
+             else loaded.run.seed + FINAL_EVAL_SEED)
     names = _action_names(env)
     loaded.agent.bind(env)
     images: list[Image.Image] = []
@@ -71,7 +81,8 @@ def play_run(run_dir: Path, out: Path, episodes: int = 1, seed: int | None = Non
                 raise ResultsFolderError(f"{loaded.config.environment.id} renders no frames")
             action = loaded.agent.act(loaded.agent.observe(obs, info), info.get("legal_moves"),
                                       explore=False)
-            text = caption(str(info.get("description", "")), names(action), step)
+            text = caption(str(info.get("description", "")), names(action), step,
+                           str(info.get("mission", "")))
             images.append(framed(frame, f"episode {episode + 1}, seed {first + episode}\n"
                                         + text))
             obs, _, terminated, truncated, info = env.step(action)
@@ -84,6 +95,20 @@ def play_run(run_dir: Path, out: Path, episodes: int = 1, seed: int | None = Non
     _write(images, out, fps)
     log(f"written: {out} ({len(images)} frames, {episodes} episodes, {successes} successes)")
     return out
+
+
+def _changed(run_dir: Path, assignments: Sequence[str]) -> ExperimentConfig | None:
+    """The run's experiment with ``assignments`` applied (None: as the folder has it)."""
+    if not assignments:
+        return None
+    home = run_dir.parent.parent
+    data = folder_config(home).resolved()
+    for assignment in assignments:
+        apply_set(data, assignment)
+    changes = " ".join(f"--set {a}" for a in assignments)
+    config = experiment_from_dict(data, f"{home}/config.yaml with {changes}", data_only=True)
+    make_env(config).close()  # bad environment parameters: one line, before anything is drawn
+    return config
 
 
 def _action_names(env: Any) -> Callable[[Any], str]:

@@ -171,22 +171,28 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
     columns = max(1, len(agents))
     figure, axes = plt.subplots(len(rows), columns, figsize=(5.2 * columns, 3.4 * len(rows)),
                                 squeeze=False)
+    kept = any(e.phase == "best" for e in episodes)
     for row, phase in enumerate(rows):
         for column, agent in enumerate(agents):
             axis = axes[row][column]
-            ylabel = "greedy evaluation return"
+            windows: set[int] = set()
             for index, adapter in enumerate(adapters):
                 subset = [e for e in episodes if e.agent == agent and e.adapter == adapter]
-                if phase == "eval":
+                if phase == "eval" or len(rows) == 1:  # the stars: in the top row
                     series = _evaluation_points(subset)
                     final = _final_points(subset, x_axis, (budgets or {}).get(agent))
-                    _plot_final(axis, series, final, index, subset, x_axis)
-                else:
+                    _plot_final(axis, series, final, index, subset, x_axis, adapter)
+                    _plot_kept(axis, subset, index, x_axis)
+                if phase == "train":
                     window, series = _training_points(subset)
-                    ylabel = f"training return (moving mean of {window})"
+                    if series:
+                        windows.add(window)
                 if x_axis == "steps":
                     series = _in_steps(series, subset)
                 _plot_band(axis, series, index, adapter)
+            ylabel = ("greedy evaluation return" if phase == "eval" else
+                      "training return" + (f" (moving mean of {_span(windows)} episodes)"
+                                           if windows else ""))
             axis.set_title(f"{agent}: {'greedy evaluations' if phase == 'eval' else 'training'}")
             axis.set_xlabel("environment steps" if x_axis == "steps" else "training episodes")
             axis.xaxis.set_major_formatter(_COUNT)  # 400k, not 400000 beside 350000
@@ -196,17 +202,28 @@ def plot_learning_curves(episodes: list[Episode], path: Path, title: str = "",
                 axis.legend(fontsize=8)
     spread = ("one seed: its curve" if len({e.seed for e in episodes}) == 1 else
               "mean and 95% bootstrap interval over seeds (thin: each seed)")
-    figure.suptitle(wrapped(f"{title}\n{spread}; star: the final greedy evaluation",
-                            figure.get_figwidth()), fontsize=10)
+    marks = "star: the final greedy evaluation" + (
+        "; diamond: the kept (best) policy on the same episodes, at the evaluation that "
+        "chose it" if kept else "")
+    figure.suptitle(wrapped(f"{title}\n{spread}; {marks}", figure.get_figwidth()),
+                    fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
 
 
+def _span(windows: set[int]) -> str:
+    """``37`` or ``25–37``: the moving-mean windows of a panel's curves."""
+    return (str(min(windows)) if len(windows) == 1
+            else f"{min(windows)}–{max(windows)}")
+
+
 def _plot_final(axis, series: Series, final: Series, index: int, subset: list[Episode],
-                x_axis: str) -> None:
+                x_axis: str, adapter: str = "") -> None:
     """The final greedy evaluation's mean over seeds as a star at the end of the budget,
-    joined by a dotted line to the last evaluation during training."""
+    joined by a dotted line to the last evaluation during training; a star with no curve
+    to join (kept policies played again: ``langadapt evaluate``) carries the adapter's
+    label."""
     if not final:
         return
     if x_axis == "steps":
@@ -217,8 +234,27 @@ def _plot_final(axis, series: Series, final: Series, index: int, subset: list[Ep
     xs, means, _, _ = _mean_band(series)
     if len(xs):
         axis.plot([xs[-1], x], [means[-1], y], color=colour, linestyle=":", linewidth=1)
+    label = None if len(xs) else f"{adapter} ({seeds_label(len(final))}, final evaluation only)"
     axis.plot([x], [y], color=colour, marker="*", markersize=12 - 2 * (index % 3),
-              markeredgecolor="black", markeredgewidth=0.5, linestyle="none", zorder=5)
+              markeredgecolor="black", markeredgewidth=0.5, linestyle="none", zorder=5,
+              label=label)
+
+
+def _plot_kept(axis, subset: list[Episode], index: int, x_axis: str) -> None:
+    """The kept (best) policy's mean return over seeds on the final episodes, a diamond at
+    the evaluation that chose it (its training episodes or steps then)."""
+    best: Series = {}
+    for seed in sorted({e.seed for e in subset if e.phase == "best"}):
+        rows = [e for e in subset if e.seed == seed and e.phase == "best"]
+        best[seed] = [(rows[0].episode, float(np.mean([e.return_ for e in rows])))]
+    if not best:
+        return
+    if x_axis == "steps":
+        best = _in_steps(best, subset)
+    x = float(np.mean([points[0][0] for points in best.values()]))
+    y = float(np.mean([points[0][1] for points in best.values()]))
+    axis.plot([x], [y], color=f"C{index}", marker="D", markersize=7, markeredgecolor="black",
+              markeredgewidth=0.5, linestyle="none", zorder=5)
 
 
 def _plot_band(axis, series: Series, index: int, adapter: str) -> None:
@@ -237,32 +273,48 @@ def _plot_band(axis, series: Series, index: int, adapter: str) -> None:
 
 def plot_final_returns(rows: list[SummaryRow], path: Path, title: str = "") -> None:
     """Grouped bars: final greedy return per agent (groups) and adapter (bars), with the
-    95% bootstrap interval over seeds."""
+    95% bootstrap interval over seeds; where a row has a kept (best, ``keep_best``) policy,
+    its return on the same episodes beside it (hatched)."""
     agents = list(dict.fromkeys(r.agent for r in rows))
     adapters = list(dict.fromkeys(r.adapter for r in rows))
-    width = 0.8 / max(1, len(adapters))
-    figure, axis = plt.subplots(figsize=(max(4.8, 1.8 + 0.8 * len(agents) * max(1, len(adapters))),
+    kinds = ["final"] + (["kept"] if any(not math.isnan(r.best_return_mean) for r in rows)
+                         else [])
+    bars = [(adapter, kind) for adapter in adapters for kind in kinds]
+    width = 0.8 / max(1, len(bars))
+    figure, axis = plt.subplots(figsize=(max(4.8, 1.8 + 0.8 * len(agents) * max(1, len(bars))),
                                          3.8))
-    for index, adapter in enumerate(adapters):
+    for index, (adapter, kind) in enumerate(bars):
         xs, heights, errors = [], [], []
         for position, agent in enumerate(agents):
             row = next((r for r in rows if r.agent == agent and r.adapter == adapter), None)
             if row is None:
                 continue
-            xs.append(position + (index - (len(adapters) - 1) / 2) * width)
-            mean, low, high = row.final_return_mean, row.final_return_low, row.final_return_high
+            mean, low, high = ((row.final_return_mean, row.final_return_low,
+                                row.final_return_high) if kind == "final" else
+                               (row.best_return_mean, row.best_return_low,
+                                row.best_return_high))
+            if kind == "kept" and math.isnan(mean):
+                continue  # a row without keep_best
+            xs.append(position + (index - (len(bars) - 1) / 2) * width)
             heights.append(mean)
             errors.append((0.0, 0.0) if math.isnan(low) else (mean - low, high - mean))
         yerr = np.array(errors).T if errors else None
-        axis.bar(xs, heights, width, yerr=yerr, capsize=3, label=adapter, color=f"C{index}")
+        colour = f"C{adapters.index(adapter)}"
+        axis.bar(xs, heights, width, yerr=yerr, capsize=3, color=colour,
+                 label=adapter if len(kinds) == 1 else f"{adapter} ({kind})",
+                 **({"hatch": "//", "alpha": 0.55, "edgecolor": colour} if kind == "kept"
+                    else {}))
     axis.set_xticks(range(len(agents)), agents)
-    axis.set_ylabel("final greedy return")
+    axis.set_ylabel("final greedy return" if len(kinds) == 1
+                    else "greedy return on the final episodes")
     axis.axhline(0, color="black", linewidth=0.6)
     axis.grid(axis="y", alpha=0.3)
     axis.legend(fontsize=8)
     spread = ("one seed: its final greedy return, no interval" if all(r.seeds == 1 for r in rows)
               else "mean and 95% bootstrap interval over seeds")
-    axis.set_title(wrapped(f"{title}\n{spread}", figure.get_figwidth()), fontsize=10)
+    if len(kinds) > 1:
+        spread += "; hatched: the kept (best) policy on the same episodes"
+    figure.suptitle(wrapped(f"{title}\n{spread}", figure.get_figwidth()), fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)

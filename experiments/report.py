@@ -15,7 +15,7 @@ import json
 import math
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +33,12 @@ from .folders import (
     write_text,
     writing,
 )
-from .llm_rows import Fallbacks, fallback_mark, fallback_notes
+from .llm_rows import Fallbacks, description_notes, fallback_mark, fallback_notes
 from .plots import plot_best_so_far, plot_final_returns, plot_learning_curves
 from .results import (
     MAX_EPISODES_BYTES,
     MAX_RECORD_BYTES,
+    NOT_FINISHED,
     Episode,
     check_results,
     folder_config,
@@ -83,11 +84,30 @@ def _cell(value: float | int | str) -> str:
     return text_cell(value) if isinstance(value, str) else str(value)
 
 
-def write_summary_csv(rows: list[SummaryRow], path: Path) -> None:
+TRAINING_COLUMNS = ("best_chosen_at", "episodes_to_threshold", "steps_to_threshold",
+                    "seeds_reaching_threshold", "train_wall_time_s", "llm_calls", "cache_hits",
+                    "llm_fallbacks", "llm_seconds", "cpu_seconds", "llm_fallback_share")
+"""Columns of ``summary.csv`` that describe training: empty in the rows of kept policies
+played again (``langadapt evaluate``), which trained nothing."""
+
+
+def write_summary_csv(rows: list[SummaryRow], path: Path,
+                      evaluated: Collection[tuple[str, str]] = ()) -> None:
+    """``summary.csv``; the :data:`TRAINING_COLUMNS` empty in the ``evaluated`` rows
+    (adapter, agent)."""
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(SUMMARY_COLUMNS)
-        writer.writerows([_cell(v) for v in dataclasses.asdict(row).values()] for row in rows)
+        writer.writerows([
+            "" if (row.adapter, row.agent) in evaluated and key in TRAINING_COLUMNS
+            else _cell(v) for key, v in dataclasses.asdict(row).items()] for row in rows)
+
+
+def evaluated_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds kept policies played again (``langadapt evaluate``), not
+    training: its runs' ``done.json`` name the run folder they were evaluated from."""
+    return any("evaluated_from" in (read_run_record(path) or {})
+               for path in (folder / "runs").glob("*/done.json"))
 
 
 def ci_text(point: float, low: float = math.nan, high: float = math.nan, form: str = ".3f",
@@ -104,40 +124,58 @@ def _count(value: float, noun: str) -> str:
 
 
 def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None,
-                     fallbacks: dict[tuple[str, str], Fallbacks] | None = None) -> str:
+                     fallbacks: dict[tuple[str, str], Fallbacks] | None = None,
+                     evaluated: Collection[tuple[str, str]] = (),
+                     descriptions: dict[tuple[str, str], Sequence[tuple[int, int]]] | None = None
+                     ) -> str:
     """The summary table of ``summary.md``, a row whose LLM roles fell back marked and
-    ``fallbacks`` (per adapter x agent, :mod:`.llm_rows`) said under it."""
+    ``fallbacks`` (per adapter x agent, :mod:`.llm_rows`) said under it. ``evaluated``: the
+    (adapter, agent) rows of kept policies played again (``langadapt evaluate``): their
+    training cells (threshold, time, cost) are "–", and a table of such rows only has none
+    of those columns."""
     target = ("every evaluation episode succeeds" if threshold is None
               else f"mean return >= {threshold}")
     retained = any(not math.isnan(r.best_return_mean) for r in rows)
+    trained = not rows or any((r.adapter, r.agent) not in evaluated for r in rows)
     lines = [f"# {title}", "",
              "| adapter | agent | seeds | final policy greedy return, mean [95% CI] | success |"
-             + (" retained policy return | success | chosen after (episodes) |" if retained
-                else "")
-             + f" episodes to threshold ({target}), median (seeds reaching) | steps to "
-             "threshold, median | train wall time (s) | LLM calls | LLM s | CPU s | cache hits |",
-             "|---|---|---:|---:|---:|" + ("---:|---:|---:|" if retained else "")
-             + "---:|---:|---:|---:|---:|---:|---:|"]
+             + (" retained policy return | success |" if retained else "")
+             + (" chosen after (episodes) |" if retained and trained else "")
+             + (f" episodes to threshold ({target}), median (seeds reaching) | steps to "
+                "threshold, median | train wall time (s) | LLM calls | LLM s | CPU s | cache "
+                "hits |" if trained else ""),
+             "|---|---|---:|---:|---:|" + ("---:|---:|" if retained else "")
+             + ("---:|" if retained and trained else "")
+             + ("---:|---:|---:|---:|---:|---:|---:|" if trained else "")]
     for r in rows:
+        none = (r.adapter, r.agent) in evaluated
         to_threshold = (f"never (0/{r.seeds})" if r.seeds_reaching_threshold == 0 else
                         f"{ci_text(r.episodes_to_threshold, form='.0f', none='never')} "
                         f"({r.seeds_reaching_threshold}/{r.seeds})")
         best = (f" {ci_text(r.best_return_mean, r.best_return_low, r.best_return_high)} |"
-                f" {ci_text(r.best_success_rate, form='.0%')} |"
-                f" {ci_text(r.best_chosen_at, form='.0f')} |"
-                if retained else "")
+                f" {ci_text(r.best_success_rate, form='.0%')} |" if retained else "")
+        if retained and trained:
+            best += f" {'–' if none else ci_text(r.best_chosen_at, form='.0f')} |"
+        training = ("" if not trained else " – | – | – | – | – | – | – |" if none else
+                    f" {to_threshold} | "
+                    f"{ci_text(r.steps_to_threshold, form=',.0f', none='never')} | "
+                    f"{r.train_wall_time_s:.1f} | {r.llm_calls} | "
+                    f"{ci_text(r.llm_seconds, form='.1f')} | "
+                    f"{ci_text(r.cpu_seconds, form='.1f')} | {r.cache_hits} |")
         lines.append(
             f"| {r.adapter} | {r.agent}{fallback_mark(r.llm_fallback_share)} | {r.seeds} | "
             f"{ci_text(r.final_return_mean, r.final_return_low, r.final_return_high)} | "
-            f"{r.final_success_rate:.0%} |{best} {to_threshold} | "
-            f"{ci_text(r.steps_to_threshold, form=',.0f', none='never')} | "
-            f"{r.train_wall_time_s:.1f} | {r.llm_calls} | {ci_text(r.llm_seconds, form='.1f')} | "
-            f"{ci_text(r.cpu_seconds, form='.1f')} | {r.cache_hits} |")
-    notes = fallback_notes(fallbacks or {})
+            f"{r.final_success_rate:.0%} |{best}{training}")
+    if evaluated and any((r.adapter, r.agent) in evaluated for r in rows):
+        lines += ["", "Kept policies played again (`langadapt evaluate`)"
+                  + (": " if not trained else ", the rows marked –: ")
+                  + "nothing was trained, so there is no threshold, training time or cost; "
+                  "those of the training are in its own folder's summary."]
+    notes = fallback_notes(fallbacks or {}) + description_notes(descriptions or {})
     lines += ["", *notes, *([""] if notes else []),
-              "Intervals: 95% percentile bootstrap over seeds of each seed's mean return. "
-              "LLM calls, LLM s (waiting for answers), CPU s and cache hits: totals over "
-              "the seeds' runs."]
+              "Intervals: 95% percentile bootstrap over seeds of each seed's mean return."
+              + (" LLM calls, LLM s (waiting for answers), CPU s and cache hits: totals over "
+                 "the seeds' runs." if trained else "")]
     few = sorted({r.seeds for r in rows if r.seeds < FEW_SEEDS})
     if few:
         lines.append(
@@ -146,8 +184,9 @@ def summary_markdown(rows: list[SummaryRow], title: str, threshold: float | None
     if retained:
         lines.append(
             "Retained policy: the policy of the best greedy evaluation during training "
-            "(keep_best), scored on the same final episodes as the final policy; chosen after: "
-            "median over seeds of the training episodes done at that evaluation.")
+            "(keep_best), scored on the same final episodes as the final policy"
+            + ("; chosen after: median over seeds of the training episodes done at that "
+               "evaluation." if trained else "."))
     return "\n".join(lines) + "\n"
 
 
@@ -199,17 +238,20 @@ def prerender_markdown(path: Path) -> str:
 
 
 def results_notes(failed: dict[str, str]) -> str:
-    """The failed runs, in bold ('' when none)."""
-    lines = [f"- **run {key} failed** and is not in the table: {error}"
+    """The failed runs and those a stop left unfinished, in bold ('' when none)."""
+    lines = [f"- **run {key} did not finish** and is not in the table (`--resume` goes on "
+             f"with it): {error.removeprefix(NOT_FINISHED)}" if error.startswith(NOT_FINISHED)
+             else f"- **run {key} failed** and is not in the table: {error}"
              for key, error in failed.items()]
     return ("\n" + "\n".join(lines) + "\n") if lines else ""
 
 
 def _write_summary(out_dir: Path, rows: list[SummaryRow], markdown: str,
                    episodes: list[Episode], title: str, x_axis: str,
-                   budgets: dict[str, int | None] | None = None) -> None:
+                   budgets: dict[str, int | None] | None = None,
+                   evaluated: Collection[tuple[str, str]] = ()) -> None:
     with replacing(out_dir, "summary.csv") as temporary:
-        write_summary_csv(rows, temporary)
+        write_summary_csv(rows, temporary, evaluated)
     write_text(out_dir, "summary.md", markdown)
     with replacing(out_dir, "learning_curves.png") as temporary:
         plot_learning_curves(episodes, temporary, title=title, x_axis=x_axis, budgets=budgets)
@@ -233,12 +275,15 @@ def write_report(out_dir: Path | str, log: Callable[[str], None] | None = print
         episodes = read_episodes(out_dir / "episodes.csv")
         costs = folder_costs(config, out_dir)
         rows = summarise(episodes, threshold, costs)
+        evaluated = {(r.adapter, r.agent) for r in rows} if evaluated_folder(out_dir) else set()
         params = " ".join(f"{k}={v}" for k, v in config.environment.params.items())
         title = f"{config.name} — {config.environment.id} {params}".strip()
         sampled = [a.name for a in config.agents if (a.params or {}).get("deterministic") is False]
         marks = {(r.adapter, r.agent): fallback_mark(r.llm_fallback_share) for r in rows}
         markdown = (summary_markdown(rows, title, threshold,
-                                     {key: cost.fallbacks for key, cost in costs.items()})
+                                     {key: cost.fallbacks for key, cost in costs.items()},
+                                     evaluated,
+                                     {key: cost.descriptions for key, cost in costs.items()})
                     + (f"Sampled, not greedy: {', '.join(sampled)} (`deterministic: false`) act "
                        "in every evaluation by sampling their policy's legal actions.\n"
                        if sampled else "")
@@ -253,7 +298,7 @@ def write_report(out_dir: Path | str, log: Callable[[str], None] | None = print
                                 else config.training_for(agent).episodes)
                    for agent in config.agents}
         _write_summary(out_dir, rows, markdown, episodes, title,
-                       "steps" if in_steps else "episodes", budgets)
+                       "steps" if in_steps else "episodes", budgets, evaluated)
     if log is not None:
         log(markdown)
         log(f"written: {out_dir}/summary.csv, summary.md, learning_curves.png, final_returns.png")
@@ -276,11 +321,15 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
                                  f"{MAX_COMPARED_ROWS:,}: compare fewer folders")
     episodes: list[Episode] = []
     in_steps, thresholds, costs, environments = [], set(), {}, {}
+    evaluated: set[tuple[str, str]] = set()
     for folder in folders:
         config = folder_config(folder, "episodes.csv")
         check_results(folder)  # crafted or cut rows: refused before they are summarised
-        episodes += [dataclasses.replace(e, adapter=f"{folder.name}/{e.adapter}")
-                     for e in read_episodes(folder / "episodes.csv")]
+        these = [dataclasses.replace(e, adapter=f"{folder.name}/{e.adapter}")
+                 for e in read_episodes(folder / "episodes.csv")]
+        episodes += these
+        if evaluated_folder(folder):
+            evaluated |= {(e.adapter, e.agent) for e in these}
         in_steps.append(all(config.training_for(agent).steps for agent in config.agents))
         thresholds.add(config.evaluation.threshold)
         costs.update({(f"{folder.name}/{adapter}", agent): cost
@@ -291,7 +340,8 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
     rows = summarise(episodes, threshold, costs)
     title = "compared: " + ", ".join(names)
     markdown = summary_markdown(rows, title, threshold,
-                                {key: cost.fallbacks for key, cost in costs.items()})
+                                {key: cost.fallbacks for key, cost in costs.items()}, evaluated,
+                                {key: cost.descriptions for key, cost in costs.items()})
     if len(set(environments.values())) > 1:
         markdown += ("\nThe folders' environments differ: "
                      + "; ".join(f"{folder}: {env}" for folder, env in environments.items())
@@ -300,7 +350,7 @@ def compare_folders(folders: list[Path], out_dir: Path) -> str:
         inside(out_dir.parent, out_dir.name).mkdir(parents=True, exist_ok=True)
         with folder_lock(out_dir):
             _write_summary(out_dir, rows, markdown, episodes, title,
-                           "steps" if all(in_steps) else "episodes")
+                           "steps" if all(in_steps) else "episodes", evaluated=evaluated)
     return markdown
 
 

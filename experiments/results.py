@@ -225,6 +225,31 @@ def failed_runs(out_dir: Path) -> dict[str, str]:
             for path in (out_dir / "runs").glob("*/failed.json")}
 
 
+STOPPED_FILE = "stopped.json"
+"""Written when a run's error stopped the experiment: that run, its error and the runs left
+unfinished (kept for ``--resume``; the report summarises the finished ones)."""
+
+NOT_FINISHED = "not finished: "
+"""How :func:`check_results` marks the error of a run that a stop left unfinished."""
+
+
+def write_stopped(out_dir: Path, run_key: str | None, error: str, left: list[str]) -> None:
+    """Record that ``run_key``'s ``error`` stopped the experiment with ``left`` unfinished."""
+    write_json(out_dir, STOPPED_FILE, {"run": run_key, "error": error, "unfinished": left})
+
+
+def stopped_runs(out_dir: Path) -> dict[str, str]:
+    """The runs a stop left unfinished (``stopped.json``), each with why (empty when none)."""
+    record = read_run_record(out_dir / STOPPED_FILE) if (out_dir / STOPPED_FILE).is_file() \
+        else None
+    if record is None or not isinstance(record.get("unfinished"), list):
+        return {}
+    cause = record.get("run")
+    return {str(key): NOT_FINISHED + (str(record.get("error")) if key == cause else
+                                      f"the experiment stopped when run {cause} failed")
+            for key in record["unfinished"]}
+
+
 def listing(keys: list[str], most: int = 5) -> str:
     """``3 runs (a, b, c)``, at most ``most`` named."""
     more = f" and {len(keys) - most} more" if len(keys) > most else ""
@@ -248,6 +273,7 @@ def check_results(out_dir: Path | str) -> dict[str, str]:
     config = folder_config(out_dir)
     resume = f"langadapt run YOUR_EXPERIMENT.yaml --out {out_dir} --resume"  # never its copy
     finished, failed = finished_runs(out_dir), failed_runs(out_dir)
+    failed = {**stopped_runs(out_dir), **failed}  # a stop's unfinished runs are named too
     expected = [run.key for run in runs_of(config)]
     unfinished = [key for key in expected if key not in finished and key not in failed]
     if unfinished:
@@ -268,7 +294,7 @@ def check_results(out_dir: Path | str) -> dict[str, str]:
         raise ResultsFolderError(
             f"{path} does not match runs/: {listing(wrong)} — the file was cut or edited; "
             f"nothing was summarised. Rebuild it from runs/ with --resume: {resume}")
-    return {key: failed[key] for key in expected if key in failed}
+    return {key: failed[key] for key in expected if key in failed and key not in finished}
 
 
 def merge_episodes(config: ExperimentConfig, out_dir: Path) -> Path:

@@ -22,17 +22,21 @@ from tqdm.auto import tqdm
 from ..adapters.prerender import reachable_inputs
 from .executors import ProcessExecutor, RayExecutor
 from .folders import ResultsFolderError, folder_lock, prepare_output, refuse_foreign, writing
+from .folders import inside as inside_folder
 from .one_run import check_build, make_adapter, make_env
 from .report import write_report, write_search_report
 from .results import (
+    STOPPED_FILE,
     Run,
     check_results,
     finished_runs,
     listing,
     merge_episodes,
     record_prerender,
+    resumable,
     runs_of,
     write_failed_run,
+    write_stopped,
 )
 from .schema import ConfigError, ExperimentConfig
 
@@ -59,7 +63,11 @@ class RunsFailedError(RuntimeError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived while an experiment ran."""
+    """SIGTERM or SIGHUP (``signal``, its number) arrived while an experiment ran."""
+
+    def __init__(self, message: str, number: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signal = int(number)
 
 
 def executor_for(config: ExperimentConfig, jobs: int | None = None):
@@ -117,7 +125,7 @@ def signals_interrupt() -> Iterator[None]:
         return
 
     def interrupt(number: int, _frame: object) -> None:
-        raise Interrupted(f"stopped by {signal.Signals(number).name}")
+        raise Interrupted(f"stopped by {signal.Signals(number).name}", number)
 
     previous = {}
     for number in (signal.SIGTERM, signal.SIGHUP):
@@ -178,7 +186,12 @@ def run_experiment(
             folder.enter_context(writing(out_dir, again))
             out_dir.mkdir(parents=True, exist_ok=True)
             folder.enter_context(folder_lock(out_dir))  # held until the report is written
-            failures = _run_all(config, executor, out_dir, resume, force, progress, log)
+            try:
+                failures = _run_all(config, executor, out_dir, resume, force, progress, log)
+            except Exception as error:
+                if getattr(error, "langadapt_stopped", None) is not None:
+                    _report_stopped(config, out_dir, error, log)
+                raise
         merge_episodes(config, out_dir)
         write_report(out_dir, log=log)
         if any(agent.type == "llm_policy_search" for agent in config.agents):
@@ -192,16 +205,35 @@ def run_experiment(
     return out_dir
 
 
+def _report_stopped(config: ExperimentConfig, out_dir: Path, error: BaseException,
+                    log: Callable[[str], None]) -> None:
+    """After a run's error stopped the experiment: the summary of the finished runs, and a
+    line saying they are kept and how the rest goes on."""
+    merge_episodes(config, out_dir)
+    write_report(out_dir, log=log)
+    finished, left = len(finished_runs(out_dir)), error.langadapt_stopped  # type: ignore[attr-defined]
+    kept = (f"the {finished} finished run{'s are' if finished != 1 else ' is'} kept and "
+            f"summarised in {out_dir / 'summary.md'}" if finished else
+            f"no run had finished ({out_dir / 'summary.md'} names those that did not)")
+    log(f"stopped: run {getattr(error, 'langadapt_run_key', '?')} failed; {kept}; "
+        f"{listing(left)} did not finish — fix the cause and go on with: langadapt run "
+        f"YOUR_EXPERIMENT.yaml --out {out_dir} --resume")
+
+
 def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, force: bool,
              progress: bool, log: Callable[[str], None]) -> dict[str, str]:
-    """Prepare the folder and run what is not finished; returns the failed runs' errors."""
+    """Prepare the folder and run what is not finished; returns the failed runs' errors.
+    A run's error that stops the experiment is recorded (``stopped.json``: it and the runs
+    left unfinished, as ``error.langadapt_stopped``) before it goes on up."""
     prepare_output(config, out_dir, resume=resume, force=force)
+    inside_folder(out_dir, STOPPED_FILE).unlink(missing_ok=True)  # an earlier stop: going on
     done = set(finished_runs(out_dir)) if resume else set()
     todo = [run for run in runs_of(config) if run.key not in done]
+    state = _resumed(config, out_dir, done, todo) if resume else "0 already finished"
     log(
         f"{config.name}: {len(runs_of(config))} runs "
         f"({len(config.adapters)} adapters x {len(config.agents)} agents x "
-        f"{len(config.seed_list)} seeds), {len(done)} already finished, results in {out_dir}"
+        f"{len(config.seed_list)} seeds), {state}, results in {out_dir}"
     )
     failures: dict[str, str] = {}
     if not todo:
@@ -229,9 +261,34 @@ def _run_all(config: ExperimentConfig, executor, out_dir: Path, resume: bool, fo
                     if terminal:
                         bar.set_postfix_str(inside.status(), refresh=False)
                 bar.update()
+    except Exception as error:
+        if isinstance(error, (OSError, ResultsFolderError)):  # the folder's, not a run's
+            raise
+        finished = finished_runs(out_dir)
+        left = [run.key for run in todo if run.key not in finished and run.key not in failures]
+        write_stopped(out_dir, getattr(error, "langadapt_run_key", None),
+                      " ".join(str(error).split()), left)
+        error.langadapt_stopped = left  # type: ignore[attr-defined]
+        raise
     finally:
         bar.close()
     return failures
+
+
+def _resumed(config: ExperimentConfig, out_dir: Path, done: set[str], todo: list[Run]) -> str:
+    """What ``--resume`` does with the folder's runs: ``2 finished, 1 continues from its
+    checkpoint (raw__dqn__seed0 at step 24,000), 1 starts afresh``."""
+    saved = {} if config.executor.type == "ray" else {  # Ray's runs keep no checkpoints
+        run.key: checkpoint for run in todo
+        if (checkpoint := resumable(out_dir, run.key)) is not None}
+    continuing = ", ".join(f"{key} at step {c.steps:,}" for key, c in saved.items())
+    parts = [f"{len(done)} finished"]
+    if saved:
+        parts.append(f"{len(saved)} {'continues' if len(saved) == 1 else 'continue'} from "
+                     f"{'its' if len(saved) == 1 else 'their'} checkpoint ({continuing})")
+    parts.append(f"{len(todo) - len(saved)} {'starts' if len(todo) - len(saved) == 1 else 'start'}"
+                 " afresh")
+    return ", ".join(parts)
 
 
 # ----------------------------------------------------------------------------- progress

@@ -72,6 +72,8 @@ class Cost:
     llm_seconds: float = 0.0
     cpu_seconds: float = 0.0
     fallbacks: Fallbacks = field(default_factory=dict)
+    descriptions: tuple[tuple[int, int], ...] = ()
+    """Per run with an LLM adapter: (states it described, distinct descriptions)."""
 
     @classmethod
     def unknown(cls) -> Cost:
@@ -79,7 +81,8 @@ class Cost:
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(self.llm_calls + other.llm_calls, self.llm_seconds + other.llm_seconds,
-                    self.cpu_seconds + other.cpu_seconds, added(self.fallbacks, other.fallbacks))
+                    self.cpu_seconds + other.cpu_seconds, added(self.fallbacks, other.fallbacks),
+                    self.descriptions + other.descriptions)
 
     def cells(self) -> str:
         """``calls | LLM s | CPU s`` for a markdown table (empty where unknown)."""
@@ -99,8 +102,11 @@ def run_cost(record: dict[str, Any] | None) -> Cost:
     calls, llm = (sum(_number(s.get(key)) for s in sources)
                   for key in ("llm_calls", "llm_seconds"))
     cpu = record.get("cpu_seconds")
+    counts = record.get("adapter_descriptions")
+    described = ((int(_number(counts.get("states"))), int(_number(counts.get("descriptions")))),
+                 ) if isinstance(counts, dict) and counts.get("states") else ()
     return Cost(calls, llm, _number(cpu) if cpu is not None else math.nan,
-                role_fallbacks(record))
+                role_fallbacks(record), described)
 
 
 def _number(value: Any) -> float:

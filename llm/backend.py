@@ -230,6 +230,11 @@ class LLMBackend(BaseModel):
     def where(self) -> str:
         return f"{type(self).__name__}"
 
+    def probe(self, timeout: float = 5.0) -> None:
+        """One cheap request to the backend's server within ``timeout`` seconds (listing its
+        models), an `LLMError` naming the server when it cannot be reached or refuses;
+        nothing for a backend that runs in this process. Sends no prompt."""
+
     def attempt_end(self, timeout: float, deadline: float | None) -> tuple[float, str]:
         """When one attempt ends (``timeout`` or ``deadline``, the first) and that in words."""
         end = time.monotonic() + timeout

@@ -135,6 +135,15 @@ class OllamaBackend(LLMBackend):
             f"the Ollama server at {self.host} does not have model {self.model!r}; download it "
             f"with `ollama pull {self.model}`")
 
+    def probe(self, timeout: float = 5.0) -> None:
+        """The server's model list within ``timeout``: an `LLMUnavailableError` when no server
+        answers at ``host``, `ModelNotFoundError` when it lacks the model."""
+        if self.listed_digest(timeout) is None:
+            raise LLMUnavailableError(
+                f"no Ollama server is answering at {self.host} (model {self.model!r}) within "
+                f"{timeout:g} s; start one with `ollama serve`, or point OLLAMA_HOST / host "
+                "at a running server")
+
     def resolve_identity(self) -> str:
         """``sha256:<digest>`` the server lists, else the model name."""
         return self.identity_of(self.listed_digest())

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import re
+import time
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -43,8 +44,8 @@ def read_api_key(name: str) -> str:
     key = os.environ.get(name, "").strip()
     if not key:
         raise ValueError(f"the environment variable {name} that api_key_env names is not set; "
-                         "export it with the API key, or set api_key_env: null for a server "
-                         "that needs no key")
+                         "export it with the API key, or set api_key_env: null (--api-key-env "
+                         "none on the command line) for a server that needs no key")
     if not _KEY_CHARS.fullmatch(key):
         raise ValueError(f"the environment variable {name} that api_key_env names holds a "
                          "character other than printable ASCII inside the key (a space, tab, "
@@ -222,6 +223,29 @@ class OpenAIBackend(LLMBackend):
         if self.model in ids:
             return self.model
         return ids[0] if len(ids) == 1 else None
+
+    def probe(self, timeout: float = 5.0) -> None:
+        """``GET /models`` within ``timeout``: an `LLMUnavailableError` when no server answers
+        at ``base_url``, an `LLMError` when it refuses the key; any other answer (a server
+        without ``/models`` included) passes."""
+        made = self._client()
+        import openai
+
+        from .transport import ReplyTooLarge, reply_byte_cap
+
+        end = time.monotonic() + min(timeout, self.timeout)
+        try:
+            with made.transport.until(end, reply_byte_cap(self.max_reply_chars)):
+                made.client.models.list()
+        except openai.APIConnectionError as error:
+            raise self._unreachable(error) from None
+        except openai.APIStatusError as error:
+            if error.status_code in (401, 403):
+                raise LLMError(f"{self.where()} refused the request (HTTP {error.status_code}: "
+                               "a missing or wrong key; see api_key_env)") from None
+        except (openai.OpenAIError, ValueError, TypeError, AttributeError, RecursionError,
+                ReplyTooLarge):
+            pass  # it answered
 
     def resolve_identity(self) -> str:
         """``openai:<base_url>#<model>``, plus ``@<id>`` the server lists when it differs."""

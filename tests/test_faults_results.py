@@ -170,7 +170,9 @@ def test_a_second_writer_is_refused_naming_the_first(tmp_path):
         assert first.poll() is None  # the first run goes on undisturbed
         first.send_signal(signal.SIGTERM)
         _, stderr = first.communicate(timeout=30)
-        assert first.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr
+        assert first.returncode == 143 and "interrupted (stopped by SIGTERM)" in stderr
+        assert "Traceback" not in stderr
+        assert f"continue with: langadapt run {path} --no-progress --out {out} --resume" in stderr
     finally:
         _kill([first.pid])
         first.wait(timeout=30)
@@ -243,7 +245,7 @@ def test_sigterm_to_the_parent_stops_its_workers_and_resume_finishes(tmp_path, m
             left = [pid for pid in family if _alive(pid)]
             assert not left, f"processes left after SIGTERM to the parent: {left}"
             _, stderr = parent.communicate(timeout=30)
-            assert parent.returncode == 130 and "Traceback" not in stderr, stderr
+            assert parent.returncode == 143 and "Traceback" not in stderr, stderr
         finally:
             gate.set()
             _kill([*family, parent.pid])

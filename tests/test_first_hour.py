@@ -145,8 +145,9 @@ def test_backend_options_put_a_users_model_in_every_llm_agent_and_no_key(tmp_pat
     seen = {}
     monkeypatch.setattr(cli_run, "_build_environments",
                         lambda config: seen.setdefault("config", config))
-    code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", "--backend", "openai",
-                           "--model", "my-model", "--base-url", "http://127.0.0.1:9/v1")
+    code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", "--offline",
+                           "--backend", "openai", "--model", "my-model", "--base-url",
+                           "http://127.0.0.1:9/v1")
     assert (code, err) == (0, "")
     (agent,) = [a for a in seen["config"].agents if a.type == "llm_policy"]
     assert agent.params["backend"] == {"backend": "openai", "model": "my-model",
@@ -166,7 +167,8 @@ def test_backend_combines_with_set_on_the_backend_and_api_key_env_names_the_key(
     server = ["--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
 
     def backend(*options: str) -> dict:
-        code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", *options)
+        code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", "--offline",
+                               *options)
         assert (code, err) == (0, "")
         (agent,) = [a for a in seen["config"].agents if a.type == "llm_policy"]
         return agent.params["backend"]

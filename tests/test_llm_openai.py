@@ -414,3 +414,30 @@ def test_openai_is_optional(monkeypatch: pytest.MonkeyPatch) -> None:
         make_backend(openai_spec("http://127.0.0.1:8000/v1"))
     assert str(caught.value).count("\n") == 0
     assert "pip install 'langadapt[openai]'" in str(caught.value)
+
+
+def test_describe_and_prompt_reach_a_key_less_server_with_api_key_env_none(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from experiment_fixtures import run_cli
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with StandInServer(latency=0.0, model=MODEL,
+                       reply="You stand two cells from the goal.") as server:
+        llm = ["--backend", "openai", "--base-url", server.base_url, "--model", MODEL]
+        code, _, err = run_cli(capsys, "describe", "maze", "--adapter", "llm", *llm,
+                               "--steps", "0")
+        assert code == 2 and "OPENAI_API_KEY" in err and "--api-key-env none" in err
+        code, out, err = run_cli(capsys, "describe", "maze", "--adapter", "llm", *llm,
+                                 "--steps", "0", "--api-key-env", "none")
+        assert code == 0, err
+        assert "You stand two cells from the goal." in out
+        assert server.authorizations and set(server.authorizations) == {
+            "Bearer no-key-needed"}
+        code, out, err = run_cli(capsys, "prompt", "maze", *llm, "--api-key-env", "none")
+        assert code == 0, err
+        code, out, err = run_cli(capsys, "describe", "maze", "--adapter", "llm", *llm,
+                                 "--api-key-env", KEY_ENV, "--steps", "0")
+        assert code == 0 and KEY not in out + err
+    code, _, err = run_cli(capsys, "prompt", "maze", "--backend", "ollama",
+                           "--api-key-env", "none")
+    assert code == 2 and "--api-key-env 'none' is for --backend openai" in err

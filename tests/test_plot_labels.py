@@ -57,12 +57,25 @@ def test_one_seed_figures_say_one_seed_not_an_interval_over_seeds(tmp_path, figu
                                    tmp_path / "profile.png", "one")
     curves, final, profile = figures
     assert "one seed: its curve" in curves._suptitle.get_text()
-    assert "one seed: its final greedy return, no interval" in final.axes[0].get_title()
+    assert "one seed: its final greedy return, no interval" in final._suptitle.get_text()
     assert "one run per row: no band" in profile.axes[0].get_title()
-    for text in (curves._suptitle.get_text(), final.axes[0].get_title(),
+    for text in (curves._suptitle.get_text(), final._suptitle.get_text(),
                  profile.axes[0].get_title()):
         assert "over seeds" not in text and "bootstrap" not in text
     figures.clear()
     three = _episodes(range(3))
     plots.plot_learning_curves(three, tmp_path / "curves3.png", "three")
     assert "95% bootstrap interval over seeds" in figures[0]._suptitle.get_text()
+
+
+def test_the_final_returns_title_fits_its_figure(tmp_path, figures):
+    rows = summarise(_episodes(range(3)), None)
+    plots.plot_final_returns(rows, tmp_path / "final.png",
+                             "quickstart — langadapt/FrozenLakeMaps-v0 size=4 "
+                             "frozen_probability=0.8 is_slippery=False max_steps=20 "
+                             "train_maps=[0, 500] held_out_maps=[100000, 100100]")
+    (final,) = figures
+    final.canvas.draw()
+    title = final.texts[0].get_window_extent()  # the figure's title, centred on the figure
+    left, right = title.x0 - final.bbox.x0, final.bbox.x1 - title.x1
+    assert left > 0 and right > 0 and abs(left - right) < 2  # not pushed to the right edge
