@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool
 from ..environments import bridged_minigrid_hint, check_legal_moves, unwrap_env
 from .embedding_cache import EmbeddingCache, Memo, language_box
 from .encoder import get_encoder
+from .memory import Memory
+from .numbers import numbered_vectors, split_numbers
 from .prerender import AdapterInput, prerender_checked
 from .representation import (
     Standardiser,
@@ -27,8 +29,6 @@ from .representation import (
     random_walk_inputs,
     sentence_slots_vector,
 )
-from .memory import Memory
-from .numbers import numbered_vectors, split_numbers
 from .sentence_mean import sentence_mean_vectors, sentences_of
 from .sentence_set import sentence_set_vectors
 

@@ -22,8 +22,9 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     ``info["description"]``; legal moves from ``info["legal_moves"]`` (else every action of
     a Discrete space); the episode's ``(previous_observation, action)`` pairs kept (the last
     ``history_length``), cleared on reset; with the adapter's ``memory``, its last
-    observations and actions stacked (`adapters.memory`). ``copy.deepcopy`` copies all but the adapter,
-    which the copy shares (it is a pure function of its input). See docs/adapters.md.
+    observations and actions stacked (`adapters.memory`). ``copy.deepcopy`` copies all but
+    the adapter, which the copy shares (it is a pure function of its input). See
+    docs/adapters.md.
     """
 
     def __init__(

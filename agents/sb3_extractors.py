@@ -1,9 +1,9 @@
 """SB3 features extractors named in experiment files (``extractor:`` of an sb3 agent):
 ``sentence_attention`` pools a sentence set with attention conditioned on its first sentence
 (the mission); ``sentence_grounded`` starts that attention from the encoder's own
-mission-sentence similarity; ``babyai11`` is BabyAI 1.1's model of symbolic views (Hui et al. 2020): a
-bag-of-words embedding of the view, a GRU over the mission's words and FiLM. Imported with
-SB3 (the ``sb3`` extra). See docs/agents.md ("Features extractors").
+mission-sentence similarity; ``babyai11`` is BabyAI 1.1's model of symbolic views (Hui et
+al. 2020): a bag-of-words embedding of the view, a GRU over the mission's words and FiLM.
+Imported with SB3 (the ``sb3`` extra). See docs/agents.md ("Features extractors").
 """
 
 from __future__ import annotations
