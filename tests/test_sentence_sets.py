@@ -99,11 +99,10 @@ def test_a_set_extractor_on_a_flat_vector_is_one_line_naming_both():
     from langadapt.agents.sb3_extractors import BabyAI11Extractor, SentenceSetAttention
 
     with pytest.raises(ValueError, match=r"^extractor sentence_attention expects a sentence set "
-                                         r"of 24 rows of 1 \+ 384 values \(9240\); the "
-                                         r"observation has 1536 values"):
+                                         r"of 24 rows .*\(9240\).* has 1536 values"):
         SentenceSetAttention(spaces.Box(-1, 1, (1536,), np.float32))
-    with pytest.raises(ValueError, match=r"^extractor babyai11 expects a MiniGrid/BabyAI raw "
-                                         r"observation of 254 values .*the observation has 9240"):
+    with pytest.raises(ValueError, match=r"^extractor babyai11 expects 1 MiniGrid/BabyAI raw "
+                                         r"observation\(s\) of 254 values .*the observation has 9240"):
         BabyAI11Extractor(spaces.Box(-1, 1, (9240,), np.float32))
 
 
