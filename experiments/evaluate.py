@@ -35,6 +35,7 @@ from .one_run import (
     with_set_layout,
     wrap,
 )
+from .received import note, received_config, received_data
 from .report import write_report
 from .results import (
     POLICY_FILES,
@@ -66,12 +67,13 @@ class LoadedRun:
         return wrap(make_env(self.config, over=params), self.adapter)
 
 
-def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | None = None
-             ) -> LoadedRun:
+def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | None = None,
+             log: Callable[[str], None] = print) -> LoadedRun:
     """The kept ``which`` policy (final or best) of a run folder ``results/<name>/runs/<run>``,
-    rebuilt from the folder's ``config.yaml`` (or ``config``, the same experiment changed)
-    and the policy file; one `ResultsFolderError` (a ValueError) naming what is missing or
-    does not fit."""
+    rebuilt from the folder's ``config.yaml`` read as a received folder's
+    (:func:`received_config`: no server, key, cache or size of its own; ``log`` says what was
+    not used) or from ``config`` (the same experiment changed), and the policy file; one
+    `ResultsFolderError` (a ValueError) naming what is missing or does not fit."""
     run_dir = Path(path)
     if which not in POLICY_FILES:
         raise ResultsFolderError(f"which={which!r}: expected one of {', '.join(POLICY_FILES)}")
@@ -82,7 +84,7 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
                          + (f"it keeps {', '.join(kept)}" if kept else
                             "expected a run folder results/<name>/runs/<run> of a run "
                             "trained with logging.policies on"))
-    config = config or folder_config(run_dir.parent.parent)
+    config = config or received_config(run_dir.parent.parent, log=log)
     run = find_run(config, run_dir.name)
     try:
         header, tensors = read_agent_file(file)
@@ -135,7 +137,10 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
     ``best`` and a ``final`` row per episode as the run wrote them, then the report."""
     runs = kept_runs(source)
     home = runs[0].parent.parent
-    data = folder_config(home).resolved()
+    data, dropped = received_data(folder_config(home).resolved(),
+                                  ExperimentConfig.model_fields["cache_dir"].default)
+    if dropped:
+        log(note(home, dropped))
     for assignment in assignments:
         apply_set(data, assignment)
     evaluation = data["evaluation"]

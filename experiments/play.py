@@ -50,7 +50,7 @@ def play_run(run_dir: Path, out: Path, episodes: int = 1, seed: int | None = Non
     seed) into ``out``."""
     if out.suffix.lower() not in (".gif", ".mp4"):
         raise UsageError(f"--out {out}: expected a .gif or .mp4 file")
-    loaded = load_run(run_dir, which)
+    loaded = load_run(run_dir, which, log=log)
     try:
         env = loaded.make_env(render_mode="rgb_array")
     except (TypeError, ValueError) as error:
