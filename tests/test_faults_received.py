@@ -148,3 +148,50 @@ def test_the_server_the_user_names_is_the_one_asked(trained, tmp_path, theirs, u
         assert code == 0, err
         assert mine.authorizations and set(mine.authorizations) == {f"Bearer {KEY}"}
     assert theirs.requests == []
+
+
+def test_a_received_folder_never_writes_the_cache_files_and_folders_it_names(
+        trained, tmp_path, user, capsys):
+    mine = tmp_path / "my_notes.txt"
+    mine.write_bytes(b"a file of the user's\n")
+    elsewhere = tmp_path / "elsewhere" / "deep"
+    folder = _received(trained, tmp_path, {"type": "language", "settings": {
+        "embedding_cache_path": str(mine), "embedding_cache_capacity": 100_000_000}},
+        cache_dir=str(elsewhere))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, out, err = run_cli(capsys, "evaluate", str(folder), "--out", str(tmp_path / "x"))
+    assert code == 0, err
+    assert mine.read_bytes() == b"a file of the user's\n"  # not turned into a SQLite store
+    assert not (tmp_path / "elsewhere").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*before, "x", ".langadapt-cache"])  # no <name>.corrupt-<time> beside it
+    assert (user / ".langadapt-cache" / "cache.sqlite").is_file()  # the user's cache
+    for key in ("cache_dir", "settings.embedding_cache_path", "embedding_cache_capacity"):
+        assert key in out
+    written = yaml.safe_load((tmp_path / "x" / "config.yaml").read_text())
+    assert written["cache_dir"] == ".langadapt-cache"
+    assert "embedding_cache_path" not in written["adapters"][0]["settings"]
+
+
+def test_an_llm_adapters_cache_path_in_a_received_folder_is_never_opened(
+        trained, tmp_path, user):
+    mine = tmp_path / "answers.db"
+    mine.write_bytes(b"not a store\n")
+    folder = _received(trained, tmp_path, {"type": "llm", "settings": {
+        "backend": "ollama", "model": "m", "cache_path": str(mine)}})
+    notes: list[str] = []
+    try:
+        load_run(folder / "runs" / "language__qlearning__seed0", log=notes.append)
+    except ValueError:
+        pass  # no LLM of the user's here
+    assert mine.read_bytes() == b"not a store\n"
+    assert [p.name for p in tmp_path.glob("answers.db*")] == ["answers.db"]
+    assert "settings.cache_path" in notes[0]
+
+
+def test_the_user_sets_the_cache_folder_of_an_evaluation(trained, tmp_path, user, capsys):
+    folder = _received(trained, tmp_path)
+    code, _, err = run_cli(capsys, "evaluate", str(folder), "--out", str(tmp_path / "x"),
+                           "--set", f"cache_dir={tmp_path / 'my_cache'}")
+    assert code == 0, err
+    assert (tmp_path / "my_cache" / "cache.sqlite").is_file()
