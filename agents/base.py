@@ -276,8 +276,11 @@ class Agent:
                 )
         try:
             self.set_state(header["state"], tensors)
-        except (KeyError, TypeError, RuntimeError) as error:
-            raise ValueError(f"{source}: saved state does not fit this agent: {error}") from None
+        except (KeyError, TypeError, RuntimeError, OverflowError, IndexError,
+                AttributeError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(f"{source}: saved state does not fit this agent: {reason}"
+                             ) from None
         except ValueError as error:
             raise ValueError(f"{source}: {error}") from None
 
@@ -308,42 +311,124 @@ def write_agent_file(path: str | Path, header: dict[str, Any], tensors: dict[str
         temporary.unlink(missing_ok=True)
 
 
-def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+MAX_AGENT_FILE_BYTES = 512 * 1024 * 1024
+"""The largest policy or checkpoint file read (a bigger one is refused before it is opened:
+what a crafted file can make a reader hold in memory)."""
+
+#: Tensor types a saved agent may hold (safetensors' names); others (F8 ...) are refused.
+TENSOR_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL"})
+_HEADER_INT = 2**128  # header integers beyond this (in size): no counter, seed or rng state
+
+
+def read_agent_file(path: str | Path, most: int | None = MAX_AGENT_FILE_BYTES
+                    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """``(header, tensors)`` of a file an agent's ``save`` wrote (safetensors: loading runs
-    no code); one ValueError naming the file for anything else (missing, damaged, foreign,
-    newer, non-finite)."""
+    no code); one ValueError naming the file (and the field or tensor) for anything else:
+    missing, bigger than ``most`` bytes (None: no bound), damaged, foreign, newer, a header
+    value of the wrong type (``kind``, ``obs_shape``, ``n_actions``, ``state``), NaN,
+    Infinity or an integer beyond 2**128 in the header, a tensor type other than
+    :data:`TENSOR_DTYPES`, non-finite values."""
     from safetensors import SafetensorError, safe_open  # noqa: PLC0415  (only when loading)
 
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path} does not exist or is not a file")
+    size = path.stat().st_size
+    if most is not None and size > most:
+        raise ValueError(f"{path}: {size:,} bytes; expected a saved agent of at most "
+                         f"{most:,} bytes (a policy or checkpoint langadapt writes is smaller)")
     try:
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
-    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
+            header = _header(path, metadata)
+            dtypes = {name: handle.get_slice(name).get_dtype() for name in handle.keys()}  # noqa: SIM118
+            odd = {name: dtype for name, dtype in dtypes.items() if dtype not in TENSOR_DTYPES}
+            if odd:
+                name, dtype = next(iter(odd.items()))
+                raise _Refused(f"{path}: tensor {name!r} has type {dtype}; expected one of "
+                               f"{', '.join(sorted(TENSOR_DTYPES))}")
+            tensors = {name: handle.get_tensor(name) for name in dtypes}
+    except _Refused as refused:
+        raise ValueError(str(refused)) from None
+    except (SafetensorError, OSError, ValueError, RuntimeError, TypeError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(f"{path} is not a saved agent (damaged, truncated or another "
                          f"format; langadapt saves safetensors files): {reason}") from None
-    try:
-        header = json.loads(metadata[FILE_FORMAT])
-    except (KeyError, TypeError, json.JSONDecodeError):
-        raise ValueError(f"{path} is not a saved agent: its metadata has no "
-                         f"{FILE_FORMAT!r} JSON header") from None
-    if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
-        raise ValueError(f"{path} is not a saved agent: its header does not name {FILE_FORMAT!r}")
-    version = header.get("version")
-    if not isinstance(version, int) or version > FILE_VERSION:
-        raise ValueError(
-            f"{path} was saved in format version {version!r}; this langadapt reads versions "
-            f"up to {FILE_VERSION} (upgrade langadapt to load it)"
-        )
-    if "state" not in header or "kind" not in header:
-        raise ValueError(f"{path} is not a saved agent: the header has no 'kind' or 'state'")
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{path}: tensor {name!r} contains NaN or inf values")
     return header, tensors
+
+
+class _Refused(Exception):
+    """A refusal inside the reader, already one line naming the file."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Refused(f"holds {name}; expected finite numbers")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"holds {text[:20]}, beyond a float; expected finite numbers")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 39 or abs(value := int(text)) >= _HEADER_INT:
+        raise _Refused(f"holds the integer {text[:20]}{'...' if len(text) > 20 else ''}; "
+                       "expected integers below 2**128")
+    return value
+
+
+def _header(path: Path, metadata: dict[str, str]) -> dict[str, Any]:
+    """The JSON header of a saved agent's metadata, its fields checked; `_Refused` naming
+    ``path`` otherwise."""
+    if FILE_FORMAT not in metadata:
+        raise _Refused(f"{path} is not a saved agent: its metadata has no {FILE_FORMAT!r} "
+                       "JSON header")
+    try:
+        header = json.loads(metadata[FILE_FORMAT], parse_constant=_reject_constant,
+                            parse_int=_bounded_int, parse_float=_finite_float)
+    except _Refused as refused:
+        raise _Refused(f"{path}: its {FILE_FORMAT!r} header {refused}") from None
+    except RecursionError:
+        raise _Refused(f"{path}: its {FILE_FORMAT!r} header is nested too deeply to be a "
+                       "saved agent's") from None
+    except (json.JSONDecodeError, TypeError, ValueError):
+        raise _Refused(f"{path} is not a saved agent: its metadata has no {FILE_FORMAT!r} "
+                       "JSON header") from None
+    if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
+        raise _Refused(f"{path} is not a saved agent: its header does not name {FILE_FORMAT!r}")
+    version = header.get("version")
+    if not isinstance(version, int) or version > FILE_VERSION:
+        raise _Refused(
+            f"{path} was saved in format version {version!r}; this langadapt reads versions "
+            f"up to {FILE_VERSION} (upgrade langadapt to load it)"
+        )
+    if "state" not in header or "kind" not in header:
+        raise _Refused(f"{path} is not a saved agent: the header has no 'kind' or 'state'")
+    shape = header.get("obs_shape", [])
+    checks = {"kind": isinstance(header["kind"], str),
+              "state": isinstance(header["state"], dict),
+              "obs_shape": isinstance(shape, list) and len(shape) <= 8 and all(
+                  type(n) is int and n >= 0 for n in shape),
+              "n_actions": type(header.get("n_actions", 0)) is int
+              and header.get("n_actions", 0) >= 0}
+    wrong = [key for key, fits in checks.items() if not fits]
+    if wrong:
+        key = wrong[0]
+        raise _Refused(f"{path}: header field {key}={_short(header.get(key))}; expected "
+                       + {"kind": "a name", "state": "a mapping",
+                          "obs_shape": "a list of up to 8 whole numbers >= 0",
+                          "n_actions": "a whole number >= 0"}[key])
+    return header
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def take(tensors: dict[str, torch.Tensor], name: str, shape: Sequence[int]) -> torch.Tensor:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import agents
-from ..adapters.representation import Standardiser
 from ..agents.base import read_agent_file
 from .config import apply_set, experiment_from_dict
 from .folders import (
@@ -85,7 +84,7 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
                             "expected a run folder results/<name>/runs/<run> of a run "
                             "trained with logging.policies on"))
     config = config or received_config(run_dir.parent.parent, log=log)
-    run = find_run(config, run_dir.name)
+    run = _run_of(config, run_dir)
     try:
         header, tensors = read_agent_file(file)
     except ValueError as error:
@@ -96,9 +95,11 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
     env.close()
     mean = tensors.pop(f"{OBSERVATION_TENSORS}mean", None)
     matrix = tensors.pop(f"{OBSERVATION_TENSORS}matrix", None)
-    if mean is not None:
-        adapter._standardiser = Standardiser(mean.numpy(),  # noqa: SLF001  (the fitted one)
-                                             None if matrix is None else matrix.numpy())
+    try:
+        adapter.use_standardiser(None if mean is None else mean.numpy(),
+                                 None if matrix is None else matrix.numpy(), file)
+    except ValueError as error:
+        raise ResultsFolderError(str(error)) from None
     space = adapter.observation_space
     params = with_set_layout(agent_params(run.agent, run.adapter.name, config.cache_dir),
                              adapter)
@@ -112,6 +113,17 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
     except ValueError as error:
         raise ResultsFolderError(str(error)) from None
     return LoadedRun(config, run, agent, adapter, file)
+
+
+def _run_of(config: ExperimentConfig, run_dir: Path) -> Run:
+    """The run of ``config`` that ``run_dir`` holds; one line naming the folder otherwise."""
+    try:
+        return find_run(config, run_dir.name)
+    except ValueError:
+        raise ResultsFolderError(
+            f"{run_dir} is not a run of {run_dir.parent.parent}/config.yaml's experiment "
+            f"(its runs: runs/<adapter>__<agent>__seed<k> of its adapters, agents and "
+            "seeds); name one of those") from None
 
 
 def kept_runs(folder: Path) -> list[Path]:
@@ -137,6 +149,15 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
     ``best`` and a ``final`` row per episode as the run wrote them, then the report."""
     runs = kept_runs(source)
     home = runs[0].parent.parent
+    known = {run.key for run in runs_of(folder_config(home))}
+    if len(runs) == 1 and runs[0].name not in known:
+        _run_of(folder_config(home), runs[0])  # one line naming it
+    for stray in [run_dir for run_dir in runs if run_dir.name not in known]:
+        log(f"{stray}: not a run of {home}/config.yaml's experiment; skipped")
+    runs = [run_dir for run_dir in runs if run_dir.name in known]
+    if not runs:
+        raise ResultsFolderError(f"{home} keeps no policy of a run of its config.yaml's "
+                                 "experiment")
     data, dropped = received_data(folder_config(home).resolved(),
                                   ExperimentConfig.model_fields["cache_dir"].default)
     if dropped:

@@ -195,3 +195,124 @@ def test_the_user_sets_the_cache_folder_of_an_evaluation(trained, tmp_path, user
                            "--set", f"cache_dir={tmp_path / 'my_cache'}")
     assert code == 0, err
     assert (tmp_path / "my_cache" / "cache.sqlite").is_file()
+
+
+# ------------------------------------------------------------------ crafted kept policies
+
+RUN = "language__qlearning__seed0"
+
+
+def _policy(folder: Path) -> Path:
+    return folder / "runs" / RUN / "policy_final.safetensors"
+
+
+def _rewrite(path: Path, header: dict[str, Any] | None = None, metadata: str | None = None,
+             **extra: Any) -> None:
+    """``path`` written again with ``header`` keys changed (or the raw ``metadata``) and
+    ``extra`` tensors added."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import save
+
+    with safe_open(str(path), framework="pt") as handle:
+        text = handle.metadata()["langadapt-agent"]
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    if header is not None:
+        text = json.dumps({**json.loads(text), **header})
+    path.write_bytes(save({**tensors, **extra},
+                          metadata={"langadapt-agent": metadata if metadata is not None
+                                    else text}))
+
+
+def _evaluate_fails(capsys, folder: Path, tmp_path: Path, *names: str) -> str:
+    code, _, err = run_cli(capsys, "evaluate", str(folder), "--out", str(tmp_path / "x"))
+    assert code != 0
+    assert len(err.strip().splitlines()) == 1, err
+    for name in names:
+        assert name in err, err
+    return err
+
+
+def test_a_policy_file_declaring_a_huge_tensor_is_refused_before_it_is_read(
+        trained, tmp_path, user, capsys):
+    import json
+    import struct
+
+    folder = _received(trained, tmp_path)
+    policy = _policy(folder)
+    from safetensors import safe_open
+    with safe_open(str(policy), framework="pt") as handle:
+        metadata = handle.metadata()
+    gib = 1 << 30
+    header = json.dumps({"__metadata__": metadata, "extra": {
+        "dtype": "F32", "shape": [gib // 4], "data_offsets": [0, gib]}}).encode()
+    with open(policy, "wb") as handle:  # sparse: a few bytes on disk, 1 GiB declared
+        handle.write(struct.pack("<Q", len(header)) + header)
+        handle.truncate(8 + len(header) + gib)
+    _evaluate_fails(capsys, folder, tmp_path, str(policy), "bytes", "at most")
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"metadata": "[" * 100_000 + "]" * 100_000}, "nested"),
+    ({"header": {"obs_shape": 5}}, "obs_shape=5"),
+    ({"header": {"kind": ["qlearning"]}}, "kind="),
+    ({"header": {"state": "rng"}}, "state="),
+    ({"metadata": '{"format": "langadapt-agent", "version": 2, "kind": "qlearning", '
+                  '"state": {}, "steps": Infinity}'}, "Infinity"),
+    ({"metadata": '{"format": "langadapt-agent", "version": 2, "kind": "qlearning", '
+                  '"state": {}, "steps": 1e999}'}, "1e999"),
+    ({"metadata": '{"format": "langadapt-agent", "version": 2, "kind": "qlearning", '
+                  '"state": {}, "steps": ' + "9" * 5000 + "}"}, "2**128"),
+])
+def test_a_crafted_policy_header_is_one_line_naming_the_file_and_field(
+        trained, tmp_path, user, capsys, change, field):
+    folder = _received(trained, tmp_path)
+    _rewrite(_policy(folder), **change)
+    _evaluate_fails(capsys, folder, tmp_path, str(_policy(folder)), field)
+
+
+def test_a_tensor_of_an_unsupported_type_is_one_line_naming_it(trained, tmp_path, user,
+                                                               capsys):
+    import torch
+
+    folder = _received(trained, tmp_path)
+    _rewrite(_policy(folder), odd=torch.zeros(4, dtype=torch.float8_e4m3fn))
+    _evaluate_fails(capsys, folder, tmp_path, str(_policy(folder)), "'odd'", "F8")
+
+
+@pytest.mark.parametrize(("settings", "tensors", "named"), [
+    ({"normalise": "centre"}, {"observation.mean": (5,)}, "observation.mean"),
+    ({"normalise": "whiten"}, {"observation.mean": (384,), "observation.matrix": (3, 3)},
+     "observation.matrix"),
+    ({"normalise": "centre"}, {}, "has none"),
+    ({}, {"observation.mean": (384,)}, "holds one"),
+    ({"normalise": "centre"}, {"observation.mean": (384,), "big": 1e300}, "1e15"),
+])
+def test_a_saved_normaliser_that_does_not_fit_the_adapter_is_one_line(
+        trained, tmp_path, user, capsys, settings, tensors, named):
+    import torch
+
+    folder = _received(trained, tmp_path, {"type": "language", "settings": settings})
+    big = tensors.pop("big", 0.0)
+    extra = {name: torch.full(shape, big, dtype=torch.float64) for name, shape in
+             tensors.items()}
+    _rewrite(_policy(folder), **extra)
+    _evaluate_fails(capsys, folder, tmp_path, str(_policy(folder)), named)
+
+
+def test_a_stray_run_folder_is_one_line_and_the_other_runs_are_evaluated(
+        trained, tmp_path, user, capsys):
+    folder = _received(trained, tmp_path)
+    stray = folder / "runs" / "language__dqn__seed7"
+    stray.mkdir()
+    (stray / "policy_final.safetensors").write_bytes(_policy(folder).read_bytes())
+    code, out, err = run_cli(capsys, "evaluate", str(folder), "--out", str(tmp_path / "x"))
+    assert code == 0, err
+    assert f"{stray}: not a run of" in out
+    assert (tmp_path / "x" / "runs" / RUN / "done.json").is_file()
+    for command in (["evaluate", str(stray), "--out", str(tmp_path / "y")],
+                    ["play", str(stray), "--out", str(tmp_path / "y.gif")]):
+        code, _, err = run_cli(capsys, *command)
+        assert code != 0 and len(err.strip().splitlines()) == 1, err
+        assert f"{stray} is not a run of" in err
