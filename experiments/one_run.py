@@ -28,7 +28,7 @@ from .. import (
 from ..adapters import LanguageObservation
 from ..adapters.vector import LanguageVectorEnv
 from ..agents.base import FILE_FORMAT, FILE_VERSION, agent_file_bytes
-from ..agents.checkpoints import Checkpoint, Checkpoints
+from ..agents.checkpoints import Checkpoint, Checkpoints, CheckpointUnfit
 from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
@@ -42,6 +42,7 @@ from .results import (
     fresh_run_dir,
     resumable,
     run_rows,
+    set_aside,
     write_policies,
 )
 from .schema import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig
@@ -562,7 +563,8 @@ def _checkpoints(config: ExperimentConfig, run: Run, run_dir: Path | None,
         with replacing(out_dir, relative) as temporary:
             temporary.write_bytes(data)
 
-    return [Checkpoints(save, every_steps, None if minutes is None else 60 * minutes, resume)]
+    return [Checkpoints(save, every_steps, None if minutes is None else 60 * minutes, resume,
+                        run_identity(config, run))]
 
 
 def _retention(config: ExperimentConfig) -> dict[str, Any]:
@@ -573,24 +575,45 @@ def _retention(config: ExperimentConfig) -> dict[str, Any]:
     return {"eval_every_steps": spec.every_steps, "keep_best": spec.keep_best}
 
 
+def run_identity(config: ExperimentConfig, run: Run) -> dict[str, Any]:
+    """What names a run in its checkpoints: the experiment's fingerprint (its seeds aside:
+    a resume may add seeds), the run's key and seed."""
+    alone = config.model_copy(update={"seeds": [run.seed]})
+    return {"experiment": alone.fingerprint(), "run": run.key, "seed": run.seed}
+
+
 def execute_run(config: ExperimentConfig | dict[str, Any], run_key: str, out_dir: str
                 ) -> dict[str, Any]:
     """Train one combination into ``out_dir/runs/<key>/``, each episode's row flushed as it
     ends, and ``done.json`` last. ``config``: the driver's validated config, or in a worker
-    process its resolved data (rebuilt by :func:`worker_config`, not validated again)."""
+    process its resolved data (rebuilt by :func:`worker_config`, not validated again). A
+    checkpoint that reads back but does not fit the run is set aside with the run's rows
+    (named in a warning) and the run starts afresh."""
     if not isinstance(config, ExperimentConfig):
         config = worker_config(config)
     run = find_run(config, run_key)
     folder = Path(out_dir)
-    resume = resumable(folder, run.key)
-    run_dir = fresh_run_dir(folder, run.key) if resume is None else folder / "runs" / run.key
-    with run_rows(run_dir, None if resume is None else resume.rows) as writer:
+    resume = resumable(folder, run.key, run_identity(config, run))
+    rows = folder / "runs" / run.key / "episodes.csv"
+    before = None if resume is None else rows.read_bytes()  # if the checkpoint does not fit
+    try:
         try:
-            summary = train_run(config, run, writer.writerow, run_dir=run_dir, resume=resume)
-        except Exception as error:  # the CLI's one-line error names the run (a worker's too)
-            error.langadapt_run_key = run.key  # type: ignore[attr-defined]
-            raise
+            summary = _rows_and_summary(config, run, folder, resume)
+        except CheckpointUnfit as error:
+            set_aside(folder, run.key, str(error), rows=before)
+            summary = _rows_and_summary(config, run, folder, None)
+    except Exception as error:  # the CLI's one-line error names the run (a worker's too)
+        error.langadapt_run_key = run.key  # type: ignore[attr-defined]
+        raise
     write_policies(folder, run.key, summary.pop("policies"))
     write_json(folder, Path("runs") / run.key / "done.json", summary)
     inside(folder, Path("runs") / run.key / CHECKPOINT_FILE).unlink(missing_ok=True)
     return summary
+
+
+def _rows_and_summary(config: ExperimentConfig, run: Run, folder: Path,
+                      resume: Checkpoint | None) -> dict[str, Any]:
+    """Train the run (from ``resume``, keeping the rows up to it) with its rows written."""
+    run_dir = fresh_run_dir(folder, run.key) if resume is None else folder / "runs" / run.key
+    with run_rows(run_dir, None if resume is None else resume.rows) as writer:
+        return train_run(config, run, writer.writerow, run_dir=run_dir, resume=resume)
