@@ -26,6 +26,8 @@ from .. import (
     environments,  # noqa: F401  (registers the langadapt gymnasium ids)
 )
 from ..adapters import LanguageObservation
+from ..adapters.sentence_mean import sentences_of
+from ..adapters.sentence_set import SentenceSetOverflow, check_set_size
 from ..adapters.vector import LanguageVectorEnv
 from ..agents.base import FILE_FORMAT, FILE_VERSION, agent_file_bytes
 from ..agents.checkpoints import Checkpoint, Checkpoints, CheckpointUnfit
@@ -241,7 +243,13 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
             if spec.type == "llm":  # the input check, not the prompt
                 adapter.check_input((obs, legal, ()))
             else:
-                adapter.describe(obs, legal, ())
+                text = adapter.describe(obs, legal, ())
+                if getattr(adapter, "embedding", None) == "sentence_set":
+                    check_set_size(text, sentences_of(text, "sentence_set",
+                                                      adapter.text_source()),
+                                   adapter.max_sentences, adapter.text_source())
+        except SentenceSetOverflow as error:
+            raise ConfigError(f"{where}.settings.max_sentences: {_one_line(error)}") from None
         except ValueError as error:
             raise ConfigError(f"environment: {first}, as {where} checks it: "
                               f"{_one_line(error)}") from None

@@ -316,3 +316,33 @@ def test_a_stray_run_folder_is_one_line_and_the_other_runs_are_evaluated(
         code, _, err = run_cli(capsys, *command)
         assert code != 0 and len(err.strip().splitlines()) == 1, err
         assert f"{stray} is not a run of" in err
+
+
+# ------------------------------------------------------------------ sentence sets
+
+SENTENCE_SET = """\
+name: small_set
+environment: {id: langadapt/Maze-v0, params: {maze: umaze}}
+adapters: [{type: language, settings: {embedding: sentence_set, max_sentences: 2}}]
+agents: [{type: dqn, params: {learning_starts: 10}}]
+training: {episodes: 2}
+seeds: [0]
+evaluation: {every: 2, episodes: 1, final_episodes: 1}
+"""
+
+
+def test_a_sentence_set_too_small_for_the_describer_is_one_line_at_check_and_run(
+        tmp_path, capsys, monkeypatch):
+    from langadapt.experiments import one_run
+
+    experiment = tmp_path / "small_set.yaml"
+    experiment.write_text(SENTENCE_SET + f"cache_dir: {tmp_path / 'cache'}\n")
+    code, _, err = run_cli(capsys, "run", str(experiment), "--check")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "adapters.0 (language).settings.max_sentences" in err and "max_sentences=2" in err
+    # a state past the first (which the check sees) overflowing: one line from the run too
+    monkeypatch.setattr(one_run, "check_set_size", lambda *args: None)
+    code, _, err = run_cli(capsys, "run", str(experiment), "--out", str(tmp_path / "out"),
+                           "--no-progress")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "max_sentences=2" in err and "Traceback" not in err

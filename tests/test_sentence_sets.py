@@ -47,7 +47,7 @@ def test_a_set_larger_than_its_padding_is_one_line_naming_the_size():
     object.__setattr__(wide, "_describer", lambda s, *_: "Left. Near. Right.")
     with pytest.raises(ValueError, match=r"^embedding: sentence_set holds max_sentences=2 "
                                          r"sentences; the describer .* gave 3 .*raise "
-                                         r"max_sentences$"):
+                                         r"max_sentences to at least 3$"):
         wide(np.array([0, 1], dtype=np.float32), [0, 1, 2, 3])
 
 
