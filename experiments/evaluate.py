@@ -19,6 +19,7 @@ from .config import apply_set, experiment_from_dict
 from .folders import (
     ResultsFolderError,
     folder_lock,
+    inside,
     prepare_output,
     refuse_foreign,
     unnamed_modules,
@@ -34,7 +35,7 @@ from .one_run import (
     with_set_layout,
     wrap,
 )
-from .received import note, received_config, received_data
+from .received import note, read_received, received_config, received_data
 from .report import write_report
 from .results import (
     POLICY_FILES,
@@ -76,14 +77,16 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
     run_dir = Path(path)
     if which not in POLICY_FILES:
         raise ResultsFolderError(f"which={which!r}: expected one of {', '.join(POLICY_FILES)}")
-    file = run_dir / POLICY_FILES[which]
+    home = run_dir.parent.parent
+    file = inside(home, Path("runs") / run_dir.name / POLICY_FILES[which],
+                  "a received folder is read only inside itself; copy the file in")
     if not file.is_file():
         kept = [w for w, name in POLICY_FILES.items() if (run_dir / name).is_file()]
         raise ResultsFolderError(f"{run_dir} keeps no {which} policy ({POLICY_FILES[which]}); "
                          + (f"it keeps {', '.join(kept)}" if kept else
                             "expected a run folder results/<name>/runs/<run> of a run "
                             "trained with logging.policies on"))
-    config = config or received_config(run_dir.parent.parent, log=log)
+    config = config or received_config(home, log=log)
     run = _run_of(config, run_dir)
     try:
         header, tensors = read_agent_file(file)
@@ -149,7 +152,7 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
     ``best`` and a ``final`` row per episode as the run wrote them, then the report."""
     runs = kept_runs(source)
     home = runs[0].parent.parent
-    known = {run.key for run in runs_of(folder_config(home))}
+    known = {run.key for run in runs_of(read_received(home))}
     if len(runs) == 1 and runs[0].name not in known:
         _run_of(folder_config(home), runs[0])  # one line naming it
     for stray in [run_dir for run_dir in runs if run_dir.name not in known]:
@@ -158,6 +161,10 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
     if not runs:
         raise ResultsFolderError(f"{home} keeps no policy of a run of its config.yaml's "
                                  "experiment")
+    for run_dir in runs:  # before anything is written
+        for name in POLICY_FILES.values():
+            inside(home, Path("runs") / run_dir.name / name,
+                   "a received folder is read only inside itself; copy the file in")
     data, dropped = received_data(folder_config(home).resolved(),
                                   ExperimentConfig.model_fields["cache_dir"].default)
     if dropped:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ROLE_BACKEND_PARAMS, apply_set, experiment_from_dict
+from .folders import inside
 from .results import folder_config
 from .schema import ExperimentConfig
 
@@ -78,7 +79,7 @@ def received_config(home: Path, assignments: Iterable[str] = (),
                     log: Callable[[str], None] = print) -> ExperimentConfig:
     """The experiment of the results folder ``home`` as :func:`received_data` keeps it, with
     the user's ``--set`` ``assignments`` applied; one line naming what was dropped."""
-    data = folder_config(home).resolved()
+    data = read_received(home).resolved()
     default = ExperimentConfig.model_fields["cache_dir"].default
     data, dropped = received_data(data, default)
     if dropped:
@@ -89,6 +90,15 @@ def received_config(home: Path, assignments: Iterable[str] = (),
     changes = " ".join(f"--set {a}" for a in assignments)
     return experiment_from_dict(data, f"{home}/config.yaml with {changes}" if changes
                                 else home / "config.yaml", data_only=True)
+
+
+def read_received(home: Path, *entries: str | Path) -> ExperimentConfig:
+    """The folder's ``config.yaml`` read as data, after refusing (one line naming it) that
+    it or one of ``entries`` (paths inside ``home``) is a symbolic link: a received folder
+    is read only inside itself, and no line of a file elsewhere reaches a message."""
+    for entry in ("config.yaml", *entries):
+        inside(home, entry, "a received folder is read only inside itself; copy the file in")
+    return folder_config(home)
 
 
 def note(home: Path, dropped: list[str]) -> str:

@@ -346,3 +346,36 @@ def test_a_sentence_set_too_small_for_the_describer_is_one_line_at_check_and_run
                            "--no-progress")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "max_sentences=2" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ links out of the folder
+
+def test_a_policy_file_or_config_yaml_that_links_out_of_the_folder_is_refused(
+        trained, tmp_path, user, capsys):
+    folder = _received(trained, tmp_path)
+    secret = tmp_path / "credentials"
+    secret.write_text("aws_secret_access_key: hunter2-not-yaml: [\n")
+    outside = tmp_path / "outside.safetensors"
+    outside.write_bytes(_policy(folder).read_bytes())
+    _policy(folder).unlink()
+    _policy(folder).symlink_to(outside)
+    run = folder / "runs" / RUN
+    for command in (["evaluate", str(folder), "--out", str(tmp_path / "x")],
+                    ["evaluate", str(run), "--out", str(tmp_path / "x")],
+                    ["play", str(run), "--out", str(tmp_path / "p.gif")]):
+        code, _, err = run_cli(capsys, *command)
+        assert code != 0 and len(err.strip().splitlines()) == 1, err
+        assert "policy_final.safetensors is a symbolic link" in err, err
+        assert not (tmp_path / "x").exists()  # refused before anything is written
+    _policy(folder).unlink()
+    _policy(folder).write_bytes(outside.read_bytes())
+    (folder / "config.yaml").unlink()
+    (folder / "config.yaml").symlink_to(secret)
+    for command in (["evaluate", str(folder), "--out", str(tmp_path / "x")],
+                    ["play", str(run), "--out", str(tmp_path / "p.gif")]):
+        code, out, err = run_cli(capsys, *command)
+        assert code != 0 and len(err.strip().splitlines()) == 1, err
+        assert "config.yaml is a symbolic link" in err
+        assert "hunter2" not in out + err
+    with pytest.raises(ValueError, match="config.yaml is a symbolic link"):
+        load_run(run)
