@@ -274,6 +274,7 @@ class Agent:
                 raise ValueError(
                     f"{source} was saved with {key}={got!r}, but this agent has {key}={want!r}"
                 )
+        check_tensors(source, tensors, self.get_state()[1])
         try:
             self.set_state(header["state"], tensors)
         except (KeyError, TypeError, RuntimeError, OverflowError, IndexError,
@@ -283,6 +284,37 @@ class Agent:
                              ) from None
         except ValueError as error:
             raise ValueError(f"{source}: {error}") from None
+
+
+MAX_SAVED_VALUE = 1e15
+"""The largest size of a saved float (weights, Q-values, normalisers): beyond it a network's
+products overflow float32 (3e38 weights give NaN Q-values); trained ones stay far below.
+Adam's second moments (``exp_avg_sq``, squared gradients) may reach its square."""
+
+
+def check_tensors(source: Any, tensors: dict[str, torch.Tensor],
+                  held: dict[str, torch.Tensor]) -> None:
+    """ValueError naming ``source`` and the tensor when a saved tensor's values are not of
+    the kind (float, integer, bool) of the agent's tensor of the same name (``held``: what
+    the agent holds now: an integer or bool tensor is not loaded into a float network;
+    another float width is converted) or a float's size is beyond
+    :data:`MAX_SAVED_VALUE`."""
+    for name, tensor in tensors.items():
+        want = held.get(name)
+        if want is not None and _kind(tensor) != _kind(want):
+            raise ValueError(f"{source}: tensor {name!r} has dtype {tensor.dtype}; this agent "
+                             f"holds {want.dtype} ({_kind(want)} values)")
+        most = MAX_SAVED_VALUE ** 2 if name.endswith("exp_avg_sq") else MAX_SAVED_VALUE
+        if tensor.is_floating_point() and tensor.numel() and float(tensor.abs().max()) > most:
+            raise ValueError(f"{source}: tensor {name!r} holds values beyond {most:.0e} in "
+                             "size; expected a trained agent's")
+
+
+def _kind(tensor: torch.Tensor) -> str:
+    """float, bool or integer: what a tensor's values are (their width aside)."""
+    if tensor.is_floating_point():
+        return "float"
+    return "bool" if tensor.dtype == torch.bool else "integer"
 
 
 def _flag(name: str, value: Any) -> bool:

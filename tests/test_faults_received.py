@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 from experiment_fixtures import run_cli
 
@@ -379,3 +380,31 @@ def test_a_policy_file_or_config_yaml_that_links_out_of_the_folder_is_refused(
         assert "hunter2" not in out + err
     with pytest.raises(ValueError, match="config.yaml is a symbolic link"):
         load_run(run)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda t: t.to(torch.int64), "dtype torch.int64"),
+    (lambda t: t.to(torch.bool), "dtype torch.bool"),
+    (lambda t: torch.full_like(t, 3e38), "beyond"),
+])
+def test_a_saved_network_of_other_dtypes_or_overflowing_weights_is_refused(
+        tmp_path, change, named):
+    from gymnasium import spaces
+    from safetensors import safe_open
+    from safetensors.torch import save
+
+    from langadapt import agents
+
+    space = spaces.Box(-1, 1, (4,), dtype="float32")
+    agent = agents.make_agent("dqn", space, spaces.Discrete(3), seed=0)
+    path = tmp_path / "dqn.safetensors"
+    agent.save(path)
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    name = next(n for n, t in tensors.items() if t.is_floating_point() and t.dim() == 2)
+    tensors[name] = change(tensors[name])
+    path.write_bytes(save(tensors, metadata=metadata))
+    fresh = agents.make_agent("dqn", space, spaces.Discrete(3), seed=0)
+    with pytest.raises(ValueError, match=rf"dqn.safetensors: tensor '{name}' .*{named}"):
+        fresh.load(path)
