@@ -181,13 +181,20 @@ def policy_bytes(agent: Any, adapter: Any) -> bytes:
 def with_set_layout(params: dict[str, Any], adapter: Any,
                     encoder: Any = None) -> dict[str, Any]:
     """``params`` with a ``sentence_attention`` extractor told the adapter's set layout
-    (``max_sentences``, ``dimension`` of ``encoder``, default the adapter's) where the file
-    does not say it."""
+    (``max_sentences``, ``dimension`` of ``encoder``, default the adapter's); a ConfigError
+    when the file gives another (the rest of the set would be read as raw features)."""
     if params.get("extractor") != "sentence_attention":
         return params
     layout = {"max_sentences": adapter.max_sentences,
               "dimension": (encoder or adapter.embedding_cache.encoder).dimension}
-    return {**params, "extractor_kwargs": {**layout, **params.get("extractor_kwargs", {})}}
+    given = params.get("extractor_kwargs") or {}
+    for key, value in layout.items():
+        if key in given and given[key] != value:
+            raise ConfigError(
+                f"extractor_kwargs.{key}={given[key]!r}: the adapter's sentence set has "
+                f"{key} {value}; leave it out (it is taken from the adapter) or change the "
+                "adapter's setting")
+    return {**params, "extractor_kwargs": {**layout, **given}}
 
 
 def make_adapter(spec: AdapterSpec, env, cache_dir: str, n_envs: int = 1):
@@ -258,8 +265,12 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
         observations = (adapter.observation_space if encoder is None
                         else adapter.observation_space_with(encoder))
         for j, agent in enumerate(config.agents):
-            params = with_set_layout(agent.params_for(spec.name), adapter,
-                                     PACKAGED_ENCODER if spec.type == "raw" else encoder)
+            try:
+                params = with_set_layout(agent.params_for(spec.name), adapter,
+                                         PACKAGED_ENCODER if spec.type == "raw" else encoder)
+            except ConfigError as error:
+                raise ConfigError(f"agents.{j}.params ({agent.name} on {where}): {error}"
+                                  ) from None
             if agent.type == "sb3":
                 params = _cheap_sb3(params)
             key = json.dumps([agent.type, params, repr(observations), repr(space), seed],

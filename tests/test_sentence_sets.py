@@ -180,3 +180,19 @@ def test_both_extractors_train_a_few_hundred_steps_from_a_file(tmp_path):
               for r in csv[1:]}
     for adapter in ("sentence_set", "raw_babyai11"):
         assert (adapter, "train") in phases and (adapter, "final") in phases
+
+
+@needs_sb3_minigrid
+@pytest.mark.parametrize(("key", "value"), [("max_sentences", 4), ("dimension", 100)])
+def test_a_set_layout_other_than_the_adapters_is_refused_by_the_check(tmp_path, key, value):
+    from langadapt.experiments.one_run import check_build, make_env
+
+    data = {**GLAM_SHRUNK, "adapters": GLAM_SHRUNK["adapters"][:1],
+            "agents": [{"type": "sb3", "label": "ppo", "params": {
+                "algorithm": "MaskablePPO", "extractor": "sentence_attention",
+                "extractor_kwargs": {key: value}}}]}
+    config = experiment_from_dict(data)
+    with pytest.raises(ConfigError, match=rf"^agents.0.params \(ppo on adapters.0 "
+                                          rf"\(sentence_set\)\): extractor_kwargs.{key}={value}"
+                                          r": the adapter's sentence set has"):
+        check_build(config, make_env(config))
