@@ -129,6 +129,18 @@ def _run_of(config: ExperimentConfig, run_dir: Path) -> Run:
             "seeds); name one of those") from None
 
 
+NOT_EVALUATED = {
+    "seeds": "it plays the runs the folder kept, each with its own seed; name one run folder "
+             "(runs/<run>) to play one seed, --heldout FIRST,COUNT for other episodes",
+    "training": "it plays policies already trained",
+    "logging": "it writes no checkpoints or logs of training",
+    "executor": "it plays the runs in this process",
+    "output": "the new folder is --out",
+    "imports": "name modules with --import",
+    "tasks": "it plays one experiment's runs"}
+"""The top-level keys an evaluation's ``--set`` cannot change, and why."""
+
+
 def kept_runs(folder: Path) -> list[Path]:
     """The run folders of a results folder (or the one run folder given) that keep a policy."""
     folder = Path(folder)
@@ -150,6 +162,11 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
     episodes — the folder's, or ``heldout`` (first seed, count) — with ``assignments``
     (``--set`` lines) over its environment, into the results folder ``out_dir``: a
     ``best`` and a ``final`` row per episode as the run wrote them, then the report."""
+    for assignment in assignments:
+        top = assignment.partition("=")[0].strip().split(".")[0]
+        if top in NOT_EVALUATED:
+            raise UsageError(f"--set {assignment}: evaluate cannot apply {top} "
+                             f"({NOT_EVALUATED[top]})")
     runs = kept_runs(source)
     home = runs[0].parent.parent
     known = {run.key for run in runs_of(read_received(home))}

@@ -408,3 +408,16 @@ def test_a_saved_network_of_other_dtypes_or_overflowing_weights_is_refused(
     fresh = agents.make_agent("dqn", space, spaces.Discrete(3), seed=0)
     with pytest.raises(ValueError, match=rf"dqn.safetensors: tensor '{name}' .*{named}"):
         fresh.load(path)
+
+
+@pytest.mark.parametrize("assignment", ["seeds=[3, 4]", "training.episodes=9",
+                                        "logging.checkpoint_every_steps=5"])
+def test_evaluate_refuses_a_set_it_cannot_apply_in_one_line(trained, tmp_path, user, capsys,
+                                                           assignment):
+    folder = _received(trained, tmp_path)
+    code, _, err = run_cli(capsys, "evaluate", str(folder), "--out", str(tmp_path / "x"),
+                           "--set", assignment)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"--set {assignment}: evaluate cannot apply {assignment.split('.')[0].split('=')[0]}" \
+        in err
+    assert not (tmp_path / "x").exists()
