@@ -421,3 +421,18 @@ def test_evaluate_refuses_a_set_it_cannot_apply_in_one_line(trained, tmp_path, u
     assert f"--set {assignment}: evaluate cannot apply {assignment.split('.')[0].split('=')[0]}" \
         in err
     assert not (tmp_path / "x").exists()
+
+
+def test_q_table_keys_that_can_never_match_are_refused(trained, tmp_path, user, capsys):
+    from safetensors import safe_open
+    from safetensors.torch import save
+
+    folder = _received(trained, tmp_path)
+    with safe_open(str(_policy(folder)), framework="pt") as handle:
+        metadata = handle.metadata()
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    assert tensors["keys"].shape[1] == 16  # keyed by descriptions: 16-byte digests
+    tensors["keys"] = tensors["keys"][:, :8].contiguous()
+    _policy(folder).write_bytes(save(tensors, metadata=metadata))
+    _evaluate_fails(capsys, folder, tmp_path, str(_policy(folder)), "'keys' has rows of 8 bytes",
+                    "16 bytes")
