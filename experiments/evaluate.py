@@ -23,6 +23,7 @@ from .folders import (
     prepare_output,
     refuse_foreign,
     unnamed_modules,
+    write_text,
     writing,
 )
 from .one_run import (
@@ -202,6 +203,10 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
     changes = " ".join(f"--set {a}" for a in assignments)
     config = experiment_from_dict(data, f"{home}/config.yaml with {changes}" if changes
                                   else home / "config.yaml", data_only=True)
+    flag = _level_flag(folder_config(home).evaluation.environment_params,
+                       config.evaluation.environment_params)
+    if flag:
+        log(flag)
     unnamed = unnamed_modules(config, imports)
     if unnamed:
         raise UsageError(f"{home} names modules of its own ({', '.join(unnamed)}), which are "
@@ -222,7 +227,21 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
             _play(runs, config, sampled, out_dir, log)
             merge_episodes(config, out_dir)
             write_report(out_dir, log=log)
+            if flag:  # under the table: what the title's parameters do not say
+                summary = (out_dir / "summary.md").read_text()
+                write_text(out_dir, "summary.md", f"{summary.rstrip()}\n\n**{flag}**\n")
     return out_dir
+
+
+def _level_flag(folders: dict[str, Any], played: dict[str, Any]) -> str:
+    """The line saying that ``--set`` made the policies play another level than the folder's
+    held-out one (``folders``: its ``evaluation.environment_params``); empty otherwise."""
+    if not folders or played == folders:
+        return ""
+    where = ("the training level (environment.params)" if not played
+             else f"evaluation.environment_params {played}")
+    return (f"Played on {where}, not the folder's held-out level (evaluation.environment_params "
+            f"{folders}): changed by --set.")
 
 
 def _play(runs: list[Path], config: ExperimentConfig, sampled: bool | None, out_dir: Path,
@@ -263,7 +282,7 @@ def evaluate_run(run_dir: Path, config: ExperimentConfig, sampled: bool | None
         agent = loaded.agent
         if sampled is not None and "deterministic" in type(agent.config).model_fields:
             agent.config = agent.config.model_copy(update={"deterministic": not sampled})
-        env = loaded.make_env()
+        env = loaded.make_env(**config.evaluation.environment_params)  # as the run's final
         held = config.evaluation.heldout_seeds
         played = agents.evaluate(
             agent, env if held is None else HeldOutEpisodes(env, held.seeds),

@@ -436,3 +436,54 @@ def test_q_table_keys_that_can_never_match_are_refused(trained, tmp_path, user, 
     _policy(folder).write_bytes(save(tensors, metadata=metadata))
     _evaluate_fails(capsys, folder, tmp_path, str(_policy(folder)), "'keys' has rows of 8 bytes",
                     "16 bytes")
+
+
+# ------------------------------------------------------------------ the held-out level
+
+LAKES = {
+    "name": "lakes",
+    "environment": {"id": "langadapt/FrozenLakeMaps-v0", "params": {
+        "size": 4, "frozen_probability": 0.8, "is_slippery": False, "max_steps": 20,
+        "train_maps": [0, 50], "held_out_maps": [100000, 100020]}},
+    "adapters": [{"type": "raw"}],
+    "agents": [{"type": "qlearning"}],
+    "training": {"episodes": 60},
+    "seeds": [0],
+    "evaluation": {"every": 30, "episodes": 2, "final_episodes": 20,
+                   "environment_params": {"split": "held_out"}},
+}
+
+
+def _final_rows(folder: Path) -> list[tuple[str, str, str]]:
+    import csv
+
+    with open(folder / "episodes.csv", newline="") as handle:
+        return [(r["return"], r["length"], r["success"]) for r in csv.DictReader(handle)
+                if r["phase"] == "final"]
+
+
+def test_evaluate_plays_the_held_out_level_and_flags_a_set_that_makes_it_the_training_one(
+        tmp_path, user, capsys, monkeypatch):
+    from langadapt import agents
+
+    config = experiment_from_dict({**LAKES, "cache_dir": str(tmp_path / "cache")})
+    folder = run_experiment(config, tmp_path / "lakes", progress=False, log=lambda _: None)
+    played: list[str] = []
+    real = agents.evaluate
+
+    def spy(agent, env, *args, **kwargs):
+        played.append(env.unwrapped.split)
+        return real(agent, env, *args, **kwargs)
+
+    monkeypatch.setattr(agents, "evaluate", spy)
+    code, out, err = run_cli(capsys, "evaluate", str(folder), "--out", str(tmp_path / "x"))
+    assert code == 0, err
+    assert played == ["held_out"]  # the lakes the run's final evaluation played
+    assert _final_rows(tmp_path / "x") == _final_rows(folder)
+    code, out, err = run_cli(capsys, "evaluate", str(folder), "--out", str(tmp_path / "y"),
+                             "--set", "evaluation.environment_params={}")
+    assert code == 0, err
+    assert played == ["held_out", "train"]
+    flag = "evaluation.environment_params"
+    assert flag in out and "training level" in out
+    assert flag in (tmp_path / "y" / "summary.md").read_text()
