@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -63,6 +64,10 @@ class Agent:
     #: True for an agent that also acts on a one-dimensional Box action space (``act``
     #: returns an array; ``n_actions`` is 0, no legal moves).
     box_actions: ClassVar[bool] = False
+    #: Patterns (``re.fullmatch``) of the tensors a saved file may hold beyond those a new
+    #: agent's ``get_state`` gives (an optimiser's moments after its first step, a best
+    #: policy once found); any other name is refused on load.
+    optional_tensors: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -274,7 +279,14 @@ class Agent:
                 raise ValueError(
                     f"{source} was saved with {key}={got!r}, but this agent has {key}={want!r}"
                 )
-        check_tensors(source, tensors, self.get_state()[1])
+        held = self.get_state()[1]
+        unknown = [name for name in tensors if name not in held and not any(
+            re.fullmatch(pattern, name) for pattern in self.optional_tensors)]
+        if unknown:
+            raise ValueError(f"{source}: tensor {', '.join(map(repr, unknown[:3]))}"
+                             f"{' ...' if len(unknown) > 3 else ''} is not one a {self.kind} "
+                             "agent holds")
+        check_tensors(source, tensors, held)
         try:
             self.set_state(header["state"], tensors)
         except (KeyError, TypeError, RuntimeError, OverflowError, IndexError,

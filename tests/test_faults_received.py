@@ -487,3 +487,11 @@ def test_evaluate_plays_the_held_out_level_and_flags_a_set_that_makes_it_the_tra
     flag = "evaluation.environment_params"
     assert flag in out and "training level" in out
     assert flag in (tmp_path / "y" / "summary.md").read_text()
+
+
+def test_a_tensor_the_agent_does_not_hold_is_refused_naming_it(trained, tmp_path, user,
+                                                               capsys):
+    folder = _received(trained, tmp_path)
+    _rewrite(_policy(folder), extra=torch.zeros(3))
+    _evaluate_fails(capsys, folder, tmp_path, str(_policy(folder)), "'extra'",
+                    "not one a qlearning agent holds")
