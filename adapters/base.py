@@ -425,6 +425,35 @@ class BaseAdapter(BaseModel):
                                                   whiten=self.normalise == "whiten")
         return self._standardiser
 
+    def use_standardiser(self, mean: np.ndarray | None, matrix: np.ndarray | None,
+                         source: Any) -> None:
+        """Use a saved fitted normaliser (a kept policy's, read from ``source``) instead of
+        fitting one; ValueError naming ``source`` and the tensor unless it is what this
+        adapter's ``normalise`` and vector width take: a mean, a whitening matrix only with
+        ``whiten``, finite values of at most 1e15 in size."""
+        prefix = f"{source}: the adapter's normaliser"
+        if self.normalise == "none" or mean is None:
+            if mean is None and matrix is None and self.normalise == "none":
+                return
+            raise ValueError(f"{prefix}: the file {'holds one' if mean is not None else 'has none'}"
+                             f" (observation.mean), but the adapter has normalise: "
+                             f"{self.normalise}")
+        slots = self.sentence_slots if self.embedding == "sentences" else 1
+        width = self.unit_dimension * slots
+        wants = {"observation.mean": (mean, (width,)),
+                 "observation.matrix": (matrix, (width, width) if self.normalise == "whiten"
+                                        else None)}
+        for name, (value, shape) in wants.items():
+            got = None if value is None else tuple(value.shape)
+            if got != shape:
+                raise ValueError(f"{prefix}: tensor {name!r} has shape {got}; expected {shape} "
+                                 f"(normalise: {self.normalise}, vectors of {width})")
+            if value is not None and not (value.dtype.kind == "f"
+                                          and np.abs(value).max(initial=0) <= 1e15):
+                raise ValueError(f"{prefix}: tensor {name!r} holds {value.dtype} values beyond "
+                                 "1e15 in size or not floats; expected a fitted normaliser's")
+        self._standardiser = Standardiser(mean, matrix)
+
     def text_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """The read-only language vectors of ``texts`` as the representation settings make them."""
         vectors = self._embedded(texts)
@@ -490,10 +519,9 @@ class BaseAdapter(BaseModel):
 
     @property
     def unit_dimension(self) -> int:
-        """Values of one slot or set row's vector: the encoder's, plus ``numbers`` when they
-        are kept per sentence."""
-        per_sentence = self.embedding in ("sentences", "sentence_set")
-        return self.embedding_cache.encoder.dimension + (self.numbers if per_sentence else 0)
+        """Values of one unit's vector (a slot, a set row, a paragraph or a mean): the
+        encoder's, plus the kept ``numbers``."""
+        return self.embedding_cache.encoder.dimension + self.numbers
 
     def text_source(self) -> str:
         """What writes the descriptions, for error messages."""

@@ -12,7 +12,22 @@ import numpy as np
 
 from .sentence_mean import sentences_of
 
-__all__ = ["set_box", "sentence_set_vectors"]
+__all__ = ["SentenceSetOverflow", "check_set_size", "set_box", "sentence_set_vectors"]
+
+
+class SentenceSetOverflow(ValueError):
+    """A description with more sentences than ``max_sentences`` rows: the setting is too
+    small for the describer (one line, raised by the check and by a run alike)."""
+
+
+def check_set_size(text: str, parts: Sequence[str], max_sentences: int, source: str) -> None:
+    """`SentenceSetOverflow` naming the setting and the count when ``parts`` (the sentences
+    of ``text``) do not fit ``max_sentences`` rows."""
+    if len(parts) > max_sentences:
+        raise SentenceSetOverflow(
+            f"embedding: sentence_set holds max_sentences={max_sentences} sentences; the "
+            f"describer {source} gave {len(parts)} ({text[:80]!r}...): raise max_sentences "
+            f"to at least {len(parts)}")
 
 
 def sentence_set_vectors(texts: Sequence[str], lookup: Callable[[list[str]], list[np.ndarray]],
@@ -22,10 +37,7 @@ def sentence_set_vectors(texts: Sequence[str], lookup: Callable[[list[str]], lis
     the count when a text has more sentences than rows (never a silent cut)."""
     sentences = [sentences_of(text, "sentence_set", source) for text in texts]
     for text, parts in zip(texts, sentences, strict=True):
-        if len(parts) > max_sentences:
-            raise ValueError(f"embedding: sentence_set holds max_sentences={max_sentences} "
-                             f"sentences; the describer {source} gave {len(parts)} "
-                             f"({text[:80]!r}...): raise max_sentences")
+        check_set_size(text, parts, max_sentences, source)
     distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
     found = dict(zip(distinct, lookup(distinct), strict=True))
     out = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -63,6 +64,10 @@ class Agent:
     #: True for an agent that also acts on a one-dimensional Box action space (``act``
     #: returns an array; ``n_actions`` is 0, no legal moves).
     box_actions: ClassVar[bool] = False
+    #: Patterns (``re.fullmatch``) of the tensors a saved file may hold beyond those a new
+    #: agent's ``get_state`` gives (an optimiser's moments after its first step, a best
+    #: policy once found); any other name is refused on load.
+    optional_tensors: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -274,12 +279,54 @@ class Agent:
                 raise ValueError(
                     f"{source} was saved with {key}={got!r}, but this agent has {key}={want!r}"
                 )
+        held = self.get_state()[1]
+        unknown = [name for name in tensors if name not in held and not any(
+            re.fullmatch(pattern, name) for pattern in self.optional_tensors)]
+        if unknown:
+            raise ValueError(f"{source}: tensor {', '.join(map(repr, unknown[:3]))}"
+                             f"{' ...' if len(unknown) > 3 else ''} is not one a {self.kind} "
+                             "agent holds")
+        check_tensors(source, tensors, held)
         try:
             self.set_state(header["state"], tensors)
-        except (KeyError, TypeError, RuntimeError) as error:
-            raise ValueError(f"{source}: saved state does not fit this agent: {error}") from None
+        except (KeyError, TypeError, RuntimeError, OverflowError, IndexError,
+                AttributeError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(f"{source}: saved state does not fit this agent: {reason}"
+                             ) from None
         except ValueError as error:
             raise ValueError(f"{source}: {error}") from None
+
+
+MAX_SAVED_VALUE = 1e15
+"""The largest size of a saved float (weights, Q-values, normalisers): beyond it a network's
+products overflow float32 (3e38 weights give NaN Q-values); trained ones stay far below.
+Adam's second moments (``exp_avg_sq``, squared gradients) may reach its square."""
+
+
+def check_tensors(source: Any, tensors: dict[str, torch.Tensor],
+                  held: dict[str, torch.Tensor]) -> None:
+    """ValueError naming ``source`` and the tensor when a saved tensor's values are not of
+    the kind (float, integer, bool) of the agent's tensor of the same name (``held``: what
+    the agent holds now: an integer or bool tensor is not loaded into a float network;
+    another float width is converted) or a float's size is beyond
+    :data:`MAX_SAVED_VALUE`."""
+    for name, tensor in tensors.items():
+        want = held.get(name)
+        if want is not None and _kind(tensor) != _kind(want):
+            raise ValueError(f"{source}: tensor {name!r} has dtype {tensor.dtype}; this agent "
+                             f"holds {want.dtype} ({_kind(want)} values)")
+        most = MAX_SAVED_VALUE ** 2 if name.endswith("exp_avg_sq") else MAX_SAVED_VALUE
+        if tensor.is_floating_point() and tensor.numel() and float(tensor.abs().max()) > most:
+            raise ValueError(f"{source}: tensor {name!r} holds values beyond {most:.0e} in "
+                             "size; expected a trained agent's")
+
+
+def _kind(tensor: torch.Tensor) -> str:
+    """float, bool or integer: what a tensor's values are (their width aside)."""
+    if tensor.is_floating_point():
+        return "float"
+    return "bool" if tensor.dtype == torch.bool else "integer"
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -308,42 +355,124 @@ def write_agent_file(path: str | Path, header: dict[str, Any], tensors: dict[str
         temporary.unlink(missing_ok=True)
 
 
-def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+MAX_AGENT_FILE_BYTES = 512 * 1024 * 1024
+"""The largest policy or checkpoint file read (a bigger one is refused before it is opened:
+what a crafted file can make a reader hold in memory)."""
+
+#: Tensor types a saved agent may hold (safetensors' names); others (F8 ...) are refused.
+TENSOR_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL"})
+_HEADER_INT = 2**128  # header integers beyond this (in size): no counter, seed or rng state
+
+
+def read_agent_file(path: str | Path, most: int | None = MAX_AGENT_FILE_BYTES
+                    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """``(header, tensors)`` of a file an agent's ``save`` wrote (safetensors: loading runs
-    no code); one ValueError naming the file for anything else (missing, damaged, foreign,
-    newer, non-finite)."""
+    no code); one ValueError naming the file (and the field or tensor) for anything else:
+    missing, bigger than ``most`` bytes (None: no bound), damaged, foreign, newer, a header
+    value of the wrong type (``kind``, ``obs_shape``, ``n_actions``, ``state``), NaN,
+    Infinity or an integer beyond 2**128 in the header, a tensor type other than
+    :data:`TENSOR_DTYPES`, non-finite values."""
     from safetensors import SafetensorError, safe_open  # noqa: PLC0415  (only when loading)
 
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path} does not exist or is not a file")
+    size = path.stat().st_size
+    if most is not None and size > most:
+        raise ValueError(f"{path}: {size:,} bytes; expected a saved agent of at most "
+                         f"{most:,} bytes (a policy or checkpoint langadapt writes is smaller)")
     try:
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
-    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
+            header = _header(path, metadata)
+            dtypes = {name: handle.get_slice(name).get_dtype() for name in handle.keys()}  # noqa: SIM118
+            odd = {name: dtype for name, dtype in dtypes.items() if dtype not in TENSOR_DTYPES}
+            if odd:
+                name, dtype = next(iter(odd.items()))
+                raise _Refused(f"{path}: tensor {name!r} has type {dtype}; expected one of "
+                               f"{', '.join(sorted(TENSOR_DTYPES))}")
+            tensors = {name: handle.get_tensor(name) for name in dtypes}
+    except _Refused as refused:
+        raise ValueError(str(refused)) from None
+    except (SafetensorError, OSError, ValueError, RuntimeError, TypeError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(f"{path} is not a saved agent (damaged, truncated or another "
                          f"format; langadapt saves safetensors files): {reason}") from None
-    try:
-        header = json.loads(metadata[FILE_FORMAT])
-    except (KeyError, TypeError, json.JSONDecodeError):
-        raise ValueError(f"{path} is not a saved agent: its metadata has no "
-                         f"{FILE_FORMAT!r} JSON header") from None
-    if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
-        raise ValueError(f"{path} is not a saved agent: its header does not name {FILE_FORMAT!r}")
-    version = header.get("version")
-    if not isinstance(version, int) or version > FILE_VERSION:
-        raise ValueError(
-            f"{path} was saved in format version {version!r}; this langadapt reads versions "
-            f"up to {FILE_VERSION} (upgrade langadapt to load it)"
-        )
-    if "state" not in header or "kind" not in header:
-        raise ValueError(f"{path} is not a saved agent: the header has no 'kind' or 'state'")
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{path}: tensor {name!r} contains NaN or inf values")
     return header, tensors
+
+
+class _Refused(Exception):
+    """A refusal inside the reader, already one line naming the file."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Refused(f"holds {name}; expected finite numbers")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"holds {text[:20]}, beyond a float; expected finite numbers")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 39 or abs(value := int(text)) >= _HEADER_INT:
+        raise _Refused(f"holds the integer {text[:20]}{'...' if len(text) > 20 else ''}; "
+                       "expected integers below 2**128")
+    return value
+
+
+def _header(path: Path, metadata: dict[str, str]) -> dict[str, Any]:
+    """The JSON header of a saved agent's metadata, its fields checked; `_Refused` naming
+    ``path`` otherwise."""
+    if FILE_FORMAT not in metadata:
+        raise _Refused(f"{path} is not a saved agent: its metadata has no {FILE_FORMAT!r} "
+                       "JSON header")
+    try:
+        header = json.loads(metadata[FILE_FORMAT], parse_constant=_reject_constant,
+                            parse_int=_bounded_int, parse_float=_finite_float)
+    except _Refused as refused:
+        raise _Refused(f"{path}: its {FILE_FORMAT!r} header {refused}") from None
+    except RecursionError:
+        raise _Refused(f"{path}: its {FILE_FORMAT!r} header is nested too deeply to be a "
+                       "saved agent's") from None
+    except (json.JSONDecodeError, TypeError, ValueError):
+        raise _Refused(f"{path} is not a saved agent: its metadata has no {FILE_FORMAT!r} "
+                       "JSON header") from None
+    if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
+        raise _Refused(f"{path} is not a saved agent: its header does not name {FILE_FORMAT!r}")
+    version = header.get("version")
+    if not isinstance(version, int) or version > FILE_VERSION:
+        raise _Refused(
+            f"{path} was saved in format version {version!r}; this langadapt reads versions "
+            f"up to {FILE_VERSION} (upgrade langadapt to load it)"
+        )
+    if "state" not in header or "kind" not in header:
+        raise _Refused(f"{path} is not a saved agent: the header has no 'kind' or 'state'")
+    shape = header.get("obs_shape", [])
+    checks = {"kind": isinstance(header["kind"], str),
+              "state": isinstance(header["state"], dict),
+              "obs_shape": isinstance(shape, list) and len(shape) <= 8 and all(
+                  type(n) is int and n >= 0 for n in shape),
+              "n_actions": type(header.get("n_actions", 0)) is int
+              and header.get("n_actions", 0) >= 0}
+    wrong = [key for key, fits in checks.items() if not fits]
+    if wrong:
+        key = wrong[0]
+        raise _Refused(f"{path}: header field {key}={_short(header.get(key))}; expected "
+                       + {"kind": "a name", "state": "a mapping",
+                          "obs_shape": "a list of up to 8 whole numbers >= 0",
+                          "n_actions": "a whole number >= 0"}[key])
+    return header
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def take(tensors: dict[str, torch.Tensor], name: str, shape: Sequence[int]) -> torch.Tensor:

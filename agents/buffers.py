@@ -182,7 +182,7 @@ class ReplayBuffer:
     def load(self, path: str | Path) -> None:
         """Replace the contents by the file :meth:`save` wrote; ValueError naming the file
         when it is not one or does not fit this buffer (nothing is changed then)."""
-        header, tensors = read_agent_file(path)
+        header, tensors = read_agent_file(path, most=None)  # the user's own, any size
         if header["kind"] != BUFFER_KIND:
             raise ValueError(f"{path} holds kind={header['kind']!r}, expected a replay buffer "
                              f"({BUFFER_KIND!r})")

@@ -7,6 +7,7 @@ identical after a resume: docs/agents.md ("Checkpoints and resume")."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,22 +15,39 @@ from typing import Any
 
 import torch
 
-from .base import FILE_FORMAT, FILE_VERSION, Agent, agent_file_bytes, read_agent_file
+from .base import (
+    FILE_FORMAT,
+    FILE_VERSION,
+    MAX_AGENT_FILE_BYTES,
+    Agent,
+    agent_file_bytes,
+    read_agent_file,
+)
 from .loop import Callback, EpisodeRecord, Evaluation, TrainingRun
 from .training import Evaluations
 
-__all__ = ["Checkpoint", "Checkpoints", "read_checkpoint"]
+__all__ = ["Checkpoint", "CheckpointUnfit", "Checkpoints", "check_run_state", "read_checkpoint"]
 
 #: The kind a checkpoint's header names (beside the agent's own kind).
 CHECKPOINT = "checkpoint"
 _BEST = "best_policy."
 
 
-class Checkpoint:
-    """A checkpoint read back: the agent's header and tensors, the run's state."""
+class CheckpointUnfit(ValueError):
+    """A checkpoint that reads back but does not fit the run resumed from it (the message
+    names the file): the run starts afresh."""
 
-    def __init__(self, header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-        self.run = header.pop(CHECKPOINT)
+
+class Checkpoint:
+    """A checkpoint read back from ``path``: the agent's header and tensors, the run's state
+    (checked: :func:`check_run_state`) and the run identity it was saved for (None: an older
+    file without one)."""
+
+    def __init__(self, header: dict[str, Any], tensors: dict[str, torch.Tensor],
+                 path: str | Path = "checkpoint") -> None:
+        self.path = path
+        self.run = check_run_state(path, header.pop(CHECKPOINT))
+        self.identity: dict[str, Any] | None = self.run.get("identity")
         self.agent_header = header
         self.tensors = {k: v for k, v in tensors.items() if not k.startswith(_BEST)}
         self.best_tensors = {k.removeprefix(_BEST): v for k, v in tensors.items()
@@ -53,12 +71,58 @@ class Checkpoint:
                 float(self.run.get("wall_seconds", 0.0)))
 
 
-def read_checkpoint(path: str | Path) -> Checkpoint:
-    """The checkpoint in ``path``; ValueError naming the file when it is not one."""
-    header, tensors = read_agent_file(path)
+def read_checkpoint(path: str | Path, most: int | None = MAX_AGENT_FILE_BYTES) -> Checkpoint:
+    """The checkpoint in ``path`` (at most ``most`` bytes); ValueError naming the file (and
+    the field) when it is not one."""
+    header, tensors = read_agent_file(path, most)
     if not isinstance(header.get(CHECKPOINT), dict):
         raise ValueError(f"{path} is a saved agent, not a checkpoint")
-    return Checkpoint(header, tensors)
+    return Checkpoint(header, tensors, path)
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+_RECORD = (_count, _number, _count, lambda v: type(v) in (bool, int), _number,
+           lambda v: isinstance(v, str) and len(v) <= 32, _count)
+"""A record's fields: episode, return, length, success, wall time, phase, total steps."""
+
+
+def _evaluation_fits(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and len(value) == 3
+                             and _count(value[0]) and _count(value[1]) and _number(value[2]))
+
+
+def check_run_state(path: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` (a checkpoint's run state) when its fields have the types and counts a
+    run writes — the counters those of its last training record (a checkpoint is saved
+    right after one); ValueError naming ``path`` and the field otherwise."""
+    records = state.get("records")
+    checks: list[tuple[str, bool]] = [
+        ("steps", _count(state.get("steps"))), ("episodes", _count(state.get("episodes"))),
+        ("records", isinstance(records, list) and all(
+            isinstance(r, list) and len(r) == len(_RECORD)
+            and all(fits(v) for fits, v in zip(_RECORD, r, strict=True)) for r in records)),
+        ("best", _evaluation_fits(state.get("best"))),
+        ("last", _evaluation_fits(state.get("last"))),
+        ("next_step", state.get("next_step") is None or _count(state.get("next_step"))),
+        ("identity", state.get("identity") is None or isinstance(state.get("identity"), dict))]
+    for field, fits in checks:
+        if not fits:
+            raise ValueError(f"{path}: checkpoint field {field!r} is not what a run writes "
+                             "(wrong type, sign or record shape)")
+    trained = [r for r in records if r[5] == "train"]
+    if trained and (trained[-1][0], trained[-1][6]) != (state["episodes"], state["steps"]):
+        raise ValueError(
+            f"{path}: checkpoint counters (episodes {state['episodes']}, steps "
+            f"{state['steps']}) are not those of its last training record (episode "
+            f"{trained[-1][0]}, steps {trained[-1][6]})")
+    return state
 
 
 def _evaluation(values: list[Any] | None) -> Evaluation | None:
@@ -69,12 +133,15 @@ def _evaluation(values: list[Any] | None) -> Evaluation | None:
 class Checkpoints(Callback):
     """Calls ``save(data)`` with a checkpoint's bytes after a training record once
     ``every_steps`` steps or ``every_seconds`` seconds have passed since the last (either
-    may be None); with ``resume``, the run starts where that checkpoint was saved."""
+    may be None); with ``resume``, the run starts where that checkpoint was saved
+    (`CheckpointUnfit` naming its file when it does not fit the run). ``identity``: what
+    names the run (experiment, run, seed), saved in each checkpoint."""
 
     def __init__(self, save: Callable[[bytes], None], every_steps: int | None = None,
-                 every_seconds: float | None = None, resume: Checkpoint | None = None) -> None:
+                 every_seconds: float | None = None, resume: Checkpoint | None = None,
+                 identity: dict[str, Any] | None = None) -> None:
         self.save, self.every_steps, self.every_seconds = save, every_steps, every_seconds
-        self.resume = resume
+        self.resume, self.identity = resume, identity
         self._last_steps, self._last_time = 0, time.monotonic()
         self._started = (time.process_time(), time.perf_counter())
 
@@ -83,12 +150,22 @@ class Checkpoints(Callback):
         evaluations = self._evaluations(run)
         if self.resume is None:
             return
-        state = self.resume.run
+        try:
+            self._resume(run, evaluations)
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError,
+                RuntimeError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise CheckpointUnfit(f"{self.resume.path} does not fit this run: {reason}"
+                                  ) from None
+
+    def _resume(self, run: TrainingRun, evaluations: Evaluations | None) -> None:
+        assert self.resume is not None
+        state, source = self.resume.run, self.resume.path
         agent: Agent = run.policy  # type: ignore[assignment]
         if self.resume.best_tensors and evaluations is not None:
-            agent.load_saved(self.resume.agent_header, self.resume.best_tensors, "checkpoint")
+            agent.load_saved(self.resume.agent_header, self.resume.best_tensors, source)
             evaluations.best_policy = agent.snapshot()
-        agent.load_saved(self.resume.agent_header, self.resume.tensors, "checkpoint")
+        agent.load_saved(self.resume.agent_header, self.resume.tensors, source)
         run.steps, run.episodes = int(state["steps"]), int(state["episodes"])
         run.result.records[:] = [EpisodeRecord(*record) for record in state["records"]]
         run.result.best, run.result.last = _evaluation(state["best"]), _evaluation(state["last"])
@@ -126,7 +203,8 @@ class Checkpoints(Callback):
                 "best": None if result.best is None else list(vars(result.best).values()),
                 "last": None if result.last is None else list(vars(result.last).values()),
                 "next_step": None if evaluations is None else evaluations.next_step,
-                **self._spent()}}
+                **self._spent(),
+                **({} if self.identity is None else {"identity": self.identity})}}
         json.dumps(header)  # a value JSON cannot hold fails here, not in the writer
         return agent_file_bytes(header, tensors)
 

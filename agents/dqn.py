@@ -103,6 +103,7 @@ class DQNAgent(Agent):
     """DQN on flat (or flattened) Box observations and a Discrete action space."""
 
     kind = "dqn"
+    optional_tensors = (r"optimizer\.\d+\.(step|exp_avg|exp_avg_sq)",)
     config_model = DQNConfig
     learns_from_demonstrations = True
     config: DQNConfig

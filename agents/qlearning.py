@@ -143,6 +143,18 @@ class QLearningAgent(Agent):
             return (arr + np.float32(0.0)).tobytes()
         return self.discretisation.bins_of(arr.ravel().astype(np.float64)).tobytes()
 
+    def _key_width(self, table_key: str) -> int | None:
+        """How many bytes :meth:`key` gives when keyed by ``table_key`` (None: not yet
+        known, an ``auto`` table never used)."""
+        if table_key == "description":
+            return 16
+        if table_key == "auto" or not isinstance(self.observation_space, spaces.Box):
+            return None
+        flat = np.zeros(int(np.prod(self.obs_shape)), dtype=np.float64)
+        if self.discretisation is None:
+            return flat.astype(np.float32).nbytes
+        return len(self.discretisation.bins_of(flat).tobytes())
+
     def q_values(self, obs: Any) -> np.ndarray:
         """A copy of the action values of ``obs`` (``initial_q`` where unseen)."""
         self.check_input(obs)
@@ -228,6 +240,10 @@ class QLearningAgent(Agent):
         if self.config.key not in ("auto", saved) and saved != "auto":
             raise ValueError(f"the table is keyed by {saved!r}, but this agent has "
                              f"key={self.config.key!r}")
+        width = self._key_width(saved)
+        if keys.shape[0] and width is not None and keys.shape[1] != width:
+            raise ValueError(f"tensor 'keys' has rows of {keys.shape[1]} bytes; a table keyed "
+                             f"by {saved} here has keys of {width} bytes (none would match)")
         self.table_key = saved
         self.epsilon = float(state["epsilon"])
         self.episodes = int(state["episodes"])

@@ -139,6 +139,7 @@ class SB3Agent(Agent):
     """An SB3 algorithm built from the spaces (as SB3's own ``load`` does); ``model`` is it."""
 
     kind = "sb3"
+    optional_tensors = (r"optimizer\.\w+\.\d+\.\w+",)
     config_model = SB3Config
     box_actions = True  # PPO, A2C, SAC, TD3
 

@@ -93,6 +93,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix, shown as one message without a traceback: bad
     configuration or options, results folders, missing or unreadable files, an LLM that
     cannot be reached, runs that failed on a cluster. Anything else is a bug: traceback."""
+    from ..adapters.sentence_set import SentenceSetOverflow
     from ..environments import LanguageSpecError
     from ..finetune.agent import FinetuneError
     from ..llm import CacheError, LLMError
@@ -108,6 +109,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
         LLMError,
         CacheError,
         LanguageSpecError,
+        SentenceSetOverflow,
         FileNotFoundError,
         IsADirectoryError,
         NotADirectoryError,

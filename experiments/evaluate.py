@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from .. import agents
-from ..adapters.representation import Standardiser
 from ..agents.base import read_agent_file
 from .config import apply_set, experiment_from_dict
 from .folders import (
     ResultsFolderError,
     folder_lock,
+    inside,
     prepare_output,
     refuse_foreign,
     unnamed_modules,
+    write_text,
     writing,
 )
 from .one_run import (
@@ -35,6 +36,7 @@ from .one_run import (
     with_layout,
     wrap,
 )
+from .received import note, read_received, received_config, received_data
 from .report import write_report
 from .results import (
     POLICY_FILES,
@@ -72,7 +74,7 @@ class LoadedRun:
         changes = " ".join(f"{key}={value!r}" for key, value in params.items())
         config = experiment_from_dict(data, f"make_env({changes})", data_only=True)
         made = make_env(config)  # the adapter's environment: the world it describes
-        adapter = _kept_adapter(self.run, made, config.cache_dir, self.adapter._standardiser)  # noqa: SLF001
+        adapter = _kept_adapter(self.run, made, config.cache_dir, self.adapter)
         made.close()
         shape = tuple(self.adapter.observation_space.shape)
         if tuple(adapter.observation_space.shape) != shape:
@@ -83,24 +85,27 @@ class LoadedRun:
         return wrap(make_env(config, render_mode), adapter)
 
 
-def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | None = None
-             ) -> LoadedRun:
+def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | None = None,
+             log: Callable[[str], None] = print) -> LoadedRun:
     """The kept ``which`` policy (final or best) of a run folder ``results/<name>/runs/<run>``,
-    rebuilt from the folder's ``config.yaml`` (or ``config``, the same experiment changed)
-    and the policy file; one `ResultsFolderError` (a ValueError) naming what is missing or
-    does not fit."""
+    rebuilt from the folder's ``config.yaml`` read as a received folder's
+    (:func:`received_config`: no server, key, cache or size of its own; ``log`` says what was
+    not used) or from ``config`` (the same experiment changed), and the policy file; one
+    `ResultsFolderError` (a ValueError) naming what is missing or does not fit."""
     run_dir = Path(path)
     if which not in POLICY_FILES:
         raise ResultsFolderError(f"which={which!r}: expected one of {', '.join(POLICY_FILES)}")
-    file = run_dir / POLICY_FILES[which]
+    home = run_dir.parent.parent
+    file = inside(home, Path("runs") / run_dir.name / POLICY_FILES[which],
+                  "a received folder is read only inside itself; copy the file in")
     if not file.is_file():
         kept = [w for w, name in POLICY_FILES.items() if (run_dir / name).is_file()]
         raise ResultsFolderError(f"{run_dir} keeps no {which} policy ({POLICY_FILES[which]}); "
                          + (f"it keeps {', '.join(kept)}" if kept else
                             "expected a run folder results/<name>/runs/<run> of a run "
                             "trained with logging.policies on"))
-    config = config or folder_config(run_dir.parent.parent)
-    run = find_run(config, run_dir.name)
+    config = config or received_config(home, log=log)
+    run = _run_of(config, run_dir)
     try:
         header, tensors = read_agent_file(file)
     except ValueError as error:
@@ -108,10 +113,14 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
     env = make_env(config)  # for the adapter's language spec and the agent's action space
     mean = tensors.pop(f"{OBSERVATION_TENSORS}mean", None)
     matrix = tensors.pop(f"{OBSERVATION_TENSORS}matrix", None)
-    adapter = _kept_adapter(run, env, config.cache_dir, None if mean is None else Standardiser(
-        mean.numpy(), None if matrix is None else matrix.numpy()))
+    adapter = make_adapter(run.adapter, env, config.cache_dir)
     action_space = env.action_space
     env.close()
+    try:
+        adapter.use_standardiser(None if mean is None else mean.numpy(),
+                                 None if matrix is None else matrix.numpy(), file)
+    except ValueError as error:
+        raise ResultsFolderError(str(error)) from None
     space = adapter.observation_space
     params = with_layout(agent_params(run.agent, run.adapter.name, config.cache_dir),
                              adapter)
@@ -127,12 +136,37 @@ def load_run(path: str | Path, which: str = "final", config: ExperimentConfig | 
     return LoadedRun(config, run, agent, adapter, file)
 
 
-def _kept_adapter(run: Run, env: Any, cache_dir: str, standardiser: Standardiser | None) -> Any:
-    """The run's adapter for ``env``, with the normaliser fitted in training (if any)."""
+def _kept_adapter(run: Run, env: Any, cache_dir: str, kept: Any) -> Any:
+    """The run's adapter for ``env``, with the normaliser ``kept`` (the loaded run's
+    adapter) was given, if any."""
     adapter = make_adapter(run.adapter, env, cache_dir)
+    standardiser = kept._standardiser  # noqa: SLF001  (checked when the policy was loaded)
     if standardiser is not None:
-        adapter._standardiser = standardiser  # noqa: SLF001  (the fitted one)
+        adapter.use_standardiser(standardiser.mean, standardiser.matrix, "the kept policy")
     return adapter
+
+
+def _run_of(config: ExperimentConfig, run_dir: Path) -> Run:
+    """The run of ``config`` that ``run_dir`` holds; one line naming the folder otherwise."""
+    try:
+        return find_run(config, run_dir.name)
+    except ValueError:
+        raise ResultsFolderError(
+            f"{run_dir} is not a run of {run_dir.parent.parent}/config.yaml's experiment "
+            f"(its runs: runs/<adapter>__<agent>__seed<k> of its adapters, agents and "
+            "seeds); name one of those") from None
+
+
+NOT_EVALUATED = {
+    "seeds": "it plays the runs the folder kept, each with its own seed; name one run folder "
+             "(runs/<run>) to play one seed, --heldout FIRST,COUNT for other episodes",
+    "training": "it plays policies already trained",
+    "logging": "it writes no checkpoints or logs of training",
+    "executor": "it plays the runs in this process",
+    "output": "the new folder is --out",
+    "imports": "name modules with --import",
+    "tasks": "it plays one experiment's runs"}
+"""The top-level keys an evaluation's ``--set`` cannot change, and why."""
 
 
 def kept_runs(folder: Path) -> list[Path]:
@@ -156,9 +190,30 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
     episodes — the folder's, or ``heldout`` (first seed, count) — with ``assignments``
     (``--set`` lines) over its environment, into the results folder ``out_dir``: a
     ``best`` and a ``final`` row per episode as the run wrote them, then the report."""
+    for assignment in assignments:
+        top = assignment.partition("=")[0].strip().split(".")[0]
+        if top in NOT_EVALUATED:
+            raise UsageError(f"--set {assignment}: evaluate cannot apply {top} "
+                             f"({NOT_EVALUATED[top]})")
     runs = kept_runs(source)
     home = runs[0].parent.parent
-    data = folder_config(home).resolved()
+    known = {run.key for run in runs_of(read_received(home))}
+    if len(runs) == 1 and runs[0].name not in known:
+        _run_of(folder_config(home), runs[0])  # one line naming it
+    for stray in [run_dir for run_dir in runs if run_dir.name not in known]:
+        log(f"{stray}: not a run of {home}/config.yaml's experiment; skipped")
+    runs = [run_dir for run_dir in runs if run_dir.name in known]
+    if not runs:
+        raise ResultsFolderError(f"{home} keeps no policy of a run of its config.yaml's "
+                                 "experiment")
+    for run_dir in runs:  # before anything is written
+        for name in POLICY_FILES.values():
+            inside(home, Path("runs") / run_dir.name / name,
+                   "a received folder is read only inside itself; copy the file in")
+    data, dropped = received_data(folder_config(home).resolved(),
+                                  ExperimentConfig.model_fields["cache_dir"].default)
+    if dropped:
+        log(note(home, dropped))
     for assignment in assignments:
         apply_set(data, assignment)
     evaluation = data["evaluation"]
@@ -175,6 +230,10 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
     changes = " ".join(f"--set {a}" for a in assignments)
     config = experiment_from_dict(data, f"{home}/config.yaml with {changes}" if changes
                                   else home / "config.yaml", data_only=True)
+    flag = _level_flag(folder_config(home).evaluation.environment_params,
+                       config.evaluation.environment_params)
+    if flag:
+        log(flag)
     unnamed = unnamed_modules(config, imports)
     if unnamed:
         raise UsageError(f"{home} names modules of its own ({', '.join(unnamed)}), which are "
@@ -195,7 +254,21 @@ def evaluate_folder(source: Path, out_dir: Path, assignments: list[str], episode
             _play(runs, config, sampled, out_dir, log)
             merge_episodes(config, out_dir)
             write_report(out_dir, log=log)
+            if flag:  # under the table: what the title's parameters do not say
+                summary = (out_dir / "summary.md").read_text()
+                write_text(out_dir, "summary.md", f"{summary.rstrip()}\n\n**{flag}**\n")
     return out_dir
+
+
+def _level_flag(folders: dict[str, Any], played: dict[str, Any]) -> str:
+    """The line saying that ``--set`` made the policies play another level than the folder's
+    held-out one (``folders``: its ``evaluation.environment_params``); empty otherwise."""
+    if not folders or played == folders:
+        return ""
+    where = ("the training level (environment.params)" if not played
+             else f"evaluation.environment_params {played}")
+    return (f"Played on {where}, not the folder's held-out level (evaluation.environment_params "
+            f"{folders}): changed by --set.")
 
 
 def _play(runs: list[Path], config: ExperimentConfig, sampled: bool | None, out_dir: Path,
@@ -236,7 +309,7 @@ def evaluate_run(run_dir: Path, config: ExperimentConfig, sampled: bool | None
         agent = loaded.agent
         if sampled is not None and "deterministic" in type(agent.config).model_fields:
             agent.config = agent.config.model_copy(update={"deterministic": not sampled})
-        env = loaded.make_env()
+        env = loaded.make_env(**config.evaluation.environment_params)  # as the run's final
         held = config.evaluation.heldout_seeds
         played = agents.evaluate(
             agent, env if held is None else HeldOutEpisodes(env, held.seeds),

@@ -26,9 +26,11 @@ from .. import (
     environments,  # noqa: F401  (registers the langadapt gymnasium ids)
 )
 from ..adapters import LanguageObservation
+from ..adapters.sentence_mean import sentences_of
+from ..adapters.sentence_set import SentenceSetOverflow, check_set_size
 from ..adapters.vector import LanguageVectorEnv
 from ..agents.base import FILE_FORMAT, FILE_VERSION, agent_file_bytes
-from ..agents.checkpoints import Checkpoint, Checkpoints
+from ..agents.checkpoints import Checkpoint, Checkpoints, CheckpointUnfit
 from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
@@ -42,6 +44,7 @@ from .results import (
     fresh_run_dir,
     resumable,
     run_rows,
+    set_aside,
     write_policies,
 )
 from .schema import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig
@@ -176,10 +179,11 @@ def policy_bytes(agent: Any, adapter: Any) -> bytes:
 
 
 def with_layout(params: dict[str, Any], adapter: Any, encoder: Any = None) -> dict[str, Any]:
-    """``params`` with a features extractor told the adapter's layout where the file does
-    not say it: a set extractor its ``max_sentences``, the ``dimension`` of ``encoder``
-    (default the adapter's) and the kept ``numbers``; every extractor the adapter's memory
-    (``frames``, ``actions``: the values of the last actions)."""
+    """``params`` with a features extractor told the adapter's layout: a set extractor its
+    ``max_sentences``, the ``dimension`` of ``encoder`` (default the adapter's) and the kept
+    ``numbers``; every extractor the adapter's memory (``frames``, ``actions``: the values of
+    the last actions). A ConfigError when the file gives another (the rest of the
+    observation would be read as something else)."""
     extractor = params.get("extractor")
     if extractor is None:
         return params
@@ -194,7 +198,14 @@ def with_layout(params: dict[str, Any], adapter: Any, encoder: Any = None) -> di
         layout["frames"] = memory.observations
     if memory is not None and memory.actions:
         layout["actions"] = memory.action_size(adapter.action_space)
-    return {**params, "extractor_kwargs": {**layout, **params.get("extractor_kwargs", {})}}
+    given = params.get("extractor_kwargs") or {}
+    for key, value in layout.items():
+        if key in given and given[key] != value:
+            raise ConfigError(
+                f"extractor_kwargs.{key}={given[key]!r}: the adapter's observation has "
+                f"{key} {value}; leave it out (it is taken from the adapter) or change the "
+                "adapter's setting")
+    return {**params, "extractor_kwargs": {**layout, **given}}
 
 
 def make_adapter(spec: AdapterSpec, env, cache_dir: str, n_envs: int = 1):
@@ -250,7 +261,13 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
             if spec.type == "llm":  # the input check, not the prompt
                 adapter.check_input((obs, legal, ()))
             else:
-                adapter.describe(obs, legal, ())
+                text = adapter.describe(obs, legal, ())
+                if getattr(adapter, "embedding", None) == "sentence_set":
+                    check_set_size(text, sentences_of(text, "sentence_set",
+                                                      adapter.text_source()),
+                                   adapter.max_sentences, adapter.text_source())
+        except SentenceSetOverflow as error:
+            raise ConfigError(f"{where}.settings.max_sentences: {_one_line(error)}") from None
         except ValueError as error:
             raise ConfigError(f"environment: {first}, as {where} checks it: "
                               f"{_one_line(error)}") from None
@@ -259,8 +276,12 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
         observations = (adapter.observation_space if encoder is None
                         else adapter.observation_space_with(encoder))
         for j, agent in enumerate(config.agents):
-            params = with_layout(agent.params_for(spec.name), adapter,
+            try:
+                params = with_layout(agent.params_for(spec.name), adapter,
                                      PACKAGED_ENCODER if spec.type == "raw" else encoder)
+            except ConfigError as error:
+                raise ConfigError(f"agents.{j}.params ({agent.name} on {where}): {error}"
+                                  ) from None
             if agent.type == "sb3":
                 params = _cheap_sb3(params)
             key = json.dumps([agent.type, params, repr(observations), repr(space), seed],
@@ -581,7 +602,8 @@ def _checkpoints(config: ExperimentConfig, run: Run, run_dir: Path | None,
         with replacing(out_dir, relative) as temporary:
             temporary.write_bytes(data)
 
-    return [Checkpoints(save, every_steps, None if minutes is None else 60 * minutes, resume)]
+    return [Checkpoints(save, every_steps, None if minutes is None else 60 * minutes, resume,
+                        run_identity(config, run))]
 
 
 def _retention(config: ExperimentConfig) -> dict[str, Any]:
@@ -592,24 +614,45 @@ def _retention(config: ExperimentConfig) -> dict[str, Any]:
     return {"eval_every_steps": spec.every_steps, "keep_best": spec.keep_best}
 
 
+def run_identity(config: ExperimentConfig, run: Run) -> dict[str, Any]:
+    """What names a run in its checkpoints: the experiment's fingerprint (its seeds aside:
+    a resume may add seeds), the run's key and seed."""
+    alone = config.model_copy(update={"seeds": [run.seed]})
+    return {"experiment": alone.fingerprint(), "run": run.key, "seed": run.seed}
+
+
 def execute_run(config: ExperimentConfig | dict[str, Any], run_key: str, out_dir: str
                 ) -> dict[str, Any]:
     """Train one combination into ``out_dir/runs/<key>/``, each episode's row flushed as it
     ends, and ``done.json`` last. ``config``: the driver's validated config, or in a worker
-    process its resolved data (rebuilt by :func:`worker_config`, not validated again)."""
+    process its resolved data (rebuilt by :func:`worker_config`, not validated again). A
+    checkpoint that reads back but does not fit the run is set aside with the run's rows
+    (named in a warning) and the run starts afresh."""
     if not isinstance(config, ExperimentConfig):
         config = worker_config(config)
     run = find_run(config, run_key)
     folder = Path(out_dir)
-    resume = resumable(folder, run.key)
-    run_dir = fresh_run_dir(folder, run.key) if resume is None else folder / "runs" / run.key
-    with run_rows(run_dir, None if resume is None else resume.rows) as writer:
+    resume = resumable(folder, run.key, run_identity(config, run))
+    rows = folder / "runs" / run.key / "episodes.csv"
+    before = None if resume is None else rows.read_bytes()  # if the checkpoint does not fit
+    try:
         try:
-            summary = train_run(config, run, writer.writerow, run_dir=run_dir, resume=resume)
-        except Exception as error:  # the CLI's one-line error names the run (a worker's too)
-            error.langadapt_run_key = run.key  # type: ignore[attr-defined]
-            raise
+            summary = _rows_and_summary(config, run, folder, resume)
+        except CheckpointUnfit as error:
+            set_aside(folder, run.key, str(error), rows=before)
+            summary = _rows_and_summary(config, run, folder, None)
+    except Exception as error:  # the CLI's one-line error names the run (a worker's too)
+        error.langadapt_run_key = run.key  # type: ignore[attr-defined]
+        raise
     write_policies(folder, run.key, summary.pop("policies"))
     write_json(folder, Path("runs") / run.key / "done.json", summary)
     inside(folder, Path("runs") / run.key / CHECKPOINT_FILE).unlink(missing_ok=True)
     return summary
+
+
+def _rows_and_summary(config: ExperimentConfig, run: Run, folder: Path,
+                      resume: Checkpoint | None) -> dict[str, Any]:
+    """Train the run (from ``resume``, keeping the rows up to it) with its rows written."""
+    run_dir = fresh_run_dir(folder, run.key) if resume is None else folder / "runs" / run.key
+    with run_rows(run_dir, None if resume is None else resume.rows) as writer:
+        return train_run(config, run, writer.writerow, run_dir=run_dir, resume=resume)

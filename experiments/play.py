@@ -13,11 +13,10 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from .. import environments
-from .config import apply_set, experiment_from_dict
 from .evaluate import load_run
 from .folders import ResultsFolderError, replacing
 from .one_run import FINAL_EVAL_SEED, make_env
-from .results import folder_config
+from .received import received_config
 from .schema import ExperimentConfig, UsageError
 
 #: Characters per line of the text under a frame, and the most lines shown.
@@ -59,7 +58,7 @@ def play_run(run_dir: Path, out: Path, episodes: int = 1, seed: int | None = Non
     environment they make)."""
     if out.suffix.lower() not in (".gif", ".mp4"):
         raise UsageError(f"--out {out}: expected a .gif or .mp4 file")
-    loaded = load_run(run_dir, which, _changed(run_dir, assignments))
+    loaded = load_run(run_dir, which, _changed(run_dir, assignments, log), log=log)
     try:
         env = loaded.make_env(render_mode="rgb_array")
     except (TypeError, ValueError) as error:
@@ -97,16 +96,13 @@ def play_run(run_dir: Path, out: Path, episodes: int = 1, seed: int | None = Non
     return out
 
 
-def _changed(run_dir: Path, assignments: Sequence[str]) -> ExperimentConfig | None:
-    """The run's experiment with ``assignments`` applied (None: as the folder has it)."""
+def _changed(run_dir: Path, assignments: Sequence[str],
+             log: Callable[[str], None]) -> ExperimentConfig | None:
+    """The run's experiment read as a received folder's, with ``assignments`` applied (None:
+    as the folder has it)."""
     if not assignments:
         return None
-    home = run_dir.parent.parent
-    data = folder_config(home).resolved()
-    for assignment in assignments:
-        apply_set(data, assignment)
-    changes = " ".join(f"--set {a}" for a in assignments)
-    config = experiment_from_dict(data, f"{home}/config.yaml with {changes}", data_only=True)
+    config = received_config(run_dir.parent.parent, assignments, log)
     make_env(config).close()  # bad environment parameters: one line, before anything is drawn
     return config
 

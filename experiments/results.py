@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
+import re
 import shutil
 import time
 from collections import Counter
@@ -110,31 +112,79 @@ def read_episodes(path: Path) -> list[Episode]:
     return rows  # type: ignore[return-value]
 
 
+SET_ASIDE = ".set-aside-"
+"""Marks a file a resume set aside (a checkpoint that does not fit, the rows it came with):
+kept in the run's folder when the run starts afresh, named in the warning."""
+
+_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp(\.[A-Za-z0-9]+)?")
+"""What :func:`folders.replacing` names a file being written (left behind by a kill)."""
+
+logger = logging.getLogger("langadapt.experiments")
+
+
 def fresh_run_dir(out_dir: Path, run_key: str) -> Path:
-    """An empty ``runs/<run_key>/`` (but a GRPO run's ``grpo/``, which it resumes from)."""
+    """An empty ``runs/<run_key>/`` (but a GRPO run's ``grpo/``, which it resumes from, and
+    the files a resume set aside)."""
     inside(out_dir, "runs").mkdir(exist_ok=True)
     run_dir = inside(out_dir, Path("runs") / run_key)
     run_dir.mkdir(exist_ok=True)
     for entry in run_dir.iterdir():  # an unfinished earlier attempt: start this run afresh
         if entry.is_dir() and not entry.is_symlink() and entry.name != "grpo":
             shutil.rmtree(entry)
-        elif entry.name != "grpo" or entry.is_symlink():
+        elif (entry.name != "grpo" and SET_ASIDE not in entry.name) or entry.is_symlink():
             entry.unlink()
     return run_dir
 
 
-def resumable(out_dir: Path, run_key: str) -> Checkpoint | None:
+def set_aside(out_dir: Path, run_key: str, reason: str,
+              rows: bytes | None = None) -> None:
+    """Rename the run's checkpoint (and write ``rows``, the run's ``episodes.csv`` as it
+    was, beside it) with a :data:`SET_ASIDE` name, and warn in one line naming them."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    relative = Path("runs") / run_key
+    kept = []
+    checkpoint = inside(out_dir, relative / CHECKPOINT_FILE)
+    if checkpoint.is_file():
+        target = inside(out_dir, relative / f"{CHECKPOINT_FILE}{SET_ASIDE}{stamp}")
+        checkpoint.replace(target)
+        kept.append(target.name)
+    csv_file = inside(out_dir, relative / "episodes.csv")
+    if rows is not None or csv_file.is_file():
+        name = f"episodes.csv{SET_ASIDE}{stamp}"
+        if rows is None:
+            csv_file.replace(inside(out_dir, relative / name))
+        else:
+            with replacing(out_dir, relative / name) as temporary:
+                temporary.write_bytes(rows)
+        kept.append(name)
+    logger.warning("%s; run %s starts afresh (set aside in %s: %s)", reason, run_key,
+                   out_dir / relative, ", ".join(kept))
+
+
+def resumable(out_dir: Path, run_key: str, identity: dict[str, Any] | None = None
+              ) -> Checkpoint | None:
     """The checkpoint an unfinished run goes on from: its ``checkpoint.safetensors`` when it
-    reads back and ``episodes.csv`` holds at least the rows it counts; None otherwise (the
-    run starts afresh)."""
+    reads back, was saved for ``identity`` (experiment, run, seed; an older one without
+    identity is taken) and ``episodes.csv`` holds at least the rows it counts; None
+    otherwise (the run starts afresh — a checkpoint that does not read back or fit is set
+    aside with the rows, :func:`set_aside`). Temporary files a kill left are removed."""
     run_dir = out_dir / "runs" / run_key
     path, rows = run_dir / CHECKPOINT_FILE, run_dir / "episodes.csv"
+    if run_dir.is_dir() and not run_dir.is_symlink():
+        for entry in run_dir.iterdir():
+            if _TEMPORARY.fullmatch(entry.name) and not entry.is_dir():
+                entry.unlink()
     if any(p.is_symlink() or not p.is_file() for p in (path, rows)):
         return None
     try:
-        checkpoint = read_checkpoint(bounded(path, MAX_CHECKPOINT_BYTES))
+        checkpoint = read_checkpoint(path, MAX_CHECKPOINT_BYTES)
         written = len(_table(rows)) - 1
-    except (ValueError, OSError):
+    except (ValueError, OSError) as error:
+        set_aside(out_dir, run_key, str(error).splitlines()[0] or type(error).__name__)
+        return None
+    if identity is not None and checkpoint.identity not in (None, identity):
+        set_aside(out_dir, run_key, f"{path} was saved for another run ({checkpoint.identity}"
+                                    f"; this is {identity})")
         return None
     return checkpoint if written >= checkpoint.rows else None
 

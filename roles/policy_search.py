@@ -155,6 +155,7 @@ class LLMPolicySearch(Agent):
     """Best-policy search over tables or linear policies, written by an LLM or at random."""
 
     kind = "llm_policy_search"
+    optional_tensors = ("best", "best_mean", "best_std")
     config_model = PolicySearchConfig
     config: PolicySearchConfig
     box_actions = True  # clip(W @ [obs, 1]), or a table over discretised actions

@@ -47,7 +47,7 @@ def test_a_set_larger_than_its_padding_is_one_line_naming_the_size():
     object.__setattr__(wide, "_describer", lambda s, *_: "Left. Near. Right.")
     with pytest.raises(ValueError, match=r"^embedding: sentence_set holds max_sentences=2 "
                                          r"sentences; the describer .* gave 3 .*raise "
-                                         r"max_sentences$"):
+                                         r"max_sentences to at least 3$"):
         wide(np.array([0, 1], dtype=np.float32), [0, 1, 2, 3])
 
 
@@ -102,7 +102,7 @@ def test_a_set_extractor_on_a_flat_vector_is_one_line_naming_both():
                                          r"of 24 rows .*\(9240\).* has 1536 values"):
         SentenceSetAttention(spaces.Box(-1, 1, (1536,), np.float32))
     with pytest.raises(ValueError, match=r"^extractor babyai11 expects 1 MiniGrid/BabyAI raw "
-                                         r"observation\(s\) of 254 values .*the observation has 9240"):
+                                         r"observation\(s\) of 254 values .*has 9240"):
         BabyAI11Extractor(spaces.Box(-1, 1, (9240,), np.float32))
 
 
@@ -179,3 +179,19 @@ def test_both_extractors_train_a_few_hundred_steps_from_a_file(tmp_path):
               for r in csv[1:]}
     for adapter in ("sentence_set", "raw_babyai11"):
         assert (adapter, "train") in phases and (adapter, "final") in phases
+
+
+@needs_sb3_minigrid
+@pytest.mark.parametrize(("key", "value"), [("max_sentences", 4), ("dimension", 100)])
+def test_a_set_layout_other_than_the_adapters_is_refused_by_the_check(tmp_path, key, value):
+    from langadapt.experiments.one_run import check_build, make_env
+
+    data = {**GLAM_SHRUNK, "adapters": GLAM_SHRUNK["adapters"][:1],
+            "agents": [{"type": "sb3", "label": "ppo", "params": {
+                "algorithm": "MaskablePPO", "extractor": "sentence_attention",
+                "extractor_kwargs": {key: value}}}]}
+    config = experiment_from_dict(data)
+    with pytest.raises(ConfigError, match=rf"^agents.0.params \(ppo on adapters.0 "
+                                          rf"\(sentence_set\)\): extractor_kwargs.{key}={value}"
+                                          r": the adapter's sentence set has"):
+        check_build(config, make_env(config))
