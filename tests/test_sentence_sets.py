@@ -193,5 +193,5 @@ def test_a_set_layout_other_than_the_adapters_is_refused_by_the_check(tmp_path, 
     config = experiment_from_dict(data)
     with pytest.raises(ConfigError, match=rf"^agents.0.params \(ppo on adapters.0 "
                                           rf"\(sentence_set\)\): extractor_kwargs.{key}={value}"
-                                          r": the adapter's sentence set has"):
+                                          r": the adapter's observation has"):
         check_build(config, make_env(config))
