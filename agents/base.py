@@ -17,6 +17,7 @@ from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict
 
 from ..environments import check_action, check_legal_moves
+from ..errors import one_line
 from .loop import ActionOverride, StepLearner, check_count
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
@@ -322,7 +323,7 @@ def read_agent_file(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.T
             metadata = handle.metadata() or {}
             tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
     except (SafetensorError, OSError, ValueError, RuntimeError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = one_line(error)
         raise ValueError(f"{path} is not a saved agent (damaged, truncated or another "
                          f"format; langadapt saves safetensors files): {reason}") from None
     try:

@@ -6,20 +6,23 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ._checks import (
     RENDER_MODES,
+    Finite,
+    Flag,
+    RenderMode,
+    StepLimit,
     check_action,
     check_finite,
-    check_render_mode,
     check_reset_options,
-    check_step_limit,
+    checked,
     episode_over_error,
 )
 from .language import (
@@ -52,21 +55,17 @@ class SailingEnv(gym.Env[np.ndarray, int]):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 10}
 
+    @checked
     def __init__(
         self,
-        y_limit: float = 25.0,
-        max_steps: int = 500,
-        reward_shaping: bool = False,
-        render_mode: str | None = None,
+        y_limit: Annotated[Finite, Field(gt=0)] = 25.0,
+        max_steps: StepLimit = 500,
+        reward_shaping: Flag = False,
+        render_mode: RenderMode = None,
     ) -> None:
-        self.y_limit = check_finite("y_limit", y_limit)
-        if self.y_limit <= 0:
-            raise ValueError(f"y_limit={y_limit!r} is not allowed; expected a number > 0")
-        self.max_steps = check_step_limit("max_steps", max_steps)
-        if not isinstance(reward_shaping, (bool, np.bool_)):
-            raise ValueError(f"reward_shaping={reward_shaping!r} is not a bool")
-        self.reward_shaping = bool(reward_shaping)
-        self.render_mode = check_render_mode(render_mode)
+        self.y_limit, self.max_steps = y_limit, max_steps
+        self.reward_shaping = reward_shaping
+        self.render_mode = render_mode
 
         self.action_space = spaces.Discrete(2)
         self.observation_space = spaces.Box(

@@ -179,6 +179,7 @@ def llm_spec(backend: str, model: str | None, host: str | None,
     contacting any server or loading any model; a UsageError naming the option otherwise."""
     from pydantic import ValidationError
 
+    from ..errors import one_line
     from ..llm import backend_fields
 
     spec: dict[str, Any] = {"backend": backend}
@@ -204,12 +205,7 @@ def llm_spec(backend: str, model: str | None, host: str | None,
         for cls, fields in backend_fields(spec):
             cls(**fields)
     except ValidationError as error:
-        item = error.errors()[0]
-        field = str(item["loc"][0]) if item["loc"] else "backend"
-        option = field if field in ("model", "host", "base_url") else "backend"
-        message = item["msg"].removeprefix("Value error, ")
-        shown = spec.get(option)
-        raise UsageError(f"--{option.replace('_', '-')} {shown!r}: {message}") from None
+        raise UsageError(f"--backend {backend!r}: {one_line(error)}") from None
     return spec
 
 
