@@ -5,7 +5,6 @@ docs/environments.md.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Annotated, Any
 
 import gymnasium as gym
@@ -268,14 +267,10 @@ class SailingDescriber(Describer):
     n_actions = 2
     uses_last_action = True
 
-    def __init__(self, half_width: float = 10.0, bins: SailingBins | dict | None = None) -> None:
-        if (
-            isinstance(half_width, bool)
-            or not isinstance(half_width, numbers.Real)
-            or not (math.isfinite(half_width) and half_width > 0)
-        ):
-            raise ValueError(f"half_width={half_width!r}: expected a finite positive number")
-        self.half_width = float(half_width)
+    @checked
+    def __init__(self, half_width: Annotated[Finite, Field(gt=0)] = 10.0,
+                 bins: Any = None) -> None:  # a SailingBins, a dict of its fields or None
+        self.half_width = half_width
         self.bins = make_bins(SailingBins, bins)
         # The env's observation space: one step (speed <= 1) past a bank, |theta| <= 1.6.
         reach = self.half_width + 1.0
