@@ -54,7 +54,7 @@ def error_lines(error: ValidationError, prefix: str = "", names: Sequence[str] =
     """One ``name=value: what was expected`` per error of ``error``: ``name`` its key path
     after ``prefix`` (a position ``i`` named ``names[i]``: a function's parameters), the
     value left out with ``values=False``, for a secret's name and where `_OWN_MESSAGE` says
-    (``name: message``; the message alone when it starts with the name); ``unknown(loc)``
+    (``name: message``; the message alone when it starts with ``name=``); ``unknown(loc)``
     adds a hint to an unknown key's line (e.g. the closest known key)."""
     lines = []
     for item in error.errors():
@@ -64,7 +64,7 @@ def error_lines(error: ValidationError, prefix: str = "", names: Sequence[str] =
         expected = _expected(item)
         if item["type"] in _UNKNOWN and unknown is not None:
             expected += unknown(tuple(item["loc"]))
-        if not name or expected.startswith((f"{name}=", f"{name} ")):
+        if not name or expected.startswith(f"{name}="):
             lines.append(expected)
         elif item["type"] in _OWN_MESSAGE:  # the validator's own message names the value
             lines.append(f"{name}: {expected}")
