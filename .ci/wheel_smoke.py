@@ -61,18 +61,23 @@ def check_top_level(wheel: Path) -> None:
     print(f"top-level names: {sorted(top)} ({len(names)} files)")
 
 
+# Folders of the checkout with an __init__.py that run from a checkout only (setup.py's
+# NOT_SHIPPED): the wheel must not hold them.
+NOT_SHIPPED = ("tests", "benchmarks")
+
 # Package data that must ship: (folder in the checkout, glob) -> the same path under langadapt/.
 PACKAGE_DATA = (("configs", "*.yaml"), ("roles/templates/policy_search", "*.txt"))
 
 
 def checkout_packages(root: Path) -> dict[str, Path]:
     """``{langadapt.<dotted>: folder}`` of every package under ``root`` (a folder with an
-    ``__init__.py`` whose parents are packages too), ``tests`` and hidden folders left out."""
+    ``__init__.py`` whose parents are packages too), `NOT_SHIPPED` and hidden folders left
+    out."""
     found: dict[str, Path] = {}
 
     def walk(folder: Path, prefix: str) -> None:
         for child in sorted(folder.iterdir()):
-            if (child.is_dir() and child.name.isidentifier() and child.name != "tests"
+            if (child.is_dir() and child.name.isidentifier() and child.name not in NOT_SHIPPED
                     and (child / "__init__.py").is_file()):
                 name = f"{prefix}.{child.name}"
                 found[name] = child
@@ -98,6 +103,11 @@ def check_contents(wheel: Path, checkout: Path, source: Path) -> None:
     if missing:
         raise SystemExit(f"wheel {wheel.name} lacks packages of the checkout: "
                          + "; ".join(missing))
+    shipped = sorted(n for n in names if n.split("/")[:2] in (
+        ["langadapt", folder] for folder in NOT_SHIPPED))
+    if shipped:
+        raise SystemExit(f"wheel {wheel.name} holds files that run from a checkout only: "
+                         + ", ".join(shipped[:5]))
     print(f"packages: {sorted(in_wheel)}")
     for folder, pattern in PACKAGE_DATA:
         files = sorted((checkout / folder).glob(pattern))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import one_line
 from .embedding_cache import check_texts
 
 __all__ = ["BACKENDS", "BACKEND_VARIABLE", "DEFAULT_MODEL_NAME", "MiniLMEncoder",
@@ -213,7 +214,7 @@ class MiniLMEncoder:
                 _warn_once(f"encoder backend {self.backend}: {pipeline.note}")
             return pipeline
         except Exception as error:  # noqa: BLE001 - any failure to export: torch instead
-            reason = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+            reason = one_line(f"{type(error).__name__}: {error}", 300)
             _warn_once(f"encoder backend {self.backend}: could not export or compile "
                        f"{self.model_name} for OpenVINO ({reason}); encoding with torch")
             return None

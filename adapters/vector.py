@@ -17,10 +17,11 @@ from gymnasium.vector.utils import batch_space
 
 from .history import check_history_length
 from .memory import Frames
+from .wrapper import recorded_action
 
 __all__ = ["LanguageVectorEnv"]
 
-History = list[tuple[Any, int]] | deque[tuple[Any, int]]
+History = list[tuple[Any, Any]] | deque[tuple[Any, Any]]
 
 
 class LanguageVectorEnv(VectorEnv):
@@ -56,6 +57,7 @@ class LanguageVectorEnv(VectorEnv):
         self.action_space = batch_space(action_space, self.num_envs)
         self._all_moves = (list(range(action_space.n))
                            if isinstance(action_space, spaces.Discrete) else [])
+        self._box = isinstance(action_space, spaces.Box)  # actions recorded as tuples of floats
         self._histories: list[History] = [self._new_history() for _ in self.envs]
         self._previous: list[Any] = [None] * self.num_envs
         memory = getattr(adapter, "memory", None)
@@ -114,18 +116,20 @@ class LanguageVectorEnv(VectorEnv):
                                           dict[str, Any]]:
         """Step every copy (one that ended is reset at once); one adapted batch."""
         actions = np.asarray(actions)
-        if actions.shape != (self.num_envs,):
-            raise ValueError(f"actions has shape {actions.shape}, expected ({self.num_envs},): "
+        expected = (self.num_envs, *self.single_action_space.shape)
+        if actions.shape != expected:
+            raise ValueError(f"actions has shape {actions.shape}, expected {expected}: "
                              "one action per copy")
         n = self.num_envs
         rewards = np.zeros(n, dtype=np.float64)
         terminations = np.zeros(n, dtype=np.bool_)
         truncations = np.zeros(n, dtype=np.bool_)
         inputs, step_infos, firsts = [], [], {}  # firsts: copy -> its new episode's info
+        recorded = [recorded_action(action, self._box) for action in actions]
         for index, env in enumerate(self.envs):
-            action = int(actions[index])
+            action = actions[index] if self._box else recorded[index]
             obs, rewards[index], terminations[index], truncations[index], info = env.step(action)
-            self._histories[index].append((self._previous[index], action))
+            self._histories[index].append((self._previous[index], recorded[index]))
             self._previous[index] = obs
             inputs.append((obs, self._legal(info), self._histories[index]))
             step_infos.append(info)
@@ -142,7 +146,7 @@ class LanguageVectorEnv(VectorEnv):
             vector, info["description"] = pairs[position]
             position += 1
             if frames is not None:
-                vector = frames[index].push(vector, actions[index])
+                vector = frames[index].push(vector, recorded[index])
             if index in firsts:  # the episode ended: its final obs, then the next one's first
                 infos = self._add_info(infos, {"final_obs": vector.copy(), "final_info": info},
                                        index)

@@ -13,7 +13,14 @@ from gymnasium import spaces
 from .history import check_history_length
 from .memory import Frames
 
-__all__ = ["LanguageObservation"]
+__all__ = ["LanguageObservation", "recorded_action"]
+
+
+def recorded_action(action: Any, box: bool) -> int | tuple[float, ...]:
+    """An action as a history records it: a Box action as a tuple of floats, else an int."""
+    if box:
+        return tuple(float(v) for v in np.ravel(action))
+    return action if type(action) is int else int(action)
 
 
 class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -99,10 +106,7 @@ class LanguageObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env, record ``(previous_observation, action)``, adapt the new obs."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if self._box:
-            action = tuple(float(v) for v in np.ravel(action))
-        elif type(action) is not int:
-            action = int(action)
+        action = recorded_action(action, self._box)
         self._record((self._previous, action))  # a deque(maxlen=0) keeps nothing
         self._previous = obs
         legal = info.get("legal_moves")

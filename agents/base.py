@@ -18,6 +18,7 @@ from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict
 
 from ..environments import check_action, check_legal_moves
+from ..errors import one_line
 from .loop import ActionOverride, StepLearner, check_count
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
@@ -395,7 +396,7 @@ def read_agent_file(path: str | Path, most: int | None = MAX_AGENT_FILE_BYTES
     except _Refused as refused:
         raise ValueError(str(refused)) from None
     except (SafetensorError, OSError, ValueError, RuntimeError, TypeError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = one_line(error)
         raise ValueError(f"{path} is not a saved agent (damaged, truncated or another "
                          f"format; langadapt saves safetensors files): {reason}") from None
     for name, tensor in tensors.items():

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, validate_call
+import numpy as np
+from pydantic import BeforeValidator, Field
+from pydantic_core import PydanticCustomError
+
+from ..errors import checked  # noqa: F401  (the environments' one decorator)
 
 RENDER_MODES: tuple[str, ...] = ("rgb_array", "ansi")
-
-#: Checks a constructor's arguments against their annotations (a ValidationError naming them).
-checked_arguments = validate_call(config=ConfigDict(arbitrary_types_allowed=True))
+RenderMode = Literal["rgb_array", "ansi"] | None
 
 
 def check_action(action: Any, n_actions: int) -> int:
@@ -37,15 +39,6 @@ def check_action(action: Any, n_actions: int) -> int:
     return value
 
 
-def check_render_mode(render_mode: str | None) -> str | None:
-    """Return `render_mode` if it is None or one of `RENDER_MODES`, else raise `ValueError`."""
-    if render_mode is not None and render_mode not in RENDER_MODES:
-        raise ValueError(
-            f"render_mode {render_mode!r} is not supported; expected None or one of {RENDER_MODES}"
-        )
-    return render_mode
-
-
 MAX_STEP_LIMIT = 1_000_000  # the longest episode a step limit allows (shipped: 500 at most)
 
 #: Offset added to the training seed to seed evaluation episodes during training (so they
@@ -54,24 +47,34 @@ MAX_STEP_LIMIT = 1_000_000  # the longest episode a step limit allows (shipped: 
 EVAL_SEED_OFFSET = 100_000
 
 
-def check_step_limit(name: str, value: Any) -> int:
-    """`value` as a step limit, an int from 1 to `MAX_STEP_LIMIT`, else ValueError."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name}={value!r} is a bool; expected a positive integer")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(
-            f"{name}={value!r} is not an integer; expected a positive integer"
-        ) from None
-    if not 1 <= number <= MAX_STEP_LIMIT:
-        raise ValueError(f"{name}={value!r} is not allowed; expected a positive integer "
-                         f"(1 to {MAX_STEP_LIMIT:,})")
-    return number
+def _number(value: Any) -> Any:
+    """``value`` unless it is a bool or text (which pydantic's lax mode would turn into one)."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise PydanticCustomError("number_type", "expected a number, got {kind}",
+                                  {"kind": type(value).__name__})
+    return value
+
+
+def _flag(value: Any) -> bool:
+    """``value`` as a bool when it is one (Python's or numpy's), else ValueError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise PydanticCustomError("flag_type", "expected true or false, got {kind}",
+                                  {"kind": type(value).__name__})
+    return bool(value)
+
+
+#: True or false (a numpy bool too; no 1, 0 or text).
+Flag = Annotated[bool, BeforeValidator(_flag)]
+#: A number given as one (not a bool or text), for `Annotated` arguments.
+NUMBER = BeforeValidator(_number)
+#: A step limit: an int from 1 to `MAX_STEP_LIMIT`.
+StepLimit = Annotated[int, NUMBER, Field(ge=1, le=MAX_STEP_LIMIT)]
+#: A finite number (not a bool).
+Finite = Annotated[float, NUMBER, Field(allow_inf_nan=False)]
 
 
 def check_finite(name: str, value: Any) -> float:
-    """Return `value` as a finite float or raise `ValueError`."""
+    """Return `value` as a finite float or raise `ValueError` (a reset option's check)."""
     try:
         number = float(value)
     except (TypeError, ValueError):

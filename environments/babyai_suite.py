@@ -23,7 +23,7 @@ from minigrid.envs.babyai.core.verifier import (
 )
 from pydantic import Field, Strict
 
-from ._checks import checked_arguments
+from ._checks import checked
 from .minigrid import (
     GLAM_EXCLUDED,
     GOAL_TYPES,
@@ -48,7 +48,7 @@ class MixedTrainLocal(RoomGridLevel):
     each episode); ``missions``: ``train`` or ``test``; ``excluded``: phrases never produced.
     Other keyword arguments go to ``RoomGridLevel`` (docs/environments.md)."""
 
-    @checked_arguments
+    @checked
     def __init__(self, goal: str = "goto",
                  num_dists: Annotated[int, Strict(), Field(ge=0, le=20)] = 0,
                  missions: str = "train",

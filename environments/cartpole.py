@@ -15,11 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from ._checks import (
     RENDER_MODES,
+    RenderMode,
+    StepLimit,
     check_action,
-    check_render_mode,
     check_reset_options,
-    check_step_limit,
-    checked_arguments,
+    checked,
     episode_over_error,
 )
 from .language import Describer, LanguageSpec, bin_index, check_edges, make_bins, register_language
@@ -36,9 +36,9 @@ class CartPoleEnv(gym.Env[np.ndarray, int]):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 50}
 
-    def __init__(self, max_steps: int = 500, render_mode: str | None = None) -> None:
-        self.max_steps = check_step_limit("max_steps", max_steps)
-        self.render_mode = check_render_mode(render_mode)
+    @checked
+    def __init__(self, max_steps: StepLimit = 500, render_mode: RenderMode = None) -> None:
+        self.max_steps, self.render_mode = max_steps, render_mode
         self.use_pygame = render_mode == "rgb_array" and pygame_available()
         self.physics = GymCartPoleEnv(render_mode="rgb_array" if self.use_pygame else None)
         self.action_space = self.physics.action_space
@@ -203,7 +203,7 @@ class CartPoleDescriber(Describer):
         ("pole angular velocity", -math.inf, math.inf),
     )
 
-    @checked_arguments
+    @checked
     def __init__(
         self,
         bins: Any = None,  # a CartPoleBins, a dict of its fields or None (make_bins checks)
@@ -269,7 +269,7 @@ def _side(value: float) -> str:
     return "right" if value > 0 else "left"
 
 
-@checked_arguments
+@checked
 def _language(env: CartPoleEnv, decimals: Decimals = 2, **options: Any) -> LanguageSpec:
     describer = CartPoleDescriber(**options)
 

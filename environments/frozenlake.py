@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -13,13 +13,17 @@ from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
 from gymnasium.envs.toy_text.frozen_lake import is_valid
 from gymnasium.utils import seeding
+from pydantic import Field
 
 from ._checks import (
+    NUMBER,
     RENDER_MODES,
+    Flag,
+    RenderMode,
+    StepLimit,
     check_action,
-    check_render_mode,
     check_reset_options,
-    check_step_limit,
+    checked,
     episode_over_error,
 )
 from .language import (
@@ -41,19 +45,15 @@ class FrozenLakeEnv(gym.Env[np.ndarray, int]):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
+    @checked
     def __init__(
         self,
-        map_name: str = "4x4",
+        map_name: Literal["4x4", "8x8"] = "4x4",
         desc: list[str] | None = None,
-        is_slippery: bool = True,
-        max_steps: int | None = None,
-        render_mode: str | None = None,
+        is_slippery: Flag = True,
+        max_steps: StepLimit | None = None,
+        render_mode: RenderMode = None,
     ) -> None:
-        check_render_mode(render_mode)
-        if not isinstance(is_slippery, bool):
-            raise ValueError(f"is_slippery={is_slippery!r}: expected true or false")
-        if desc is None and map_name not in ("4x4", "8x8"):
-            raise ValueError(f"map_name={map_name!r}: expected '4x4' or '8x8' (or give desc)")
         try:
             self.lake = GymFrozenLakeEnv(render_mode="ansi" if render_mode else None, desc=desc,
                                          map_name=map_name,
@@ -62,7 +62,7 @@ class FrozenLakeEnv(gym.Env[np.ndarray, int]):
             raise ValueError(f"desc={desc!r} is not a lake (rows of S, F, H, G): {error}") from None
         self.nrow, self.ncol = int(self.lake.nrow), int(self.lake.ncol)
         default = 100 if (self.nrow, self.ncol) == (4, 4) else 200
-        self.max_steps = check_step_limit("max_steps", default if max_steps is None else max_steps)
+        self.max_steps = default if max_steps is None else max_steps
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(4)
         self.observation_space = spaces.Box(
@@ -166,25 +166,18 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
+    @checked
     def __init__(
         self,
-        size: int = 4,
-        frozen_probability: float = 0.8,
-        is_slippery: bool = False,
-        train_maps: list[int] | tuple[int, int] = (0, 500),
-        held_out_maps: list[int] | tuple[int, int] = (100_000, 100_100),
-        split: str = "train",
-        max_steps: int | None = None,
-        render_mode: str | None = None,
+        size: Annotated[int, NUMBER, Field(ge=2, le=16)] = 4,
+        frozen_probability: Annotated[float, NUMBER, Field(gt=0, le=1)] = 0.8,
+        is_slippery: Flag = False,
+        train_maps: Any = (0, 500),  # [first, stop] (_seed_range checks)
+        held_out_maps: Any = (100_000, 100_100),
+        split: Literal["train", "held_out"] = "train",
+        max_steps: StepLimit | None = None,
+        render_mode: RenderMode = None,
     ) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= 16:
-            raise ValueError(f"size={size!r}: expected an int from 2 to 16")
-        if isinstance(frozen_probability, bool) or not isinstance(frozen_probability, (
-                int, float)) or not 0 < frozen_probability <= 1:
-            raise ValueError(f"frozen_probability={frozen_probability!r}: expected a number "
-                             "in (0, 1]")
-        if split not in ("train", "held_out"):
-            raise ValueError(f"split={split!r}: expected 'train' or 'held_out'")
         train = _seed_range("train_maps", list(train_maps))
         held_out = _seed_range("held_out_maps", list(held_out_maps))
         overlap = range(max(train.start, held_out.start), min(train.stop, held_out.stop))
@@ -195,7 +188,7 @@ class FrozenLakeMapsEnv(gym.Env[np.ndarray, int]):
         self.size, self.frozen_probability = size, float(frozen_probability)
         self.is_slippery, self.split = is_slippery, split
         self.map_seeds = train if split == "train" else held_out
-        self.max_steps, self.render_mode = max_steps, check_render_mode(render_mode)
+        self.max_steps, self.render_mode = max_steps, render_mode
         self.action_space = spaces.Discrete(4)
         high = np.array([size - 1, size - 1] + [2] * size * size, dtype=np.float32)
         self.observation_space = spaces.Box(low=np.zeros_like(high), high=high,

@@ -5,23 +5,25 @@ gymnasium environment. See docs/environments.md.
 from __future__ import annotations
 
 import numbers
-import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from pydantic import Field
 
 from ._checks import (
+    NUMBER,
     RENDER_MODES,
+    Finite,
+    RenderMode,
+    StepLimit,
     check_action,
-    check_finite,
-    check_render_mode,
     check_reset_options,
-    check_step_limit,
+    checked,
     episode_over_error,
 )
 from .language import (
@@ -105,6 +107,8 @@ MAZE_LAYOUTS: dict[str, MazeLayout] = {
 
 #: Every value the ``maze`` argument accepts.
 MAZE_NAMES: tuple[str, ...] = (*MAZE_LAYOUTS, "random")
+MazeName = Literal[MAZE_NAMES]  # type: ignore[valid-type]
+RandomSize = Annotated[int, NUMBER, Field(ge=MIN_RANDOM_SIZE, le=MAX_RANDOM_SIZE)]
 
 
 def _neighbours(grid: np.ndarray, cell: Cell) -> Iterable[tuple[int, Cell]]:
@@ -202,29 +206,23 @@ class MazeEnv(gym.Env[np.ndarray, int]):
     #: Pixels per cell in ``rgb_array`` pictures.
     cell_pixels = 24
 
+    @checked
     def __init__(
         self,
-        maze: str = "umaze",
-        width: int | None = None,
-        height: int | None = None,
-        goal_reward: float = 1.0,
-        step_reward: float = -0.001,
-        max_steps: int = 100,
-        render_mode: str | None = None,
-        seed: int = 0,
+        maze: MazeName = "umaze",
+        width: RandomSize | None = None,
+        height: RandomSize | None = None,
+        goal_reward: Finite = 1.0,
+        step_reward: Finite = -0.001,
+        max_steps: StepLimit = 100,
+        render_mode: RenderMode = None,
+        seed: Annotated[int, NUMBER, Field(ge=0)] = 0,
     ) -> None:
         if maze == "random":
-            width = self._check_size("width", width)
-            height = self._check_size("height", height)
-            try:
-                maze_seed = operator.index(seed)
-            except TypeError:
-                raise ValueError(f"seed={seed!r} is not an integer; expected an int >= 0") from None
-            if maze_seed < 0:
-                raise ValueError(f"seed={seed!r} is negative; expected an int >= 0")
-            grid, start, goal = generate_random_maze(width, height, maze_seed)
-            self.maze_seed: int | None = maze_seed
-        elif maze in MAZE_LAYOUTS:
+            grid, start, goal = generate_random_maze(
+                width or DEFAULT_RANDOM_SIZE, height or DEFAULT_RANDOM_SIZE, seed)
+            self.maze_seed: int | None = seed
+        else:
             if width is not None or height is not None:
                 raise ValueError(
                     f"width={width!r}, height={height!r} given for maze {maze!r}; width and "
@@ -233,14 +231,10 @@ class MazeEnv(gym.Env[np.ndarray, int]):
             layout = MAZE_LAYOUTS[maze]
             grid, start, goal = layout.grid(), layout.start, layout.goal
             self.maze_seed = None
-        else:
-            raise ValueError(f"unknown maze {maze!r}; expected one of {list(MAZE_NAMES)}")
 
         self.maze_name: str = maze
-        self.goal_reward = check_finite("goal_reward", goal_reward)
-        self.step_reward = check_finite("step_reward", step_reward)
-        self.max_steps = check_step_limit("max_steps", max_steps)
-        self.render_mode = check_render_mode(render_mode)
+        self.goal_reward, self.step_reward = goal_reward, step_reward
+        self.max_steps, self.render_mode = max_steps, render_mode
 
         grid.flags.writeable = False
         self.grid: np.ndarray = grid
@@ -269,28 +263,6 @@ class MazeEnv(gym.Env[np.ndarray, int]):
         self._n_actions = len(ACTION_DELTAS)
         self._steps = 0
         self._active = False
-
-    @staticmethod
-    def _check_size(name: str, value: int | None) -> int:
-        if value is None:
-            return DEFAULT_RANDOM_SIZE
-        if isinstance(value, bool):
-            raise ValueError(f"{name}={value!r} is a bool; expected an int >= {MIN_RANDOM_SIZE}")
-        try:
-            size = operator.index(value)
-        except TypeError:
-            raise ValueError(
-                f"{name}={value!r} is not an integer; expected an int >= {MIN_RANDOM_SIZE}"
-            ) from None
-        if size < MIN_RANDOM_SIZE:
-            raise ValueError(
-                f"{name}={value!r} is too small for a random maze; expected an int >= "
-                f"{MIN_RANDOM_SIZE}"
-            )
-        if size > MAX_RANDOM_SIZE:
-            raise ValueError(f"{name}={value!r} is too large for a random maze; expected an "
-                             f"int from {MIN_RANDOM_SIZE} to {MAX_RANDOM_SIZE}")
-        return size
 
     # ------------------------------------------------------------------ queries
     def legal_moves_at(self, cell: Cell) -> list[int]:

@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import Field, Strict
 
-from ._checks import MAX_STEP_LIMIT, check_action, checked_arguments, episode_over_error
+from ._checks import MAX_STEP_LIMIT, check_action, checked, episode_over_error
 from .language import Describer, LanguageSpec, register_language
 
 __all__ = ["ACTION_NAMES", "COLOR_NAMES", "DIRECTION_NAMES", "DOOR_STATES", "GLAM_EXCLUDED",
@@ -173,7 +173,7 @@ class MiniGridDescriber(Describer):
     env_name = "MiniGrid"
     n_actions = len(ACTION_NAMES)
 
-    @checked_arguments
+    @checked
     def __init__(self, view_size: Annotated[int, Strict(), Field(ge=3)] = 7,
                  mission_words: Annotated[int, Strict(), Field(ge=1)] = MISSION_WORDS) -> None:
         if view_size % 2 == 0:

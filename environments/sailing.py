@@ -5,21 +5,23 @@ docs/environments.md.
 from __future__ import annotations
 
 import math
-import numbers
-from typing import Any
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ._checks import (
     RENDER_MODES,
+    Finite,
+    Flag,
+    RenderMode,
+    StepLimit,
     check_action,
     check_finite,
-    check_render_mode,
     check_reset_options,
-    check_step_limit,
+    checked,
     episode_over_error,
 )
 from .language import (
@@ -52,21 +54,17 @@ class SailingEnv(gym.Env[np.ndarray, int]):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 10}
 
+    @checked
     def __init__(
         self,
-        y_limit: float = 25.0,
-        max_steps: int = 500,
-        reward_shaping: bool = False,
-        render_mode: str | None = None,
+        y_limit: Annotated[Finite, Field(gt=0)] = 25.0,
+        max_steps: StepLimit = 500,
+        reward_shaping: Flag = False,
+        render_mode: RenderMode = None,
     ) -> None:
-        self.y_limit = check_finite("y_limit", y_limit)
-        if self.y_limit <= 0:
-            raise ValueError(f"y_limit={y_limit!r} is not allowed; expected a number > 0")
-        self.max_steps = check_step_limit("max_steps", max_steps)
-        if not isinstance(reward_shaping, (bool, np.bool_)):
-            raise ValueError(f"reward_shaping={reward_shaping!r} is not a bool")
-        self.reward_shaping = bool(reward_shaping)
-        self.render_mode = check_render_mode(render_mode)
+        self.y_limit, self.max_steps = y_limit, max_steps
+        self.reward_shaping = reward_shaping
+        self.render_mode = render_mode
 
         self.action_space = spaces.Discrete(2)
         self.observation_space = spaces.Box(
@@ -269,14 +267,10 @@ class SailingDescriber(Describer):
     n_actions = 2
     uses_last_action = True
 
-    def __init__(self, half_width: float = 10.0, bins: SailingBins | dict | None = None) -> None:
-        if (
-            isinstance(half_width, bool)
-            or not isinstance(half_width, numbers.Real)
-            or not (math.isfinite(half_width) and half_width > 0)
-        ):
-            raise ValueError(f"half_width={half_width!r}: expected a finite positive number")
-        self.half_width = float(half_width)
+    @checked
+    def __init__(self, half_width: Annotated[Finite, Field(gt=0)] = 10.0,
+                 bins: Any = None) -> None:  # a SailingBins, a dict of its fields or None
+        self.half_width = half_width
         self.bins = make_bins(SailingBins, bins)
         # The env's observation space: one step (speed <= 1) past a bank, |theta| <= 1.6.
         reach = self.half_width + 1.0

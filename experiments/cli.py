@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import importlib.util
 import math
 import os
 import re
@@ -198,7 +199,7 @@ def user_code_error(error: BaseException) -> str | None:
 BENCHMARKS = ("cli", "adapters", "encoder", "llm", "agents", "executors", "llm_roles", "minigrid",
               "vector", "llm_concurrency", "language_cost")
 # Run only when named (`langadapt bench finetune-trl`), never by a plain `langadapt bench`:
-# name -> module experiments/benchmarks/<module>_bench.py.
+# name -> module benchmarks/<module>_bench.py (in a checkout, not in the wheel).
 OPT_IN_BENCHMARKS = {"finetune-trl": "finetune_trl"}
 
 
@@ -287,8 +288,7 @@ def _opt_in_bench(args: argparse.Namespace) -> int:
         raise UsageError(f"--cpu-seconds {args.cpu_seconds}: expected a number of seconds > 0")
     print(f"\n=== benchmark: {args.name} ===", flush=True)
     try:
-        module = importlib.import_module(
-            f"langadapt.experiments.benchmarks.{OPT_IN_BENCHMARKS[args.name]}_bench")
+        module = _bench_module(OPT_IN_BENCHMARKS[args.name])
     except ImportError as error:  # the optional extra it needs is not installed
         if "langadapt[" in str(error):
             raise UsageError(str(error)) from None
@@ -303,6 +303,14 @@ def _opt_in_bench(args: argparse.Namespace) -> int:
             raise UsageError(str(error)) from None
         raise
     return 0
+
+
+def _bench_module(name: str) -> Any:
+    """``benchmarks/<name>_bench.py``, which runs from a checkout (the wheel has none)."""
+    if importlib.util.find_spec("langadapt.benchmarks") is None:
+        raise UsageError("the benchmarks run from a checkout of the repository (git clone it, "
+                         "then make bench); this installation has none")
+    return importlib.import_module(f"langadapt.benchmarks.{name}_bench")
 
 
 def _check_steps(steps: int) -> None:
@@ -326,7 +334,7 @@ def command_bench(args: argparse.Namespace) -> int:
     figures: dict[str, dict] = {}
     for name in chosen:
         print(f"\n=== benchmark: {name} ===", flush=True)
-        module = importlib.import_module(f"langadapt.experiments.benchmarks.{name}_bench")
+        module = _bench_module(name)
         figures[name] = module.run(quick=args.quick, **(
             {"steps": args.steps} if name == "vector" and vector_steps else {}))
     print("\n=== all figures ===")

@@ -26,6 +26,7 @@ from ..agents.base import Agent
 from ..agents.loop import check_demonstrations
 from ..environments.minigrid import is_minigrid_id
 from ..environments.user_code import import_user_modules, suggest
+from ..errors import error_lines
 from ..finetune.agent import check_grpo  # importing finetune registers the grpo agent
 from ..llm import BACKENDS
 from ..roles.advisor import AdvisorConfig
@@ -57,7 +58,7 @@ def experiment_from_dict(data: Any, source: Path | str = "<config>",
         config = ExperimentConfig.model_validate(
             data, context={"data_only": data_only, "home": home})
     except ValidationError as error:
-        raise ConfigError(format_validation_error(source, error, ExperimentConfig)) from None
+        raise ConfigError(invalid_file(source, error, ExperimentConfig)) from None
     if not data_only:
         check_component_settings(config, source)
     return config
@@ -132,12 +133,6 @@ def _brief(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-_STRICT_TYPES = {"int_type": "expected an integer", "float_type": "expected a number",
-                 "bool_type": "expected true or false"}
-
-_BOUNDS = ("less_than_equal", "less_than", "greater_than_equal", "greater_than")
-
-
 def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """The keys the model at ``loc`` inside ``model`` accepts ([] where none is a model)."""
     current: Any = model
@@ -163,28 +158,15 @@ def _model_in(annotation: Any) -> Any:
     return None
 
 
-def format_validation_error(path: Path | str, error: ValidationError, model: type[BaseModel],
-                            loc_prefix: str = "") -> str:
-    """``path: invalid experiment file`` and one line per error: its key path (after
-    ``loc_prefix``) and what was expected, with the closest known key for an unknown one."""
-    lines = [f"{path}: invalid experiment file"]
-    for item in error.errors():
-        where = (loc_prefix + ".".join(str(part) for part in item["loc"])).rstrip(".") \
-            or "(top level)"
-        message = item["msg"]
-        if item["type"] == "extra_forbidden":
-            known = _keys_at(model, tuple(item["loc"][:-1]))
-            message = "unknown key" + suggest(str(item["loc"][-1]), known)
-        elif item["type"] == "value_error":
-            message = str(item.get("ctx", {}).get("error", message))
-        elif item["type"] == "literal_error":
-            message = f"got {item.get('input')!r}; {message.lower()}"
-        elif item["type"] in _STRICT_TYPES:
-            message = f"{_STRICT_TYPES[item['type']]}, got {shown(item.get('input'))}"
-        elif item["type"] in _BOUNDS:
-            message = f"{message}, got {shown(item.get('input'))}"
-        lines.append(f"  {where}: {message}")
-    return "\n".join(lines)
+def invalid_file(path: Path | str, error: ValidationError, model: type[BaseModel],
+                 prefix: str = "") -> str:
+    """``path: invalid experiment file`` and one `error_lines` line per error (key paths after
+    ``prefix``), the closest known key named for an unknown one."""
+    def closest(loc: tuple[Any, ...]) -> str:
+        return suggest(str(loc[-1]), _keys_at(model, loc[:-1]))
+
+    lines = error_lines(error, prefix=prefix, unknown=closest)
+    return "\n  ".join([f"{path}: invalid experiment file", *lines])
 
 
 # ------------------------------------------------ the bounded YAML reader
@@ -499,7 +481,7 @@ def _validate(model: type[BaseModel], data: dict[str, Any], source: Path | str,
         return settings_model.model_validate(data)
     except ValidationError as error:
         raise ConfigError(
-            format_validation_error(source, error, settings_model, loc_prefix)) from None
+            invalid_file(source, error, settings_model, loc_prefix)) from None
 
 
 # ------------------------------------------------ command-line overrides (before validation)

@@ -31,6 +31,7 @@ from ..adapters.sentence_set import SentenceSetOverflow, check_set_size
 from ..adapters.vector import LanguageVectorEnv
 from ..agents.base import FILE_FORMAT, FILE_VERSION, agent_file_bytes
 from ..agents.checkpoints import Checkpoint, Checkpoints, CheckpointUnfit
+from ..errors import one_line
 from ..llm import open_store
 from ..roles.advisor import AdvisorConfig, LLMAdvisor
 from ..roles.instructions import InstructionsConfig, follow_rate, prepare_instructions
@@ -245,7 +246,7 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
     except AssertionError as error:  # gymnasium's checker of a registered environment's
         if "passive_env_checker" not in traceback.extract_tb(error.__traceback__)[-1].filename:
             raise
-        raise ConfigError(f"environment: {first}: {_one_line(error)}") from None
+        raise ConfigError(f"environment: {first}: {one_line(error)}") from None
     space = env.action_space
     legal = info.get("legal_moves",
                      list(range(space.n)) if isinstance(space, gymnasium.spaces.Discrete)
@@ -256,7 +257,7 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
         try:
             adapter = adapters.make(spec.type, env, **spec.settings)  # no cache: nothing written
         except ValueError as error:
-            raise ConfigError(f"{where}: {_one_line(error)}") from None
+            raise ConfigError(f"{where}: {one_line(error)}") from None
         try:
             if spec.type == "llm":  # the input check, not the prompt
                 adapter.check_input((obs, legal, ()))
@@ -267,10 +268,10 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
                                                       adapter.text_source()),
                                    adapter.max_sentences, adapter.text_source())
         except SentenceSetOverflow as error:
-            raise ConfigError(f"{where}.settings.max_sentences: {_one_line(error)}") from None
+            raise ConfigError(f"{where}.settings.max_sentences: {one_line(error)}") from None
         except ValueError as error:
             raise ConfigError(f"environment: {first}, as {where} checks it: "
-                              f"{_one_line(error)}") from None
+                              f"{one_line(error)}") from None
         encoder = None if spec.type == "raw" or getattr(adapter, "encoder", None) is not None \
             else PACKAGED_ENCODER
         observations = (adapter.observation_space if encoder is None
@@ -294,7 +295,8 @@ def check_build(config: ExperimentConfig, env: Any, built: set[str] | None = Non
             except (ValueError, TypeError, AssertionError, NotImplementedError) as error:
                 raise ConfigError(f"agents.{j}.params ({agent.name} on {where}'s observations, "
                                   f"a {type(observations).__name__} of shape "
-                                  f"{observations.shape}): {_one_line(error)}") from None
+                                  f"{observations.shape}): "
+                                  f"{one_line(str(error).split(SB3_CHECKER_ADVICE)[0])}") from None
 
 
 def _cheap_sb3(params: dict[str, Any]) -> dict[str, Any]:
@@ -308,11 +310,8 @@ def _cheap_sb3(params: dict[str, Any]) -> dict[str, Any]:
                                         "ortho_init": False}}
 
 
-def _one_line(error: BaseException, most: int = 600) -> str:
-    """``error``'s message on one line, its middle cut past ``most`` characters (SB3's
-    advice to run its environment checker left out)."""
-    text = " ".join(str(error).split("\nIf you are using a custom environment")[0].split())
-    return text if len(text) <= most else f"{text[:most // 2]} ... {text[-most // 2:]}"
+SB3_CHECKER_ADVICE = "\nIf you are using a custom environment"
+"""Where SB3's advice to run its environment checker starts in its errors (left out)."""
 
 
 # ----------------------------------------------------------------------------- one run

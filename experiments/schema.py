@@ -30,6 +30,7 @@ from pydantic import (
 
 from ..environments._checks import EVAL_SEED_OFFSET
 from ..environments.user_code import import_user_modules, resolve_env_id
+from ..errors import shown
 
 
 class ConfigError(ValueError):
@@ -38,14 +39,6 @@ class ConfigError(ValueError):
 
 class UsageError(ValueError):
     """A command-line value that cannot be used."""
-
-
-def shown(value: Any) -> str:
-    """A value as the YAML file spells it (``true``, ``"3"``, ``2.5``)."""
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 Int = Annotated[int, Strict()]

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import one_line
 from ..llm.gguf_check import check_gguf
 from ..llm.transformers_backend import (
     load_causal_lm,
@@ -223,7 +224,7 @@ def _merge(lm: Any, adapter_dir: Path, config: dict[str, Any], source: Path,
     try:
         peft_model = PeftModel.from_pretrained(lm, adapter_dir)
     except (ValueError, RuntimeError, KeyError, TypeError, AttributeError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        first = one_line(error)
         raise ValueError(f"adapter {str(adapter_dir)!r} does not fit the model "
                          f"{source.name!r}: {first[:300]}") from None
     expected = set(get_peft_model_state_dict(peft_model))

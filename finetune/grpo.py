@@ -19,6 +19,7 @@ import numpy as np
 from scipy.special import softmax
 
 from ..agents.base import parse_config
+from ..errors import one_line
 from .grpo_settings import LOG_COLUMNS, GRPOSettings
 from .tasks import MazeTask, SnapshotTask
 
@@ -464,7 +465,7 @@ class GRPOTrainer:
             torch.set_rng_state(state["torch_rng"])
             random.setstate(state["python_rng"])
         except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as error:
-            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+            reason = one_line(str(error), 200)
             raise ValueError(
                 f"finetune checkpoint {path} does not fit this policy ({type(error).__name__}: "
                 f"{reason}; made with another model or LoRA settings?); delete it or the "

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import one_line
 from ..llm.transformers_backend import (
     continuation_log_probs,
     require_finetune,
@@ -34,7 +35,7 @@ def check_causal_lm(model: str | os.PathLike[str]) -> Path:
             config = AutoConfig.from_pretrained(source)
         except (ValueError, OSError) as error:
             raise ValueError(f"model {str(source)!r}: config.json is not readable "
-                             f"({str(error).splitlines()[0][:160]})") from None
+                             f"({one_line(error, 160)})") from None
         if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
             raise ValueError(f"model {str(source)!r} ({type(config).__name__}) is not a causal "
                              "language model; expected one transformers loads with "

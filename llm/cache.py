@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..errors import one_line
+
 __all__ = ["answer_key", "cache_root", "default_cache_path", "export_answers", "file_sha256",
            "import_answers", "score_key"]
 
@@ -87,11 +89,7 @@ def _import_line(backend: Any, line: str, where: str) -> int:
     try:
         record = _Record.model_validate_json(line)
     except ValidationError as error:
-        first = error.errors()[0]
-        if first["type"] == "json_invalid":
-            raise ValueError(f"{where}: not valid JSON ({first['msg']})") from None
-        field = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"{where}: field {field!r}: {first['msg']}") from None
+        raise ValueError(f"{where}: {one_line(error)}") from None
     messages = record.messages or (
         ([{"role": "system", "content": record.system}] if record.system else [])
         + [{"role": "user", "content": record.prompt}])

@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["LLMError", "LLMReplyError", "LLMUnavailableError", "ModelNotFoundError",
-           "StructuredOutputError", "one_line"]
-
-
-def one_line(text: Any, limit: int = 200) -> str:
-    """``text`` for an error message: on one line (white space folded), at most ``limit``
-    characters, with the full length when it was cut."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else f"{flat[:limit]}... ({len(flat):,} characters)"
+           "StructuredOutputError"]
 
 
 class LLMError(RuntimeError):

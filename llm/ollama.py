@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pydantic
 from pydantic import Field, field_validator
 
+from ..errors import one_line
 from .backend import LLMBackend, Transient
 from .errors import (
     LLMError,
@@ -16,7 +17,6 @@ from .errors import (
     LLMUnavailableError,
     ModelNotFoundError,
     StructuredOutputError,
-    one_line,
 )
 from .urls import check_http_url
 
@@ -183,7 +183,7 @@ class OllamaBackend(LLMBackend):
                 wait = retry_after(http_error and http_error.response.headers)
                 asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
                 raise Transient(LLMError(
-                    f"{self.where()} answered HTTP {status}: {one_line(error.error)}{asked}"),
+                    f"{self.where()} answered HTTP {status}: {one_line(error.error, 200)}{asked}"),
                     wait, server_full=status in (429, 503)) from error
             if 300 <= status < 400:
                 raise LLMError(
@@ -193,13 +193,13 @@ class OllamaBackend(LLMBackend):
             if status == 404:
                 raise ModelNotFoundError(
                     f"the Ollama server at {self.host} does not have model {self.model!r} "
-                    f"({one_line(error.error)}); download it with `ollama pull {self.model}`"
+                    f"({one_line(error.error, 200)}); download it with `ollama pull {self.model}`"
                 ) from error
             if schema is not None and "format" in str(error.error).lower():
                 raise StructuredOutputError(
                     f"{self.where()} rejected the JSON schema in `format` "
-                    f"({one_line(error.error)}); {self.structured_output_hint()}") from error
-            raise LLMError(f"{self.where()} rejected the request: {one_line(error.error)} "
+                    f"({one_line(error.error, 200)}); {self.structured_output_hint()}") from error
+            raise LLMError(f"{self.where()} rejected the request: {one_line(error.error, 200)} "
                            f"(HTTP {status})") from error
         except (json.JSONDecodeError, RecursionError, pydantic.ValidationError,
                 httpx.DecodingError) as error:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from ..errors import one_line
 from .backend import LLMBackend, Transient
 from .errors import (
     LLMError,
@@ -21,7 +22,6 @@ from .errors import (
     LLMUnavailableError,
     ModelNotFoundError,
     StructuredOutputError,
-    one_line,
 )
 from .urls import check_http_url
 
@@ -192,7 +192,7 @@ class OpenAIBackend(LLMBackend):
         if made is not None and made.key != DUMMY_API_KEY:
             for secret in made.secrets:
                 text = text.replace(secret, "***")
-        return one_line(text)
+        return one_line(text, 200)
 
     # ---- what a backend supplies ------------------------------------------------------
     def where(self) -> str:

@@ -12,7 +12,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from .errors import StructuredOutputError, one_line
+from ..errors import one_line
+from .errors import StructuredOutputError
 
 __all__ = ["MAX_CANDIDATES", "MAX_JSON_DEPTH", "MAX_REPLY_CHARS", "QUOTE_CHARS", "check_schema",
            "enumerate_replies", "finite_values", "json_depth", "parse_json_reply",
@@ -39,8 +40,8 @@ def check_schema(schema: Any) -> dict[str, Any]:
     try:
         _validator(schema)
     except SchemaError as error:
-        raise ValueError(f"schema={one_line(repr(schema))} is not a valid JSON schema: "
-                         f"{error.json_path}: {one_line(error.message)}") from None
+        raise ValueError(f"schema={one_line(repr(schema), 200)} is not a valid JSON schema: "
+                         f"{error.json_path}: {one_line(error.message, 200)}") from None
     return schema
 
 
@@ -121,7 +122,7 @@ def _validator_of(text: str) -> Draft202012Validator:
 
 def schema_errors(value: Any, schema: Any) -> list[str]:
     """Where ``value`` breaks ``schema``, as ``<JSON path>: <what was expected>`` each."""
-    return [f"{error.json_path}: {one_line(error.message)}"
+    return [f"{error.json_path}: {one_line(error.message, 200)}"
             for error in _validator(schema).iter_errors(value)]
 
 

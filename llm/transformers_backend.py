@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
+from ..errors import one_line
 from .backend import LLMBackend
 from .cache import cache_root, file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
@@ -145,7 +146,7 @@ def load_causal_lm(model: str | os.PathLike[str] | None = None, *, fresh: bool =
         except ValueError as error:
             raise ValueError(
                 f"model {str(source)!r} ({type(config).__name__}) is not a causal language "
-                f"model: {str(error).splitlines()[0]}"
+                f"model: {one_line(error)}"
             ) from None
         tokenizer = AutoTokenizer.from_pretrained(directory)
         lm.eval()

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, ValidationError
 
+from ..errors import one_line
 from ..llm import backend_fields, make_backend
 
 __all__ = ["LLM_COUNTERS", "RoleCounters", "check_schema", "make_llm_backend"]
@@ -28,9 +29,7 @@ def check_backend_spec(spec: str | dict[str, Any]) -> str | dict[str, Any]:
         for cls, fields in backend_fields({"backend": spec} if isinstance(spec, str) else spec):
             cls(**fields)
     except ValidationError as error:
-        item = error.errors()[0]
-        where = ".".join(str(part) for part in item["loc"]) or "backend"
-        raise ValueError(f"{where}: {item['msg'].removeprefix('Value error, ')}") from None
+        raise ValueError(one_line(error, values=False)) from None
     return spec
 
 

@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import ConfigDict, Field, Strict, validate_call
+from pydantic import Field, Strict
 
+from ..errors import checked
 from ..llm import LLMReplyError, parse_json_reply
 from .counting import RoleCounters, make_llm_backend
 
@@ -22,9 +23,6 @@ Count = Annotated[int, Strict(), Field(ge=1)]
 """A count of at least 1 (``True`` or ``2.0`` are errors)."""
 Cosine = Annotated[float, Strict(), Field(ge=-1, le=1)]
 Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-checked_arguments = validate_call(config=ConfigDict(arbitrary_types_allowed=True))
-"""Check a public function's arguments against their annotations (the bounds above): a
-pydantic ValidationError naming the argument, the bound and the value."""
 
 MAX_SUBGOALS = 6  # the longest chain a task sentence may become
 
@@ -207,7 +205,7 @@ def cell_check(cells: Iterable[Sequence[int]]) -> Callable[[Any], bool]:
 class InstructionFollowing(gym.Wrapper):
     """Reward a chain of sub-goals reached in order (docs/instructions.md)."""
 
-    @checked_arguments
+    @checked
     def __init__(self, env: gym.Env, chain: Sequence[Any],
                  form: Literal["potential", "instruction"] = "potential", bonus: Finite = 1.0,
                  gamma: Annotated[float, Strict(), Field(ge=0, le=1)] = 0.99,

@@ -18,9 +18,10 @@ from pydantic import Field, Strict
 
 from ..adapters import LanguageObservation
 from ..environments import language_for
+from ..errors import checked
 from ..llm import LLMReplyError, parse_json_reply
 from .counting import RoleCounters, make_llm_backend
-from .instruction_chain import Cosine, Count, checked_arguments
+from .instruction_chain import Cosine, Count
 
 #: Cosine a description must reach to match an instruction (MiniLM, rule descriptions).
 DEFAULT_THRESHOLD = 0.5
@@ -130,7 +131,7 @@ def wrapper_of(env: Any, kind: type) -> Any:
     return env
 
 
-@checked_arguments
+@checked
 def explore(env: gym.Env, episodes: Count = 100, agent: Any = None, seed: int = 0,
             encoder: Any = None, max_steps: Count | None = None,
             checks: Sequence[Callable[[Any], bool]] = ()) -> Exploration:
@@ -307,7 +308,7 @@ def select(instruction: str, scores: np.ndarray, texts: Sequence[str], threshold
                  fallback, float(scores[order[0]]), threshold, top_k, rule=rule)
 
 
-@checked_arguments
+@checked
 def match(instruction: str, exploration: Exploration, threshold: Cosine = DEFAULT_THRESHOLD,
           top_k: Count = DEFAULT_TOP_K, strict: bool = False,
           vector: np.ndarray | None = None, margin: float | None = DEFAULT_MARGIN) -> Match:
@@ -461,7 +462,7 @@ def _ranking(rule: str, instruction_vector: np.ndarray, vectors: np.ndarray,
     return vectors @ instruction_vector
 
 
-@checked_arguments
+@checked
 def refine(instruction: str, exploration: Exploration, feedback: Any,
            rule: str = DEFAULT_RULE,
            rounds: Annotated[int, Strict(), Field(ge=0, le=MAX_ROUNDS)] = MAX_ROUNDS,

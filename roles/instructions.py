@@ -21,6 +21,7 @@ from ..agents.base import parse_config
 from ..environments import language_for
 from ..environments.maze import MAZE_LAYOUTS
 from ..environments.rendering import canvas, fill_disk, fill_rect, write_png
+from ..errors import checked
 from .counting import RoleCounters
 from .instruction_chain import (
     Count,
@@ -28,7 +29,6 @@ from .instruction_chain import (
     SubGoal,
     cell_check,
     check_instruction,
-    checked_arguments,
     make_chain,
 )
 from .instruction_search import (
@@ -283,7 +283,7 @@ def match_scores(matched_cells: set[tuple[int, int]], truth: set[tuple[int, int]
             "hit": float(overlap > 0)}
 
 
-@checked_arguments
+@checked
 def follow_rate(agent: Any, env: Any, episodes: Count = 10, seed: int = 0,
                 truth: Sequence[Sequence[Sequence[int]]] | None = None) -> dict[str, float]:
     """Greedy episodes of ``agent`` on ``env`` (an :class:`InstructionFollowing`

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from langadapt.experiments.benchmarks.standin_server import LoopbackServer
+from standin_server import LoopbackServer
 
 Answer = Mapping[str, str] | Callable[[list[dict[str, Any]], dict[str, Any]], str]
 

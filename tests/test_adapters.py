@@ -215,7 +215,7 @@ def test_cartpole_numbers_and_configurable_bins():
     assert CartPoleDescriber()([0.0, 0.0, 0.03, 0.0]).startswith("The pole leans slightly right")
     with pytest.raises(ValueError, match="increasing"):
         CartPoleDescriber(bins={"angle": (0.1, 0.05, 0.2)})
-    with pytest.raises(ValueError, match="extra"):
+    with pytest.raises(ValueError, match="angel: unknown key"):
         CartPoleDescriber(bins={"angel": (0.1, 0.2, 0.3)})
 
 

@@ -225,7 +225,7 @@ BAD_ARGUMENTS = [
     (("describe", "maze", "--state", "0,0"), "--state '0,0'"),  # a wall
     (("describe", "maze", "--seed", "-1"), "--seed -1"),
     (("describe", "maze", "--adapter", "llm", "--model", "/nonexistent.gguf"),
-     "--model '/nonexistent.gguf'"),
+     "model '/nonexistent.gguf'"),
     (("describe", "maze", "--adapter", "llm", "--model", " "), "--model ' '"),
     (("describe", "maze", "--adapter", "llm", "--model", ""), "--model ''"),
     (("describe", "maze", "--adapter", "llm", "--backend", "ollama", "--host",
@@ -233,7 +233,7 @@ BAD_ARGUMENTS = [
     (("prompt", "maze", "--maze", "nosuch"), "--maze 'nosuch'"),
     (("prompt", "maze", "--state", "99,99"), "--state '99,99'"),
     (("prompt", "maze", "--state", "nan,1"), "--state 'nan,1'"),
-    (("prompt", "maze", "--model", "/nonexistent.gguf"), "--model '/nonexistent.gguf'"),
+    (("prompt", "maze", "--model", "/nonexistent.gguf"), "model '/nonexistent.gguf'"),
     (("prompt", "maze", "--model", " "), "--model ' '"),
     (("prompt", "maze", "--model", ""), "--model ''"),
     (("prompt", "maze", "--backend", "ollama", "--host", "http://127.0.0.1:99999"),

@@ -318,16 +318,16 @@ def test_random_maze_depends_on_constructor_seed_not_reset_seed():
 @pytest.mark.parametrize(
     ("kwargs", "pattern"),
     [
-        (dict(maze="spiral"), r"unknown maze 'spiral'.*umaze.*double_t_maze.*medium.*large.*rand"),
-        (dict(maze="random", width=4, height=9), r"width=4 .*>= 5"),
-        (dict(maze="random", width=9, height=3), r"height=3 .*>= 5"),
-        (dict(maze="random", width=9.5), r"width=9.5 is not an integer"),
-        (dict(maze="random", seed=-1), r"seed=-1 .*negative"),
+        (dict(maze="spiral"), r'maze="spiral": .*umaze.*double_t_maze.*medium.*large.*rand'),
+        (dict(maze="random", width=4, height=9), r"width=4: .*5"),
+        (dict(maze="random", width=9, height=3), r"height=3: .*5"),
+        (dict(maze="random", width=9.5), r"width=9.5: .*integer"),
+        (dict(maze="random", seed=-1), r"seed=-1: .*0"),
         (dict(maze="umaze", width=7), r"width=7.*only to maze='random'"),
-        (dict(max_steps=-5), r"max_steps=-5 .*positive integer"),
-        (dict(max_steps=0), r"max_steps=0 .*positive integer"),
-        (dict(step_reward=float("nan")), r"step_reward=nan is not finite"),
-        (dict(render_mode="human"), r"render_mode 'human'.*rgb_array.*ansi"),
+        (dict(max_steps=-5), r"max_steps=-5: .*1"),
+        (dict(max_steps=0), r"max_steps=0: .*1"),
+        (dict(step_reward=float("nan")), r"step_reward=NaN: .*finite"),
+        (dict(render_mode="human"), r'render_mode="human": .*rgb_array.*ansi'),
     ],
 )
 def test_maze_bad_parameters(kwargs, pattern):
@@ -485,13 +485,13 @@ def test_sailing_observations_stay_in_the_space(actions):
 @pytest.mark.parametrize(
     ("kwargs", "pattern"),
     [
-        (dict(y_limit=0), r"y_limit=0 .*> 0"),
-        (dict(y_limit=-3.0), r"y_limit=-3.0 .*> 0"),
-        (dict(y_limit="far"), r"y_limit='far' is not a number"),
-        (dict(max_steps=-1), r"max_steps=-1 .*positive integer"),
-        (dict(max_steps=2.5), r"max_steps=2.5 is not an integer"),
-        (dict(reward_shaping="yes"), r"reward_shaping='yes' is not a bool"),
-        (dict(render_mode="human"), r"render_mode 'human'"),
+        (dict(y_limit=0), r"y_limit=0: .*greater than 0"),
+        (dict(y_limit=-3.0), r"y_limit=-3.0: .*greater than 0"),
+        (dict(y_limit="far"), r'y_limit="far": expected a number'),
+        (dict(max_steps=-1), r"max_steps=-1: .*1"),
+        (dict(max_steps=2.5), r"max_steps=2.5: .*integer"),
+        (dict(reward_shaping="yes"), r'reward_shaping="yes": expected true or false'),
+        (dict(render_mode="human"), r'render_mode="human": .*ansi'),
     ],
 )
 def test_sailing_bad_parameters(kwargs, pattern):
@@ -549,9 +549,9 @@ def test_cartpole_success_means_reaching_max_steps_upright():
 
 
 def test_cartpole_bad_parameters():
-    with pytest.raises(ValueError, match=r"max_steps=-5 .*positive integer"):
+    with pytest.raises(ValueError, match=r"max_steps=-5: .*1"):
         CartPoleEnv(max_steps=-5)
-    with pytest.raises(ValueError, match=r"render_mode 'human'"):
+    with pytest.raises(ValueError, match=r'render_mode="human": .*ansi'):
         CartPoleEnv(render_mode="human")
     assert CartPoleEnv().state is None
 
@@ -693,11 +693,11 @@ def test_sailing_step_speed_is_boat_speed():
 
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: CartPoleDescriber(decimals=7),
-     r"decimals\n.*less than or equal to 6 .*input_value=7,"),
+     r"^decimals=7: .*less than or equal to 6$"),
     (lambda: CartPoleDescriber(style="words"),
-     r"style\n.*'bins' or 'numbers' .*input_value='words',"),
+     r"""^style="words": .*'bins' or 'numbers'$"""),
     (lambda: language_for(gym.make("langadapt/CartPole-v0"), decimals=True),
-     r"decimals\n.*valid integer .*input_value=True,"),
+     r"^decimals=true: .*valid integer$"),
 ])
 def test_bad_describer_arguments_name_the_argument_and_value(make, message):
     with pytest.raises(ValueError, match=message):

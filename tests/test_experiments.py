@@ -423,13 +423,13 @@ def test_unusable_seeds_are_named(tmp_path, seeds, message):
          r"adapters\.0\.settings\.describr_options: unknown key"),
         ({"type": "raw", "settings": {"bins": 3}}, r"adapters\.0\.settings\.bins: unknown key"),
         ({"type": "llm", "settings": {"backend": "gpt"}},
-         r"adapters\.0\.settings\.backend: got 'gpt'"),
+         r'adapters\.0\.settings\.backend="gpt": input should be '),
         ({"type": "llm", "settings": {"temperatur": 0.5}},
          r"adapters\.0\.settings\.temperatur: unknown key"),
         ({"type": "llm", "settings": {"backend": "ollama", "action_history_length": -1}},
-         r"adapters\.0\.settings\.action_history_length: Input should be greater"),
-        ({"type": "raw", "label": "raw/x"}, r"adapters\.0\.label: String should match"),
-        ({"type": "raw", "label": "a__b"}, r"adapters\.0\.label: String should match"),
+         r"adapters\.0\.settings\.action_history_length=-1: input should be greater"),
+        ({"type": "raw", "label": "raw/x"}, r'adapters\.0\.label="raw/x": string should match'),
+        ({"type": "raw", "label": "a__b"}, r'adapters\.0\.label="a__b": string should match'),
     ],
 )
 def test_bad_adapter_settings_and_labels_fail_when_the_file_is_read(tmp_path, adapter, message):

@@ -71,8 +71,8 @@ def test_instruction_counts_are_bounded_when_the_file_is_checked(tmp_path, capsy
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(data))
     code, err = _main(capsys, "run", str(path), "--check", lines=2)
-    assert code == 2 and "environment.instructions.exploration_episodes: Input should be less " \
-        "than or equal to 100000, got 1000000000000" in err
+    assert code == 2 and "environment.instructions.exploration_episodes=1000000000000: input " \
+        "should be less than or equal to 100000" in err
 
 
 def test_a_cache_dir_that_is_a_file_is_one_line(tmp_path, capsys):
@@ -151,11 +151,11 @@ def test_a_minigrid_level_made_huge_is_refused_when_the_file_is_checked(tmp_path
 
 @pytest.mark.parametrize(("environment", "expected"), [
     ({"id": "langadapt/Maze-v0", "params": {"maze": "random", "width": 100_001, "height": 9}},
-     "width=100001 is too large for a random maze; expected an int from 5 to 201"),
+     "width=100001: input should be less than or equal to 201"),
     ({"id": "langadapt/Maze-v0", "params": {"maze": "umaze", "max_steps": 10**12}},
-     "max_steps=1000000000000 is not allowed; expected a positive integer (1 to 1,000,000)"),
+     "max_steps=1000000000000: input should be less than or equal to 1000000"),
     ({"id": "langadapt/Sailing-v0", "params": {"max_steps": 10**9}},
-     "max_steps=1000000000 is not allowed; expected a positive integer (1 to 1,000,000)"),
+     "max_steps=1000000000: input should be less than or equal to 1000000"),
 ])
 def test_environment_sizes_and_step_limits_are_bounded(tmp_path, capsys, environment, expected):
     path = _write(tmp_path / "exp.yaml", raw_config(tmp_path, environment=environment))

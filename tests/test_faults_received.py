@@ -14,8 +14,8 @@ import pytest
 import torch
 import yaml
 from experiment_fixtures import run_cli
+from standin_server import StandInServer
 
-from langadapt.experiments.benchmarks.standin_server import StandInServer
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.evaluate import load_run
 from langadapt.experiments.runner import run_experiment

@@ -317,14 +317,16 @@ def test_resume_with_a_changed_config_names_the_changed_keys(finished, tmp_path)
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"training": {"episodes": True}}, "training.episodes: expected an integer, got true"),
+        ({"training": {"episodes": True}},
+         "training.episodes=true: input should be a valid integer"),
         ({"seeds": [True, False]}, "seeds: expected a list of integer seeds or a count, got true"),
         ({"seeds": True}, "seeds: expected a list of integer seeds or a count, got true"),
         ({"evaluation": {"every": 2, "keep_best": "yes"}},
-         'evaluation.keep_best: expected true or false, got "yes"'),
-        ({"evaluation": {"threshold": True}}, "evaluation.threshold: expected a number, got true"),
-        ({"executor": {"jobs": "2"}}, 'executor.jobs: expected an integer, got "2"'),
-        ({"torch_threads": 1.5}, "torch_threads: expected an integer, got 1.5"),
+         'evaluation.keep_best="yes": input should be a valid boolean'),
+        ({"evaluation": {"threshold": True}},
+         "evaluation.threshold=true: input should be a valid number"),
+        ({"executor": {"jobs": "2"}}, 'executor.jobs="2": input should be a valid integer'),
+        ({"torch_threads": 1.5}, "torch_threads=1.5: input should be a valid integer"),
     ],
 )
 def test_booleans_and_strings_are_not_coerced_into_numbers(tmp_path, changes, expected):

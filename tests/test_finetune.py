@@ -583,11 +583,11 @@ def _experiment(params: dict | None = None, env_id: str = "langadapt/Maze-v0",
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"params": {"steps": 0}}, r"agents\.0\.params\.steps: Input should be greater than or "
+    ({"params": {"steps": 0}}, r"agents\.0\.params\.steps=0: input should be greater than or "
      r"equal to 1"),
-    ({"params": {"group_size": 1}}, r"agents\.0\.params\.group_size: Input should be "
-     r"greater than or equal to 2, got 1"),
-    ({"params": {"reward": None}}, r"agents\.0\.params\.reward: got None"),
+    ({"params": {"group_size": 1}}, r"agents\.0\.params\.group_size=1: input should be "
+     r"greater than or equal to 2"),
+    ({"params": {"reward": None}}, r"agents\.0\.params\.reward=null: input should be "),
     ({"env_params": {"maze": "umaze", "goal_reward": 0.0, "step_reward": 0.0}},
      r"no reward source: environment\.params\.goal_reward is 0 and environment\.params\."
      r"step_reward is 0"),

@@ -17,9 +17,9 @@ pytest.importorskip("trl")
 import torch  # noqa: E402
 from finetune_fixtures import umaze_tokenizer  # noqa: E402
 
+from langadapt.benchmarks import finetune_trl_bench as bench  # noqa: E402
 from langadapt.environments import language_for  # noqa: E402
 from langadapt.environments.maze import MazeEnv  # noqa: E402
-from langadapt.experiments.benchmarks import finetune_trl_bench as bench  # noqa: E402
 from langadapt.experiments.cli import main  # noqa: E402
 from langadapt.finetune import LoRAPolicy, MazeTask  # noqa: E402
 

@@ -104,7 +104,7 @@ def test_run_a_packaged_suite_with_set_and_tasks(capsys):
 @pytest.mark.parametrize(("options", "message"), [
     (["--set", "training.stesp=3"], "training.stesp: unknown key (did you mean 'steps'?)"),
     (["--set", "trainig.steps=3"], "trainig: unknown key (did you mean 'training'?)"),
-    (["--set", "evaluation.every=2.5"], "evaluation.every: expected an integer, got 2.5"),
+    (["--set", "evaluation.every=2.5"], "evaluation.every=2.5: input should be a valid integer"),
     (["--set", "agents.dqm.params.gamma=0.5"], "agents has no item 'dqm' (did you mean 'dqn'?)"),
     (["--set", "agents.dqn.params.gama=0.5"], "unknown key (did you mean 'gamma'?)"),
     (["--set", "seeds.x=1"], "seeds is 5, not a mapping or a list, so it has no key 'x'"),
@@ -154,7 +154,7 @@ def test_backend_options_put_a_users_model_in_every_llm_agent_and_no_key(tmp_pat
                                        "base_url": "http://127.0.0.1:9/v1"}
     assert "sk-test" not in yaml.safe_dump(seen["config"].resolved())
     code, _, err = run_cli(capsys, "run", "babyai_suite_llm", "--check", "--backend", "openai")
-    assert code == 2 and "agents.0.params.backend: base_url: Field required" in err
+    assert code == 2 and "agents.0.params.backend: base_url: field required" in err
 
 
 def test_backend_combines_with_set_on_the_backend_and_api_key_env_names_the_key(capsys,

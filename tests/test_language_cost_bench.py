@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("minigrid")
 
-from langadapt.experiments.benchmarks.language_cost_bench import calls_per_100k  # noqa: E402
+from langadapt.benchmarks.language_cost_bench import calls_per_100k  # noqa: E402
 
 
 def test_sentence_mean_encodes_fewer_texts_than_the_paragraph_on_the_same_moves():
@@ -17,7 +17,7 @@ def test_sentence_mean_encodes_fewer_texts_than_the_paragraph_on_the_same_moves(
 
 
 def test_each_learner_times_its_steps_on_each_representation():
-    from langadapt.experiments.benchmarks.language_cost_bench import (
+    from langadapt.benchmarks.language_cost_bench import (
         LEARNERS,
         CountingEncoder,
         seconds_per_step,

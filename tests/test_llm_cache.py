@@ -198,12 +198,12 @@ def test_jsonl_plain_lines_import_under_the_importers_key_and_round_trip(tmp_pat
         assert record["identity"] == backend.identity and record["messages"] == MSGS
         other = OllamaBackend(host=fake.host, cache_path=tmp_path / "other.sqlite")
         assert other.import_jsonl(out) == 1 and other.complete("sys", "p") == "d"
-    for line, match in [("{not json", "not valid JSON"),
-                        (json.dumps({"prompt": "p", "answer": ""}), "field 'answer'"),
+    for line, match in [("{not json", "invalid JSON"),
+                        (json.dumps({"prompt": "p", "answer": ""}), "answer="),
                         (json.dumps({"prompt": "p", "answer": "a", "options": [1]}),
-                         "field 'options'"),
+                         "options="),
                         (json.dumps({"messages": [{"role": "x"}], "answer": "a"}),
-                         "field 'messages.0.role'")]:
+                         "messages.0.role=")]:
         (tmp_path / "bad.jsonl").write_text(line + "\n")
         with pytest.raises(ValueError, match=f"bad.jsonl:1: {match}"):
             backend.import_jsonl(tmp_path / "bad.jsonl")

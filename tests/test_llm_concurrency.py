@@ -1,6 +1,6 @@
 """LLM requests in flight together: `adapt_many` of an LLM adapter (a step of N
 environments) keeps at most ``concurrency`` requests in flight, counted by the servers
-(the OpenAI-compatible stand-in, experiments/benchmarks/standin_server.py, and the fake
+(the OpenAI-compatible stand-in, tests/standin_server.py, and the fake
 Ollama); a
 server with fewer slots (queueing, or answering 429 with Retry-After) slows it down and
 never fails it; the answers are those of `adapt` one by one, and the store written from
@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 from adapter_fixtures import CountingEncoder
 from fake_ollama import FakeOllama
+from standin_server import StandInServer, command
 
 from langadapt import adapters, environments
 from langadapt.adapters.llm import LLMAdapter, OllamaAdapter
-from langadapt.experiments.benchmarks.standin_server import StandInServer, command
 from langadapt.llm import LLMError, make_backend
 from langadapt.llm.runtime import BackendRuntime
 

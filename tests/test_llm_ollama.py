@@ -331,7 +331,7 @@ def test_jsonl_import_rejects_bad_lines(tmp_path, maze):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "p", "description": "", "model": "m"}\n')
     adapter = OllamaAdapter(maze, cache_path=tmp_path / "c.sqlite")
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: field 'description'"):
+    with pytest.raises(ValueError, match='bad.jsonl:1: description="": '):
         adapter.import_jsonl(bad)
 
 

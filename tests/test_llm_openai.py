@@ -1,6 +1,6 @@
 """The ``openai`` backend: a real OpenAI-compatible server (llama-cpp-python's own
 ``python -m llama_cpp.server`` serving the packaged SmolLM2 GGUF, started and stopped
-here), and the stand-in server (experiments/benchmarks/standin_server.py) playing what a healthy
+here), and the stand-in server (tests/standin_server.py) playing what a healthy
 server never does (401, 429 with Retry-After, 5xx, slow or trickled replies, 404, a reply
 that ignores the schema).
 
@@ -27,9 +27,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from standin_server import StandInServer
 
 import langadapt.environments  # noqa: F401
-from langadapt.experiments.benchmarks.standin_server import StandInServer
 from langadapt.llm import (
     BACKENDS,
     LLMError,
@@ -253,7 +253,7 @@ def test_a_server_killed_mid_request_ends_in_one_line_and_nothing_is_cached(
 
 
 # --------------------------------------------------------------------------- fault injector
-# The stand-in server (experiments/benchmarks/standin_server.py) plays what a healthy server
+# The stand-in server (tests/standin_server.py) plays what a healthy server
 # never does (401, 429 with Retry-After, 5xx, slow or trickled replies, 404, a reply that
 # ignores the schema), queued per chat request in ``faults``.
 @pytest.fixture

@@ -8,8 +8,8 @@ import json
 import re
 
 from experiment_fixtures import QUIET
+from standin_server import StandInServer
 
-from langadapt.experiments.benchmarks.standin_server import StandInServer
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.llm_rows import description_notes
 from langadapt.experiments.runner import run_experiment

@@ -135,7 +135,7 @@ def test_check_builds_the_environment(tmp_path, capsys, monkeypatch):
                     "adapters: [{type: raw}]\nagents: [{type: qlearning}]\n"
                     "training: {episodes: 1}\n", encoding="utf-8")
     code, _, err = _main(capsys, "run", str(path), "--check")
-    assert code == 2 and "unknown maze 'umase'" in err and err.count("\n") == 1
+    assert code == 2 and 'maze="umase"' in err and err.count("\n") == 1
 
 
 def test_describe_and_prompt_take_the_openai_backend(capsys):
@@ -147,7 +147,7 @@ def test_describe_and_prompt_take_the_openai_backend(capsys):
     assert code == 2 and "--backend openai needs --base-url" in err
     code, _, err = _main(capsys, "prompt", "maze", "--backend", "openai", "--base-url",
                          "ftp://example.org/v1", "--model", "m")
-    assert code == 2 and "--base-url 'ftp://example.org/v1'" in err and err.count("\n") == 1
+    assert code == 2 and "base_url='ftp://example.org/v1'" in err and err.count("\n") == 1
     code, _, err = _main(capsys, "describe", "maze", "--adapter", "llm", "--base-url",
                          "http://127.0.0.1:8000/v1")
     assert code == 2 and "is for --backend openai" in err

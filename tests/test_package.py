@@ -39,3 +39,20 @@ def test_make_run_pins_the_kernels_to_avx2_unless_the_variables_are_set():
                             env={"PATH": "/usr/bin:/bin", "MKL_CBWR": "COMPATIBLE"}).stdout
     assert "ATEN_CPU_CAPABILITY=avx2" in pinned and "ONEDNN_MAX_CPU_ISA=AVX2" in pinned
     assert "MKL_CBWR=COMPATIBLE" in pinned  # a variable already set is kept
+
+
+def test_the_benchmarks_and_test_servers_are_left_out_of_the_wheel(monkeypatch, capsys):
+    """setup.py ships no benchmarks/ or tests/ (they run from a checkout), and without them
+    `langadapt bench` is one line saying so."""
+    from experiment_fixtures import run_cli
+
+    setup = (ROOT / "setup.py").read_text()
+    assert 'NOT_SHIPPED = ("tests", "benchmarks")' in setup
+    assert (ROOT / "benchmarks" / "__init__.py").is_file()
+    assert not (ROOT / "experiments" / "benchmarks").exists()
+    assert (ROOT / "tests" / "standin_server.py").is_file()
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None
+                        if name == "langadapt.benchmarks" else real(name, *args))
+    code, _, err = run_cli(capsys, "bench", "--only", "cli")
+    assert code == 2 and "run from a checkout" in err and err.count("\n") == 1

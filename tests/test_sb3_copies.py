@@ -179,3 +179,20 @@ def test_held_out_success_is_split_by_the_goal_type_each_seed_draws(tmp_path):
     assert "| language / ppo — test missions | 10 |" in table
     assert "| BALROG: Model-X (zero-shot) | | 50.0 | 50.0 | 50.0 | 50.0 | 50.0 | 50.0 |" in table
     assert goals_markdown(experiment_from_dict(raw_config(tmp_path)), rows) == ""
+
+
+def test_ppo_with_a_language_adapter_trains_on_copies_of_a_box_action_environment(tmp_path):
+    """Pendulum-v1's torque is a Box action: two copies under a language adapter with memory
+    of the last actions train (it once passed --check and failed at the first step)."""
+    data = raw_config(tmp_path, environment={"id": "Pendulum-v1"},
+                      adapters=[{"type": "language",
+                                 "settings": {"memory": {"observations": 2, "actions": 2}}}],
+                      agents=[{"type": "sb3", "params": PPO}],
+                      training={"steps": 500, "n_envs": 2}, seeds=[0],
+                      evaluation={"final_episodes": 1})
+    config = experiment_from_dict(data)
+    rows: list[dict] = []
+    train_run(config, runs_of(config)[0], rows.append)
+    train = [row for row in rows if row["phase"] == "train"]
+    assert len(train) == 2 and {int(row["length"]) for row in train} == {200}
+    assert [row["phase"] for row in rows].count("final") == 1

@@ -295,3 +295,32 @@ training: {{steps: 64}}
 def test_memory_round_trips_through_its_model():
     assert Memory(**MEMORY).action_size(gym.spaces.Discrete(7)) == 14
     assert Memory(observations=2, actions=1).action_size(gym.spaces.Box(-1, 1, (3,))) == 3
+
+
+def test_box_actions_with_n_copies_are_recorded_and_remembered_as_one_copy_does():
+    """Pendulum's torque (a Box action) through `LanguageVectorEnv`: the same observations
+    (memory of the last actions' values included) and histories as one wrapper per copy."""
+    adapter = adapters.make("language", gym.make("Pendulum-v1"), memory=MEMORY,
+                            encoder=CountingEncoder())
+    single = [adapters.LanguageObservation(gym.make("Pendulum-v1"), adapter) for _ in range(2)]
+    vector = LanguageVectorEnv([gym.make("Pendulum-v1"), gym.make("Pendulum-v1")], adapter)
+    assert vector.action_space.shape == (2, 1)
+    batch, _ = vector.reset(seed=3)
+    for index, env in enumerate(single):
+        obs, _ = env.reset(seed=3 + index)
+        np.testing.assert_array_equal(obs, batch[index])
+    rng = np.random.default_rng(0)
+    taken = []
+    for _ in range(5):
+        actions = rng.uniform(-2.0, 2.0, size=(2, 1)).astype(np.float32)
+        taken.append(actions)
+        batch, *_ = vector.step(actions)
+        for index, env in enumerate(single):
+            obs, *_ = env.step(actions[index])
+            np.testing.assert_array_equal(obs, batch[index])
+            assert list(vector._histories[index])[-1][1] == env.history[-1][1] == (
+                float(actions[index, 0]),)
+    frame = adapter.frame_space.shape[0]  # the last two actions' values, the latest first
+    np.testing.assert_array_equal(batch[:, 3 * frame:], np.c_[taken[-1], taken[-2]])
+    with pytest.raises(ValueError, match=r"actions has shape \(2,\), expected \(2, 1\)"):
+        vector.step(np.zeros(2, dtype=np.float32))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 from experiment_fixtures import QUIET, raw_config, run_cli
+from standin_server import StandInServer
 
-from langadapt.experiments.benchmarks.standin_server import StandInServer
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.report import write_report
 from langadapt.experiments.results import STOPPED_FILE, check_results, finished_runs

@@ -227,7 +227,7 @@ def test_tensorboard_probes_the_copies_of_a_vector_env(tmp_path):
 
 def test_the_vector_bench_runs_an_arm_and_checks_its_steps(capsys):
     pytest.importorskip("minigrid")
-    from langadapt.experiments.benchmarks.vector_bench import arm
+    from langadapt.benchmarks.vector_bench import arm
     from langadapt.experiments.cli import main
 
     figures = arm("raw", 4, 64, seed=0)

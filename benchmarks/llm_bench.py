@@ -21,7 +21,7 @@ the embedded SmolLM2. Each measurement is side by side in one run:
 5. ``styles_*``: :mod:`prompt_styles_bench` — verbose vs compact prompts: time, new
    prompt tokens and optimal-move rate per decision, the potential's Spearman correlation.
 
-``python -m experiments.benchmarks.llm_bench [--quick]`` runs it on its own.
+``python -m langadapt.benchmarks.llm_bench [--quick]`` runs it on its own.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from ... import environments
-from ...adapters import LanguageObservation, LLMAdapter, reachable_inputs
-from ...llm import LLMBackend
+from .. import environments
+from ..adapters import LanguageObservation, LLMAdapter, reachable_inputs
+from ..llm import LLMBackend
 from . import legal_action_sequence, prompt_styles_bench, replay, scoring_bench
 
 _IN_FLIGHT = {"now": 0, "max": 0}

@@ -18,7 +18,7 @@ Reported: ms per decision (mean, median) of each, (b)/(a) and (c)/(a), prompt to
 evaluated, and how often greedy scoring picks the action greedy generation writes (every
 disagreement listed). No answer cache: every request is evaluated.
 
-``python -m langadapt.experiments.benchmarks.scoring_bench [--n N] [--seed S]`` runs it on
+``python -m langadapt.benchmarks.scoring_bench [--n N] [--seed S]`` runs it on
 its own (the lead's figure: N = 1000 on a quiet machine).
 """
 
@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ...environments import MazeEnv, language_for
-from ...environments.maze import MAZE_LAYOUTS
-from ...llm import LlamaCppBackend, decide
-from ...llm.llamacpp import _evaluate, chat_prompt_tokens, load_llama
-from ...roles import DiscreteActionParser, decision_messages
+from ..environments import MazeEnv, language_for
+from ..environments.maze import MAZE_LAYOUTS
+from ..llm import LlamaCppBackend, decide
+from ..llm.llamacpp import _evaluate, chat_prompt_tokens, load_llama
+from ..roles import DiscreteActionParser, decision_messages
 
 __all__ = ["decision_prompts", "run"]
 

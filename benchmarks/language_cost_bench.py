@@ -31,10 +31,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ...adapters import LanguageObservation, MiniLMEncoder
-from ...adapters import make as make_adapter
-from ...adapters.encoder import get_encoder, openvino_installed
-from ...agents import DQNAgent, make_agent, train
+from ..adapters import LanguageObservation, MiniLMEncoder
+from ..adapters import make as make_adapter
+from ..adapters.encoder import get_encoder, openvino_installed
+from ..agents import DQNAgent, make_agent, train
 from .encoder_bench import babyai_descriptions
 
 __all__ = ["run"]

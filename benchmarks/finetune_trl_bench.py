@@ -57,7 +57,7 @@ instead of following the policy's distribution as langadapt's reward does); ``ro
 replaces TRL's generation altogether (returning ids and log-probs), so the bench would time
 our generation, not TRL's.
 
-``python -m langadapt.experiments.benchmarks.finetune_trl_bench [--steps N] ...`` runs it on
+``python -m langadapt.benchmarks.finetune_trl_bench [--steps N] ...`` runs it on
 its own (``--side`` runs one side and is what the child processes run).
 """
 
@@ -78,9 +78,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...environments import MazeEnv, language_for
-from ...finetune import GRPOSettings, GRPOTrainer, LoRAPolicy, LoRASettings, MazeTask
-from ...llm.transformers_backend import resolve_model_source
+from ..environments import MazeEnv, language_for
+from ..finetune import GRPOSettings, GRPOTrainer, LoRAPolicy, LoRASettings, MazeTask
+from ..llm.transformers_backend import resolve_model_source
 from .trl_side import (
     MAX_COMPLETION_TOKENS,
     EnvironmentReward,
@@ -110,7 +110,7 @@ ROW_FIELDS = (
     "illegal_fraction", "exact_reply_fraction", "greedy_success", "greedy_shortest",
     "greedy_length", "state_accuracy", "generated_legal", "generated_accuracy",
 )
-MOD = "langadapt.experiments.benchmarks.finetune_trl_bench"
+MOD = "langadapt.benchmarks.finetune_trl_bench"
 
 Model = str | Path | None | Callable[[], tuple[Any, Any]]
 

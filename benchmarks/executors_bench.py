@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..config import experiment_from_dict
-from ..executors import ProcessExecutor
-from ..runner import finished_runs, prepare_output, runs_of
-from ..schema import ExecutorSpec
+from ..experiments.config import experiment_from_dict
+from ..experiments.executors import ProcessExecutor
+from ..experiments.runner import finished_runs, prepare_output, runs_of
+from ..experiments.schema import ExecutorSpec
 
 
 def _experiment(folder: Path, runs: int, episodes: int, executor: str) -> dict:
@@ -54,7 +54,7 @@ def run(quick: bool = False, jobs: int = 2) -> dict[str, float | str]:
         message = "skipped: Ray is not installed (pip install 'langadapt[ray]')"
         print(message)
         return {"ray_vs_pool_runs_per_s": message}
-    from ..executors import RayExecutor
+    from ..experiments.executors import RayExecutor
 
     runs, episodes = (4, 100) if quick else (8, 300)
     with tempfile.TemporaryDirectory(prefix="langadapt-executors-bench-") as scratch:

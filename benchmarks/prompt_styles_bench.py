@@ -13,7 +13,7 @@ side by side in one run, with no answer cache (every request evaluated):
   the expectation of SmolLM2's 0-10 scale): its Spearman correlation with minus the BFS
   distance on each maze, for both styles (the oracle's is 1.0 by construction).
 
-``python -m langadapt.experiments.benchmarks.prompt_styles_bench [--quick]``.
+``python -m langadapt.benchmarks.prompt_styles_bench [--quick]``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import statistics
 import time
 from typing import Any
 
-from ...environments import ACTION_DELTAS, MAZE_LAYOUTS, MazeEnv, language_for
-from ...llm import LlamaCppBackend, decide
-from ...roles import (
+from ..environments import ACTION_DELTAS, MAZE_LAYOUTS, MazeEnv, language_for
+from ..llm import LlamaCppBackend, decide
+from ..roles import (
     DiscreteActionParser,
     MazeOracle,
     RewardShaping,

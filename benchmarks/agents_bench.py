@@ -30,8 +30,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ...agents import DQNAgent, QLearningAgent, evaluate, train
-from ...environments import MazeEnv, SailingEnv
+from ..agents import DQNAgent, QLearningAgent, evaluate, train
+from ..environments import MazeEnv, SailingEnv
 
 #: rl-baselines3-zoo hyperparameters for DQN on CartPole-v1 (hyperparams/dqn.yml).
 ZOO_CARTPOLE: dict[str, Any] = {

@@ -7,7 +7,7 @@ for the same 40,000 steps, seeds 0-4; then 20 greedy episodes on held-out seeds.
 per seed the final greedy success and training steps/s. Needs the ``minigrid`` extra and
 Stable-Baselines3 (``dev``); not part of ``make test``.
 
-``python -m langadapt.experiments.benchmarks.minigrid_bench [--quick]``.
+``python -m langadapt.benchmarks.minigrid_bench [--quick]``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from ... import make_adapter
-from ...adapters import LanguageObservation
+from .. import make_adapter
+from ..adapters import LanguageObservation
 
 __all__ = ["run"]
 

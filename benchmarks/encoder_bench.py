@@ -16,7 +16,7 @@ which the OpenVINO backend also compiles with), batch 32:
 - ``torch_texts_per_s`` / ``openvino_texts_per_s``: the best single repeat of each.
 
 Without the ``openvino`` extra (or MiniGrid, which BabyAI needs) it reports why and
-measures nothing. Run: ``python -m langadapt.experiments.benchmarks.encoder_bench [--quick]``.
+measures nothing. Run: ``python -m langadapt.benchmarks.encoder_bench [--quick]``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ...adapters import make as make_adapter
-from ...adapters.encoder import INSTALL_HINT, MiniLMEncoder, openvino_installed
-from ...adapters.representation import random_walk_inputs
+from ..adapters import make as make_adapter
+from ..adapters.encoder import INSTALL_HINT, MiniLMEncoder, openvino_installed
+from ..adapters.representation import random_walk_inputs
 
 __all__ = ["babyai_descriptions", "run"]
 

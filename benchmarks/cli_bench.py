@@ -2,7 +2,7 @@
 ``python -c pass``, run in turn in fresh processes, CPU seconds (user + system, the child's
 own accounting) as the median of the runs, and whether torch was imported.
 
-``python -m langadapt.experiments.benchmarks.cli_bench [--quick]``, or
+``python -m langadapt.benchmarks.cli_bench [--quick]``, or
 ``langadapt bench --only cli``.
 """
 

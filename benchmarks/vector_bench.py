@@ -25,7 +25,7 @@ encoded per arm and ``language_texts_16_over_1``; ``random_language_16_over_1``.
 evaluation runs (training throughput only). Needs the ``minigrid`` extra. The encoder is
 the default backend (``LANGADAPT_ENCODER_BACKEND=openvino`` measures OpenVINO's).
 
-``python -m langadapt.experiments.benchmarks.vector_bench [--quick] [--steps N]``, or
+``python -m langadapt.benchmarks.vector_bench [--quick] [--steps N]``, or
 ``langadapt bench --only vector [--steps N]``.
 """
 
@@ -56,8 +56,8 @@ def arm(kind: str, n_envs: int, steps: int, seed: int, agent: str = "dqn") -> di
     import gymnasium as gym
     import torch
 
-    from ... import adapters, agents, environments  # noqa: F401  (registers the ids)
-    from ...adapters.vector import LanguageVectorEnv
+    from .. import adapters, agents, environments  # noqa: F401  (registers the ids)
+    from ..adapters.vector import LanguageVectorEnv
 
     torch.set_num_threads(1)  # as an experiment's default torch_threads
     adapter = adapters.make(kind, gym.make(LEVEL))  # memory-only cache: cold

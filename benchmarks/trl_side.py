@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ...environments import MazeEnv
-from ...finetune import GRPOSettings, GRPOTrainer, LoRAPolicy, MazeTask
+from ..environments import MazeEnv
+from ..finetune import GRPOSettings, GRPOTrainer, LoRAPolicy, MazeTask
 
 #: Tokens TRL may generate per completion (``{"action": N}`` and end of turn need ~8).
 MAX_COMPLETION_TOKENS = 12

@@ -1,5 +1,5 @@
 """LLM requests at the server's capacity: descriptions per second through the LLM adapter
-against a local OpenAI-compatible stand-in (`standin_server` beside this file, started here
+against a local OpenAI-compatible stand-in (tests/standin_server.py of the checkout, started here
 in a process of its own on 127.0.0.1, one per part: 200 ms per request, 32 parallel
 slots, so at most ``slots / latency`` = 160 answers per second), each as a ratio to that
 capacity:
@@ -31,7 +31,7 @@ SmolLM2 GGUF; opt-in: ``LANGADAPT_BENCH_LLAMA_SERVER=1``, and only if its server
 importable): after one untimed request, 8 cold descriptions one at a time vs together
 (``concurrency=8``).
 
-``python -m langadapt.experiments.benchmarks.llm_concurrency_bench [--quick]`` runs it on
+``python -m langadapt.benchmarks.llm_concurrency_bench [--quick]`` runs it on
 its own.
 """
 
@@ -51,12 +51,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ... import agents
-from ...adapters import LanguageObservation, LLMAdapter, reachable_inputs
-from ...adapters.vector import LanguageVectorEnv
-from ...environments import MazeEnv
-from ...llm import default_gguf_path, make_backend
-from .standin_server import command
+from .. import agents
+from ..adapters import LanguageObservation, LLMAdapter, reachable_inputs
+from ..adapters.vector import LanguageVectorEnv
+from ..environments import MazeEnv
+from ..llm import default_gguf_path, make_backend
+
+STANDIN = Path(__file__).resolve().parent.parent / "tests" / "standin_server.py"
+"""The tests' OpenAI-compatible stand-in (standard library only), run as a file of its own."""
+
+
+def command(*args: str) -> list[str]:
+    """The command serving a stand-in in its own process until terminated (``args``: its
+    options; ``python -P``: the package is not imported)."""
+    return [sys.executable, "-P", str(STANDIN), *args]
 
 LATENCY, SLOTS = 0.2, 32
 COPIES = 16

@@ -1,6 +1,6 @@
 """The LLM as policy, advisor and reward shaper: parse rates, cost, potentials, policy success.
 
-Figures (``run()`` returns them; ``python -m langadapt.experiments.benchmarks.llm_roles_bench
+Figures (``run()`` returns them; ``python -m langadapt.benchmarks.llm_roles_bench
 --part NAME`` runs one part):
 
 - ``parse``: structured decoding on llama.cpp (SmolLM2) over distinct prompts (random maze
@@ -27,11 +27,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ... import environments  # noqa: F401
-from ...agents import RandomAgent, evaluate
-from ...llm import make_backend
-from ...roles.llm_policy import LLMPolicy
-from ...roles.reward_shaping import RewardShaping, spearman_with_distance
+from .. import environments  # noqa: F401
+from ..agents import RandomAgent, evaluate
+from ..llm import make_backend
+from ..roles.llm_policy import LLMPolicy
+from ..roles.reward_shaping import RewardShaping, spearman_with_distance
 
 
 def _states(n: int, seed: int) -> list[tuple[Any, Any, list[int]]]:

@@ -26,7 +26,7 @@ much, and every timing is the best of several interleaved repeats):
   warm look-up (state bytes -> state index -> legal-moves compare), the full memo key it
   replaces (state bytes + legal moves as bytes), and recording one history pair.
 
-Run: ``python -m experiments.benchmarks.adapters_bench [--quick]``.
+Run: ``python -m langadapt.benchmarks.adapters_bench [--quick]``.
 """
 
 from __future__ import annotations
@@ -41,15 +41,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ...adapters import (
+from ..adapters import (
     EmbeddingCache,
     LanguageAdapter,
     LanguageObservation,
     get_encoder,
     reachable_inputs,
 )
-from ...environments import MazeEnv
-from ...environments.maze import MazeDescriber
+from ..environments import MazeEnv
+from ..environments.maze import MazeDescriber
 from . import replay
 
 __all__ = ["run"]

@@ -22,9 +22,8 @@ Faults, for tests: ``faults`` (a deque) makes the next chat requests fail one ea
 that many seconds), "trickle:<s>" (send the reply one byte every so many seconds),
 "ignore" (plain text, whatever the request's schema).
 
-A test fixture and the server of ``langadapt bench --only llm_concurrency``, kept beside the
-benchmark (not part of the library). ``python -m
-langadapt.experiments.benchmarks.standin_server --latency 0.2 --slots 32`` (or the faster
+A test fixture, also the server of ``langadapt bench --only llm_concurrency`` (not part of
+the installed package). ``python tests/standin_server.py --latency 0.2 --slots 32`` (or
 `command`) serves one in a process of its own until interrupted or terminated (it prints
 its base URL first).
 """
