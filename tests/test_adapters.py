@@ -438,7 +438,7 @@ def test_make_and_registry():
     with pytest.raises(ValueError, match=r"unknown adapter 'words'; expected one of \[.*'raw'"):
         adapters.make("words", MazeEnv())
     assert isinstance(adapters.make("raw", "langadapt/Maze-v0"), RawAdapter)
-    with pytest.raises(ValueError, match="takes no settings"):
+    with pytest.raises(ValueError, match="RawAdapter takes only memory, got \\['cache_path'\\]"):
         adapters.make("raw", MazeEnv(), cache_path="x")
 
 

@@ -427,6 +427,10 @@ def test_sb3_sac_and_td3_train_on_box_actions_and_refuse_discrete(algorithm):
         make_agent("sb3", env.observation_space, env.action_space, algorithm="DQN")
 
 
+ROWS = ("raw", "language", "language_raw", "language_numbers")
+"""The continuous files' rows: raw, language alone, beside the raw state, numbers kept."""
+
+
 def test_the_continuous_language_file_runs_shrunk(tmp_path):
     """SAC on raw and language Pendulum states: 250 steps, one seed; the language rows are
     the describer's sentences (the wrapper on a Box action space)."""
@@ -434,9 +438,10 @@ def test_the_continuous_language_file_runs_shrunk(tmp_path):
     from test_continuous_language import run_sac_shrunk  # tests/ is on pytest's path
 
     data = yaml.safe_load((CONFIGS / "continuous_language.yaml").read_text())
-    assert [a["type"] for a in data["adapters"]] == ["raw", "language", "language"]
+    assert [a["type"] for a in data["adapters"]] == ["raw", "language", "language", "language"]
     assert data["adapters"][2]["settings"] == {"with_raw": True}
+    assert data["adapters"][3]["settings"] == {"numbers": 8}
     assert data["agents"][0]["params"]["algorithm"] == "SAC"
     rows = run_sac_shrunk(data, tmp_path)
     assert all(math.isfinite(float(r["return"])) for r in rows)
-    assert {r["adapter"] for r in rows} == {"raw", "language", "language_raw"}
+    assert {r["adapter"] for r in rows} == set(ROWS)

@@ -25,6 +25,10 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+ROWS = ("raw", "language", "language_raw", "language_numbers")
+"""The continuous files' rows: raw, language alone, beside the raw state, numbers kept."""
+
+
 def run_sac_shrunk(data: dict, tmp_path: Path) -> list[dict]:
     """Run a raw-vs-language SAC file at 250 steps, one seed, one final episode; its rows,
     which hold train and final rows of every adapter (raw, language, language beside raw)."""
@@ -41,8 +45,7 @@ def run_sac_shrunk(data: dict, tmp_path: Path) -> list[dict]:
     with open(out / "episodes.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert {(r["adapter"], r["phase"]) for r in rows} == {
-        (adapter, phase) for adapter in ("raw", "language", "language_raw")
-        for phase in ("train", "final")}
+        (adapter, phase) for adapter in ROWS for phase in ("train", "final")}
     return rows
 
 
@@ -160,14 +163,15 @@ def test_the_inverted_pendulum_file_validates_and_runs_shrunk(tmp_path):
     assert load_config(path).seeds == 3
     data = yaml.safe_load(path.read_text())
     assert data["environment"]["id"] == "InvertedPendulum-v5"
-    assert [a["type"] for a in data["adapters"]] == ["raw", "language", "language"]
+    assert [a["type"] for a in data["adapters"]] == ["raw", "language", "language", "language"]
     assert data["adapters"][2]["settings"] == {"with_raw": True}
+    assert data["adapters"][3]["settings"] == {"numbers": 8}
     assert data["agents"][0]["params"]["algorithm"] == "SAC"
     assert data["torch_threads"] == 1 and data["seeds"] == 3
     assert data["evaluation"]["final_episodes"] > 0
     rows = run_sac_shrunk(data, tmp_path)
     # the episode cut by the budget is not a row
-    for adapter in ("raw", "language", "language_raw"):
+    for adapter in ROWS:
         steps = sum(int(r["length"]) for r in rows
                     if r["adapter"] == adapter and r["phase"] == "train")
         assert 150 < steps <= 250
