@@ -87,20 +87,26 @@ def test_past_states_cost_no_encoder_call():
     assert counts[0] == counts[1] > 0
 
 
-def test_memory_bounds_are_checked_in_one_line_naming_the_key_and_value(tmp_path):
+@pytest.mark.parametrize(("adapter", "setting", "value"), [
+    ("raw", "memory: {observations", 0), ("raw", "memory: {observations", 99),
+    ("raw", "memory: {actions", 17), ("language", "memory: {actions", -1),
+    ("language", "numbers", 65), ("language", "numbers", -2)])
+def test_memory_and_numbers_bounds_are_one_line_naming_the_key_and_value(tmp_path, adapter,
+                                                                          setting, value):
     from langadapt.experiments.config import load_config
     from langadapt.experiments.schema import ConfigError
 
-    for setting, value in (("observations", 0), ("observations", 99), ("actions", 17)):
-        path = tmp_path / "bad.yaml"
-        path.write_text(
-            "name: bad\nenvironment: {id: langadapt/Maze-v0}\n"
-            f"adapters: [{{type: raw, settings: {{memory: {{{setting}: {value}}}}}}}]\n"
-            "agents: [{type: random}]\ntraining: {episodes: 1}\n")
-        with pytest.raises(ConfigError) as caught:
-            load_config(path)
-        line = str(caught.value).strip().splitlines()[-1]
-        assert setting in line and str(value) in line
+    closing = "}" if setting.startswith("memory") else ""
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "name: bad\nenvironment: {id: langadapt/Maze-v0}\n"
+        f"adapters: [{{type: {adapter}, settings: {{{setting}: {value}{closing}}}}}]\n"
+        "agents: [{type: random}]\ntraining: {episodes: 1}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    line = str(caught.value).strip().splitlines()[-1]
+    key = setting.split("{")[-1].split(":")[0]
+    assert key in line and f"={value}" in line
 
 
 # ------------------------------------------------------------------------- numbers
