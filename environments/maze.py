@@ -8,13 +8,14 @@ import numbers
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
+from ..errors import shown
 from ._checks import (
     NUMBER,
     RENDER_MODES,
@@ -105,9 +106,20 @@ MAZE_LAYOUTS: dict[str, MazeLayout] = {
     )
 }
 
-#: Every value the ``maze`` argument accepts.
+#: The values the ``maze`` argument accepts as shipped (a layout added to `MAZE_LAYOUTS`
+#: is accepted too).
 MAZE_NAMES: tuple[str, ...] = (*MAZE_LAYOUTS, "random")
-MazeName = Literal[MAZE_NAMES]  # type: ignore[valid-type]
+
+
+def _known_maze(name: str) -> str:
+    if name != "random" and name not in MAZE_LAYOUTS:
+        known = ", ".join(repr(n) for n in (*MAZE_LAYOUTS, "random"))
+        raise ValueError(f"maze={shown(name)}: expected one of {known}")
+    return name
+
+
+#: A layout of `MAZE_LAYOUTS` (read when the maze is made) or ``"random"``.
+MazeName = Annotated[str, AfterValidator(_known_maze)]
 RandomSize = Annotated[int, NUMBER, Field(ge=MIN_RANDOM_SIZE, le=MAX_RANDOM_SIZE)]
 
 
