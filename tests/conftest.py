@@ -48,3 +48,16 @@ def pytest_collection_modifyitems(config, items):
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
         if module in HEAVY_MODULES or HEAVY_FIXTURES & set(item.fixturenames):
             item.add_marker(heavy)
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plot functions make, kept open to look at (matplotlib imported here
+    only when a test asks for them)."""
+    from matplotlib import pyplot
+
+    kept, close = [], pyplot.close
+    monkeypatch.setattr(pyplot, "close", kept.append)
+    yield kept
+    for figure in kept:
+        close(figure)

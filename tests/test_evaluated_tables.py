@@ -11,23 +11,12 @@ import csv
 
 import pytest
 from experiment_fixtures import raw_config, run_cli
-from matplotlib import pyplot
 
 from langadapt.experiments import plots
 from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.results import Episode
 from langadapt.experiments.runner import run_experiment
 from langadapt.experiments.stats import summarise
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures the plot functions make, kept open to look at."""
-    kept, close = [], pyplot.close
-    monkeypatch.setattr(pyplot, "close", kept.append)
-    yield kept
-    for figure in kept:
-        close(figure)
 
 
 @pytest.fixture

@@ -5,21 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from matplotlib import pyplot
 
 from langadapt.experiments import plots
 from langadapt.experiments.results import Episode
 from langadapt.experiments.stats import summarise
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures the plot functions make, kept open to look at."""
-    kept, close = [], pyplot.close
-    monkeypatch.setattr(pyplot, "close", kept.append)
-    yield kept
-    for figure in kept:
-        close(figure)
 
 
 def _episodes(seeds: range) -> list[Episode]:
