@@ -270,12 +270,6 @@ def check_component_settings(config: ExperimentConfig, source: Path | str) -> No
             check_representation(adapter.settings, adapter.type)
         except ValueError as error:
             raise ConfigError(f"{source}: invalid experiment file\n  {where}{error}") from None
-        extra = sorted(set(adapter.settings) - {"memory"})
-        if adapter.type == "raw" and extra:
-            raise ConfigError(
-                f"{source}: invalid experiment file\n  {where}{extra[0]}: "
-                "unknown key (the raw adapter takes only memory)"
-            )
         if adapter.type == "llm" and isinstance(adapter.settings.get("backend"), dict):
             raise ConfigError(
                 f"{source}: invalid experiment file\n  {where}backend: an llm adapter takes the "
