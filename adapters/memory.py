@@ -27,14 +27,15 @@ class Memory(BaseModel):
         """The Box of ``observations`` frames of ``frame`` followed by ``actions`` actions."""
         low, high = np.tile(frame.low.ravel(), self.observations), \
             np.tile(frame.high.ravel(), self.observations)
-        one = _action_box(actions)
-        low = np.concatenate([low, np.tile(one.low, self.actions)])
-        high = np.concatenate([high, np.tile(one.high, self.actions)])
+        if self.actions:
+            one = _action_box(actions)
+            low = np.concatenate([low, np.tile(one.low, self.actions)])
+            high = np.concatenate([high, np.tile(one.high, self.actions)])
         return spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
 
     def action_size(self, actions: spaces.Space) -> int:
         """Values of the actions' part (after the frames)."""
-        return self.actions * _action_box(actions).shape[0]
+        return self.actions * _action_box(actions).shape[0] if self.actions else 0
 
 
 def _action_box(actions: spaces.Space) -> spaces.Box:

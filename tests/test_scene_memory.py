@@ -330,3 +330,11 @@ def test_box_actions_with_n_copies_are_recorded_and_remembered_as_one_copy_does(
     np.testing.assert_array_equal(batch[:, 3 * frame:], np.c_[taken[-1], taken[-2]])
     with pytest.raises(ValueError, match=r"actions has shape \(2,\), expected \(2, 1\)"):
         vector.step(np.zeros(2, dtype=np.float32))
+
+
+def test_memory_of_observations_alone_takes_any_action_space():
+    multi = gym.spaces.MultiDiscrete([2, 3])
+    frame = gym.spaces.Box(0, 1, (3,))
+    assert Memory(observations=2).space(frame, multi).shape == (6,)
+    with pytest.raises(ValueError, match=r"memory\.actions.*MultiDiscrete"):
+        Memory(observations=2, actions=1).space(frame, multi)
