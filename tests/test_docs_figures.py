@@ -28,10 +28,18 @@ def test_balrogs_rows_in_the_performance_page_are_the_reports():
 
 
 def test_the_quickstart_figures_are_the_ones_make_run_prints():
-    printed = re.findall(r"^\| (raw|language) \| dqn \| 3 \| ([\d.]+) \[([\d.]+), ([\d.]+)\] \|",
-                         README, re.MULTILINE)
-    figures = {adapter: (point, low, high) for adapter, point, low, high in printed}
-    assert figures == {"raw": ("10.7", "4.0", "20.0"), "language": ("43.0", "6.0", "76.0")}
+    """The README's first screen, its worked example and docs/performance.md quote one
+    printed table, over the seeds configs/quickstart.yaml names, and the intervals they
+    quote separate language from raw (issue 59's decisive quickstart)."""
+    import yaml
+
+    seeds = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())["seeds"]
+    printed = re.findall(r"^\| (raw|language) \| dqn \| (\d+) \| [\d.]+ \[[\d.]+, [\d.]+\] \| "
+                         r"([\d.]+) \[([\d.]+), ([\d.]+)\] \|$", README, re.MULTILINE)
+    assert len(printed) == 4  # the first screen's rliable table and the worked example's
+    figures = {adapter: (point, low, high) for adapter, count, point, low, high in printed}
+    assert set(printed) == {(a, str(seeds), *f) for a, f in figures.items()}  # one table
+    assert float(figures["language"][1]) > float(figures["raw"][2])  # the intervals separate
     said = re.search(r"The quickstart \(`make run`\) is now FrozenLake .*?language \*\*([\d.]+)%"
                      r"\*\* \[([\d.]+), ([\d.]+)\], raw \*\*([\d.]+)%\*\*\s+\[([\d.]+), "
                      r"([\d.]+)\]", PERFORMANCE, re.DOTALL)
