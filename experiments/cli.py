@@ -238,6 +238,18 @@ def _add_tool_parsers(commands: Any) -> None:
     trl.add_argument("--out", type=path_argument,
                      help="also write the rows to this .csv or .json file")
 
+    schema = commands.add_parser(
+        "schema",
+        help="print the experiment file's JSON Schema (for an editor's completion and checks)",
+        description="The JSON Schema (draft 2020-12) of an experiment file: every key, and each "
+        "agent's params and adapter's settings by their type, agents added with register_agent "
+        "by --import modules included. Point an editor at it with a first line "
+        "'# yaml-language-server: $schema=langadapt.schema.json' (docs/configuration.md).",
+    )
+    cli_run.add_import_option(schema)
+    schema.add_argument("--out", type=path_argument, metavar="FILE.json",
+                        help="write it to this file (default: print it)")
+
     export = commands.add_parser(
         "finetune-export",
         help="merge a trained LoRA adapter into its GGUF base: one .gguf llama.cpp runs",
@@ -257,6 +269,21 @@ def _add_tool_parsers(commands: Any) -> None:
                         "twice the size)")
     export.add_argument("--force", action="store_true",
                         help="replace FILE.gguf if it exists (default: refuse)")
+
+
+def command_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from .json_schema import experiment_schema
+
+    cli_run.import_modules(args.imports)
+    text = json.dumps(experiment_schema(), indent=1) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    args.out.write_text(text, encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
 
 
 def command_finetune_export(args: argparse.Namespace) -> int:
@@ -369,6 +396,7 @@ _TOOLS = {
     "bench": command_bench,
     "doctor": command_doctor,
     "finetune-export": command_finetune_export,
+    "schema": command_schema,
 }
 
 

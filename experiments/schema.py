@@ -14,11 +14,13 @@ import importlib.util
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,7 +31,7 @@ from pydantic import (
 )
 
 from ..environments._checks import EVAL_SEED_OFFSET
-from ..environments.user_code import import_user_modules, resolve_env_id
+from ..environments.user_code import import_user_modules, resolve_env_id, suggest
 from ..errors import shown
 
 
@@ -240,11 +242,32 @@ class AdapterSpec(_Strict):
         return self.label or self.type
 
 
+BUILT_IN_AGENTS = ("qlearning", "dqn", "random", "oracle", "llm_policy_search", "llm_policy",
+                   "grpo", "sb3", "ars")
+
+
+def agent_names() -> tuple[str, ...]:
+    """The built-in agents and those a module added with ``register_agent`` (the registry is
+    read only once something imported it: no torch here)."""
+    registry = sys.modules.get("langadapt.agents.registry")
+    added = [name for name in getattr(registry, "AGENTS", {}) if name not in BUILT_IN_AGENTS]
+    return (*BUILT_IN_AGENTS, *added)
+
+
+def _known_agent(name: str) -> str:
+    names = agent_names()
+    if name not in names:
+        raise ValueError(f"{name!r}: expected {', '.join(map(repr, names[:-1]))} or "
+                         f"{names[-1]!r}, or a name a module in imports registers with "
+                         f"register_agent{suggest(name, names)}")
+    return name
+
+
 class AgentSpec(_Strict):
     """One learner and its hyperparameters."""
 
-    type: Literal["qlearning", "dqn", "random", "oracle", "llm_policy_search", "llm_policy",
-                  "grpo", "sb3", "ars"]
+    type: Annotated[str, AfterValidator(_known_agent)] = Field(
+        description="a built-in agent or one registered with register_agent")
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     advisor: dict[str, Any] | None = Field(
