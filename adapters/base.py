@@ -27,10 +27,11 @@ from .representation import (
     check_representation,
     fit_standardiser,
     random_walk_inputs,
+    sentence_mean_vectors,
+    sentence_set_vectors,
     sentence_slots_vector,
+    sentences_of,
 )
-from .sentence_mean import sentence_mean_vectors, sentences_of
-from .sentence_set import sentence_set_vectors
 
 __all__ = ["FLATTENED_SPACES", "AdapterInput", "BaseAdapter", "Memo", "STAT_KEYS", "check_state",
            "env_spaces"]
@@ -119,7 +120,7 @@ class BaseAdapter(BaseModel):
     embedding: Literal["paragraph", "sentences", "sentence_mean", "sentence_set"] = Field(
         "paragraph", description="one vector of the whole description, one per sentence in "
         "fixed slots (adapters.representation), the mean of the sentences' vectors "
-        "(adapters.sentence_mean), or the set of the sentences (adapters.sentence_set)")
+        "(adapters.representation), or the set of the sentences (the same module)")
     sentence_slots: int = Field(4, ge=1, le=64, description="slots of embedding: sentences")
     max_sentences: int = Field(24, ge=2, le=256,
                                description="rows of embedding: sentence_set (its padding)")

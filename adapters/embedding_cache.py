@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ..llm.store import open_store
-from .sentence_set import set_box
+from .representation import set_box
 
 __all__ = ["EmbeddingCache", "Memo", "language_box", "text_key"]
 

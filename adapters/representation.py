@@ -1,17 +1,20 @@
-"""The representation settings of the text adapters: ``embedding``, ``normalise`` (shrunk
+"""The representation settings of the text adapters — ``embedding`` (paragraph, sentence
+slots, the sentences' mean or their set, from one sentence splitter), ``normalise`` (shrunk
 ZCA fitted once on the fit set) and ``with_raw``. See docs/adapters.md.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["REPRESENTATION_DEFAULTS", "Standardiser", "check_representation", "fit_standardiser",
-           "sentence_slots_vector", "split_sentences"]
+__all__ = ["REPRESENTATION_DEFAULTS", "SENTENCE_ENDS", "SentenceSetOverflow", "Standardiser",
+           "check_representation", "check_set_size", "fit_standardiser", "sentence_mean_vectors",
+           "sentence_set_vectors", "sentence_slots_vector", "sentences_of", "set_box",
+           "split_sentences"]
 
 #: The representation settings and their defaults.
 REPRESENTATION_DEFAULTS: dict[str, Any] = {
@@ -61,6 +64,85 @@ def sentence_slots_vector(vectors: list[np.ndarray], slots: int, dimension: int)
     if rest:
         out[slots - 1] = np.mean(rest, axis=0)
     return out.ravel()
+
+
+#: What ends a sentence; a description that does not end in one has no sentences to split.
+SENTENCE_ENDS = (".", "!", "?")
+
+
+def sentences_of(text: str, setting: str, source: str) -> list[str]:
+    """The sentences of ``text``; ValueError naming ``setting`` and ``source`` (the
+    describer) when it does not end in one of `SENTENCE_ENDS`."""
+    stripped = text.strip()
+    if not stripped.endswith(SENTENCE_ENDS):
+        raise ValueError(f"embedding: {setting} needs descriptions made of sentences (ending "
+                         f"in '.', '!' or '?'); the describer {source} gave {text[:80]!r}")
+    return split_sentences(stripped)
+
+
+def sentence_mean_vectors(texts: Sequence[str], lookup: Callable[[list[str]], list[np.ndarray]],
+                          source: str) -> list[np.ndarray]:
+    """The read-only mean sentence vector of each text (one ``lookup`` of the distinct
+    sentences)."""
+    sentences = [sentences_of(text, "sentence_mean", source) for text in texts]
+    distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
+    found = dict(zip(distinct, lookup(distinct), strict=True))
+    vectors = []
+    for parts in sentences:
+        vector = np.mean([found[s] for s in parts], axis=0, dtype=np.float64).astype(np.float32)
+        vector.flags.writeable = False
+        vectors.append(vector)
+    return vectors
+
+
+# ``embedding: sentence_set``: the set of the sentences in ``max_sentences`` rows of
+# ``[present, vector]``; row 0 holds the first sentence (a MiniGrid mission), a set extractor
+# (`agents.sb3_extractors.SentenceSetAttention`) pools the others in any order.
+
+
+class SentenceSetOverflow(ValueError):
+    """A description with more sentences than ``max_sentences`` rows: the setting is too
+    small for the describer (one line, raised by the check and by a run alike)."""
+
+
+def check_set_size(text: str, parts: Sequence[str], max_sentences: int, source: str) -> None:
+    """`SentenceSetOverflow` naming the setting and the count when ``parts`` (the sentences
+    of ``text``) do not fit ``max_sentences`` rows."""
+    if len(parts) > max_sentences:
+        raise SentenceSetOverflow(
+            f"embedding: sentence_set holds max_sentences={max_sentences} sentences; the "
+            f"describer {source} gave {len(parts)} ({text[:80]!r}...): raise max_sentences "
+            f"to at least {len(parts)}")
+
+
+def sentence_set_vectors(texts: Sequence[str], lookup: Callable[[list[str]], list[np.ndarray]],
+                         max_sentences: int, dimension: int, source: str) -> list[np.ndarray]:
+    """The read-only flat set of each text: ``max_sentences`` rows of ``1 + dimension``
+    floats (present, then the sentence's vector; absent rows all zero). ValueError naming
+    the count when a text has more sentences than rows (never a silent cut)."""
+    sentences = [sentences_of(text, "sentence_set", source) for text in texts]
+    for text, parts in zip(texts, sentences, strict=True):
+        check_set_size(text, parts, max_sentences, source)
+    distinct = list(dict.fromkeys(s for parts in sentences for s in parts))
+    found = dict(zip(distinct, lookup(distinct), strict=True))
+    out = []
+    for parts in sentences:
+        rows = np.zeros((max_sentences, 1 + dimension), dtype=np.float32)
+        for index, sentence in enumerate(parts):
+            rows[index, 0] = 1.0
+            rows[index, 1:] = found[sentence]
+        vector = rows.ravel()
+        vector.flags.writeable = False
+        out.append(vector)
+    return out
+
+
+def set_box(unit_low: np.ndarray, max_sentences: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` of a flat set: each row's presence in [0, 1], its vector (and kept
+    numbers) in [unit_low, -unit_low]."""
+    row_low = np.concatenate([[0.0], unit_low])
+    row_high = np.concatenate([[1.0], -unit_low])
+    return np.tile(row_low, max_sentences), np.tile(row_high, max_sentences)
 
 
 class Standardiser:

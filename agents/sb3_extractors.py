@@ -34,7 +34,7 @@ def _frame_size(size: int, frames: int, actions: int, extractor: str) -> int:
 
 
 class SentenceSetAttention(BaseFeaturesExtractor):
-    """A sentence set (`adapters.sentence_set`: ``max_sentences`` rows of ``[present, vector,
+    """A sentence set (`adapters.representation`'s sentence set: ``max_sentences`` rows of ``[present, vector,
     numbers]``, then any raw values) -> features, frame by frame (``frames`` of them, then
     ``actions`` values: the adapter's memory). Each sentence goes through one shared layer;
     ``heads`` queries made from row 0 (the mission) attend over the present rows 1.. (their

@@ -94,7 +94,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix, shown as one message without a traceback: bad
     configuration or options, results folders, missing or unreadable files, an LLM that
     cannot be reached, runs that failed on a cluster. Anything else is a bug: traceback."""
-    from ..adapters.sentence_set import SentenceSetOverflow
+    from ..adapters.representation import SentenceSetOverflow
     from ..environments import LanguageSpecError
     from ..finetune.agent import FinetuneError
     from ..llm import CacheError, LLMError

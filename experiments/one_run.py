@@ -26,8 +26,7 @@ from .. import (
     environments,  # noqa: F401  (registers the langadapt gymnasium ids)
 )
 from ..adapters import LanguageObservation
-from ..adapters.sentence_mean import sentences_of
-from ..adapters.sentence_set import SentenceSetOverflow, check_set_size
+from ..adapters.representation import SentenceSetOverflow, check_set_size, sentences_of
 from ..adapters.vector import LanguageVectorEnv
 from ..agents.base import FILE_FORMAT, FILE_VERSION, agent_file_bytes
 from ..agents.checkpoints import Checkpoint, Checkpoints, CheckpointUnfit

@@ -1,4 +1,4 @@
-"""embedding: sentence_mean (adapters.sentence_mean): exact vectors on a 3-sentence toy, the
+"""embedding: sentence_mean (adapters.representation): exact vectors on a 3-sentence toy, the
 encoder's work per distinct sentence, and descriptions that have no sentences."""
 
 from __future__ import annotations

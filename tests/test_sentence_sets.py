@@ -1,4 +1,4 @@
-"""Sentence sets (adapters.sentence_set) and the features extractors that read them and raw
+"""Sentence sets (adapters.representation) and the features extractors that read them and raw
 BabyAI views (agents.sb3_extractors): the layout, its padding, order invariance of the
 pooled output, fit checks at file read, and a few hundred training steps from a file."""
 
