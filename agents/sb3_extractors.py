@@ -34,8 +34,8 @@ def _frame_size(size: int, frames: int, actions: int, extractor: str) -> int:
 
 
 class SentenceSetAttention(BaseFeaturesExtractor):
-    """A sentence set (`adapters.representation`'s sentence set: ``max_sentences`` rows of ``[present, vector,
-    numbers]``, then any raw values) -> features, frame by frame (``frames`` of them, then
+    """A sentence set (`adapters.representation`: ``max_sentences`` rows of ``[present,
+    vector, numbers]``, then any raw values) -> features, frame by frame (``frames`` of them, then
     ``actions`` values: the adapter's memory). Each sentence goes through one shared layer;
     ``heads`` queries made from row 0 (the mission) attend over the present rows 1.. (their
     order does not matter); each frame gives row 0's encoding, the pooled heads and the raw

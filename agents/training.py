@@ -1,5 +1,6 @@
-""":func:`train` and :func:`evaluate` and the callbacks ``train`` builds (episode hook,
-evaluation and keep-best, progress); no global random generator is touched. See
+""":func:`train` and the callbacks it builds (episode hook, evaluation and keep-best,
+progress); the evaluation itself is :func:`.loop.evaluate`. No global random generator is
+touched. See
 docs/agents.md (Policy, learner, callbacks)."""
 
 from __future__ import annotations

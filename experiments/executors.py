@@ -26,9 +26,9 @@ from typing import Any
 from ..llm import CacheError, open_store
 from . import one_run
 from .config import worker_config
-from .one_run import CACHE_FILE, train_run
+from .one_run import train_run
 from .results import find_run, write_finished_run
-from .schema import ConfigError, ExecutorSpec, ExperimentConfig
+from .schema import STORE_FILE, ConfigError, ExecutorSpec, ExperimentConfig
 
 PR_SET_PDEATHSIG = 1
 """``prctl`` option (linux/prctl.h): the signal a process gets when its parent dies."""
@@ -278,7 +278,7 @@ class RayExecutor:
             max_retries=self.spec.max_retries,
         )(run_on_worker)
         cache_dir = str(Path(config.cache_dir).resolve()) if config.cache_dir else ""
-        store = open_store(Path(cache_dir) / CACHE_FILE, 1) if cache_dir else None
+        store = open_store(Path(cache_dir) / STORE_FILE, 1) if cache_dir else None
         other_nodes = sum(node["Alive"] for node in ray.nodes()) > 1
         rows = list(store.rows()) if other_nodes and store is not None and store.usable else []
         shared = ray.put(({**config.resolved(), "cache_dir": cache_dir}, rows))
@@ -326,7 +326,7 @@ def run_on_worker(shared: tuple[dict, list], run_key: str, driver_node: str
     config = worker_config(data)
     store, first = None, 0
     if not on_driver_node and driver_cache_dir:  # the driver's store, copied into the node's
-        store = open_store(Path(config.cache_dir) / CACHE_FILE, 1)
+        store = open_store(Path(config.cache_dir) / STORE_FILE, 1)
         copied = Path(config.cache_dir) / f"copied-{_rows_tag(store_rows)}"
         if not copied.exists():  # once per node and experiment, not per run
             store.insert_rows(store_rows)

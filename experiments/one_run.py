@@ -3,7 +3,7 @@ evaluate, and hand back its episode rows and the summary ``done.json`` records.
 
 :func:`execute_run` is what a process-pool worker (or the driver, with one job) calls;
 :func:`train_run` is the part the Ray executor's workers share. Every embedding and LLM
-answer of the run goes to the one store in ``cache_dir`` (:data:`CACHE_FILE`;
+answer of the run goes to the one store in ``cache_dir`` (:data:`STORE_FILE`;
 docs/configuration.md, "Your own environment": `cache_dir`).
 """
 
@@ -47,20 +47,17 @@ from .results import (
     set_aside,
     write_policies,
 )
-from .schema import AdapterSpec, AgentSpec, ConfigError, ExperimentConfig
+from .schema import STORE_FILE, AdapterSpec, AgentSpec, ConfigError, ExperimentConfig
 
 FINAL_EVAL_SEED = 10_000
 """The final greedy evaluation resets with ``seed + FINAL_EVAL_SEED`` (evaluations during
 training use ``EVAL_SEED_OFFSET``): held-out starts, the same for every run."""
 
-CACHE_FILE = "cache.sqlite"
-"""The store in ``cache_dir``: embeddings and LLM answers of the adapters and the LLM roles."""
-
 OBSERVATION_TENSORS = "observation."
 """Prefix of the adapter's tensors in a kept policy file (its fitted normaliser)."""
 
-OLD_CACHE_FILES = ("descriptions.sqlite", "embeddings.sqlite")
-"""The answer and embedding files of the previous layout (adopted into :data:`CACHE_FILE`)."""
+OLD_STORE_FILES = ("descriptions.sqlite", "embeddings.sqlite")
+"""The answer and embedding files of the previous layout (adopted into :data:`STORE_FILE`)."""
 
 
 class HeldOutEpisodes(gymnasium.Wrapper):
@@ -115,9 +112,9 @@ def _cache_folder(cache_dir: str) -> Path:
     except (FileExistsError, NotADirectoryError):
         raise ConfigError(f"cache_dir {cache_dir!r} is a file or lies under one; expected a "
                           "folder for the caches (or a path that does not exist yet)") from None
-    old = [folder / name for name in OLD_CACHE_FILES if (folder / name).is_file()]
+    old = [folder / name for name in OLD_STORE_FILES if (folder / name).is_file()]
     if old:
-        open_store(folder / CACHE_FILE, 1).adopt(old)
+        open_store(folder / STORE_FILE, 1).adopt(old)
     return folder
 
 
@@ -127,14 +124,14 @@ def adapter_settings(spec: AdapterSpec, cache_dir: str) -> dict[str, Any]:
     if spec.type not in ("language", "llm") or not cache_dir:
         return settings
     folder = _cache_folder(cache_dir)
-    settings.setdefault("embedding_cache_path", str(folder / CACHE_FILE))
+    settings.setdefault("embedding_cache_path", str(folder / STORE_FILE))
     if spec.type == "llm":
-        settings.setdefault("cache_path", str(folder / CACHE_FILE))
+        settings.setdefault("cache_path", str(folder / STORE_FILE))
     return settings
 
 
 def backend_with_cache(spec: Any, cache_dir: str) -> Any:
-    """A role's backend spec whose answers go to ``cache_dir``'s :data:`CACHE_FILE`;
+    """A role's backend spec whose answers go to ``cache_dir``'s :data:`STORE_FILE`;
     unchanged without ``cache_dir``, when it names its own
     ``cache_path``, or when it is not a name or a dict."""
     if not cache_dir:
@@ -143,7 +140,7 @@ def backend_with_cache(spec: Any, cache_dir: str) -> Any:
         spec = {"backend": spec}
     if not isinstance(spec, dict) or "cache_path" in spec:
         return spec
-    return {**spec, "cache_path": str(_cache_folder(cache_dir) / CACHE_FILE)}
+    return {**spec, "cache_path": str(_cache_folder(cache_dir) / STORE_FILE)}
 
 
 def _block_with_cache(block: dict[str, Any], model: Any, cache_dir: str) -> dict[str, Any]:

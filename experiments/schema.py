@@ -84,7 +84,7 @@ MAX_N_ENVS = 1_024
 MAX_JOBS, MAX_CPUS_PER_RUN, MAX_GPUS_PER_RUN, MAX_RETRIES = 1_024, 1_024, 64, 100
 MAX_PATH, MAX_PATH_NAME = 4_096, 255
 STORE_FILE = "cache.sqlite"
-"""The store of ``cache_dir`` (LLM answers and embeddings)."""
+"""The store of ``cache_dir``: embeddings and LLM answers of the adapters and the LLM roles."""
 
 RESULT_NEUTRAL_BLOCKS = ("name", "description", "output", "cache_dir", "executor", "logging")
 """Top-level keys that are left out of :meth:`ExperimentConfig.fingerprint`."""

@@ -392,7 +392,7 @@ def test_every_llm_role_answers_into_cache_dir_not_the_user_cache(tmp_path, monk
         again = raw_config(tmp_path, agents=agents, seeds=1, output=str(tmp_path / "again"))
         run_experiment(experiment_from_dict(again), **QUIET)
         assert server.chat_requests == asked  # every answer came from cache_dir's store
-    assert (tmp_path / "cache" / one_run.CACHE_FILE).is_file()
+    assert (tmp_path / "cache" / one_run.STORE_FILE).is_file()
     assert not (home / ".cache" / "langadapt").exists()  # the user cache was never written
 
 
@@ -406,8 +406,8 @@ def test_a_cache_folder_of_the_previous_layout_is_adopted_and_read(tmp_path, cap
         run_experiment(experiment_from_dict(raw_config(tmp_path, adapters=[llm], seeds=1,
                                                        agents=[{"type": "random"}])), **QUIET)
         asked = server.chat_requests
-        open_store(cache / one_run.CACHE_FILE, 1).close()  # the WAL is written back
-        os.replace(cache / one_run.CACHE_FILE, cache / "descriptions.sqlite")  # the old name
+        open_store(cache / one_run.STORE_FILE, 1).close()  # the WAL is written back
+        os.replace(cache / one_run.STORE_FILE, cache / "descriptions.sqlite")  # the old name
         again = raw_config(tmp_path, adapters=[llm], seeds=1, agents=[{"type": "random"}],
                            output=str(tmp_path / "again"))
         with caplog.at_level(logging.INFO, logger="langadapt.llm.store"):
@@ -420,7 +420,7 @@ def test_a_cache_folder_of_the_previous_layout_is_adopted_and_read(tmp_path, cap
 @pytest.mark.parametrize("kind", ["llm_policy", "llm_policy_search"])
 def test_agent_backend_specs_get_the_cache_unless_they_name_one(tmp_path, kind):
     key = one_run.ROLE_BACKEND_PARAMS[kind]
-    store = str(tmp_path / "c" / one_run.CACHE_FILE)
+    store = str(tmp_path / "c" / one_run.STORE_FILE)
     config = experiment_from_dict(raw_config(tmp_path, adapters=[{"type": "raw"}],
                                              agents=[{"type": kind}]))
     (agent,) = config.agents

@@ -10,6 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from experiment_fixtures import run_cli
+from test_experiments import tiny_config
 
 from langadapt.agents.random_agent import RandomAgent
 from langadapt.agents.registry import AGENTS
@@ -17,9 +19,6 @@ from langadapt.experiments.config import experiment_from_dict
 from langadapt.experiments.json_schema import experiment_schema
 from langadapt.experiments.runner import run_experiment
 from langadapt.experiments.schema import ConfigError
-
-from experiment_fixtures import run_cli
-from test_experiments import tiny_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 
