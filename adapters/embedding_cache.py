@@ -70,9 +70,11 @@ class EmbeddingCache:
         before = self.store.file_hits
         found = self.store.get_many(keys, self._decode)
         self.store_hits += self.store.file_hits - before
-        todo = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
+        key_of = dict(zip(texts, keys, strict=True))
+        todo = [text for text, key in key_of.items() if key not in found]
         if todo:
-            matrix = np.asarray(self.encoder.encode_many(todo), dtype=np.float32)
+            encode = getattr(self.encoder, "encode_checked", self.encoder.encode_many)
+            matrix = np.asarray(encode(todo), dtype=np.float32)
             if matrix.shape != (len(todo), self.encoder.dimension):
                 raise ValueError(f"encoder {self.encoder.name!r} returned shape {matrix.shape}; "
                                  f"expected {(len(todo), self.encoder.dimension)}")
@@ -80,7 +82,7 @@ class EmbeddingCache:
             for row, text in zip(matrix, todo, strict=True):
                 vector = np.array(row, dtype=np.float32)  # owns its memory
                 vector.flags.writeable = False
-                key = text_key(self.encoder.name, text)
+                key = key_of[text]
                 found[key] = vector
                 rows.append((key, vector, vector.tobytes(), {"encoder": self.encoder.name}))
             self.store.put_many(rows)

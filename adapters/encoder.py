@@ -245,7 +245,10 @@ class MiniLMEncoder:
 
     def encode_many(self, texts: Sequence[str]) -> np.ndarray:
         """Texts -> float32 array ``(len(texts), dimension)``, in one batched model call."""
-        texts = check_texts(texts)
+        return self.encode_checked(check_texts(texts))
+
+    def encode_checked(self, texts: list[str]) -> np.ndarray:
+        """`encode_many` of a list of str already checked (the embedding cache's path)."""
         model = self.model
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
