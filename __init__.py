@@ -29,7 +29,7 @@ _LAZY = {
     "evaluate": ("langadapt.agents", "evaluate"),
     "make_agent": ("langadapt.agents", "make_agent"),
     "train": ("langadapt.agents", "train"),
-    "load_run": ("langadapt.experiments.evaluate", "load_run"),
+    "load_run": ("langadapt.experiments.kept", "load_run"),
 }
 
 __all__ = ["LanguageObservation", "__version__", "evaluate", "load_run", "make_adapter",

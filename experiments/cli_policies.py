@@ -73,7 +73,7 @@ def _heldout(text: str | None) -> tuple[int, int] | None:
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate_folder
+    from .kept import evaluate_folder
 
     if args.episodes is not None and not 1 <= args.episodes <= 1_000_000:
         raise UsageError(f"--episodes {args.episodes}: expected 1 to 1,000,000")

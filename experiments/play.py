@@ -13,8 +13,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from .. import environments
-from .evaluate import load_run
 from .folders import ResultsFolderError, replacing
+from .kept import load_run
 from .one_run import FINAL_EVAL_SEED, make_env
 from .received import received_config
 from .schema import ExperimentConfig, UsageError

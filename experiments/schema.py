@@ -142,7 +142,7 @@ class LoggingSpec(_Strict):
         "tensorboard extra; the process executor)")
     policies: Bool = Field(
         default=True, description="keep each run's final policy (and with keep_best the kept "
-        "one) in runs/<run>/policy_*.safetensors (experiments.evaluate)")
+        "one) in runs/<run>/policy_*.safetensors (experiments.kept)")
     checkpoint_every_minutes: Annotated[float, Field(gt=0, le=10_000)] | None = Field(
         default=10.0, description="save an unfinished run's state this often (minutes of "
         "training); --resume goes on from it (None: never)")

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..agents.base import parse_config
 from ..environments import LanguageSpec
 from ..environments.language import PROMPT_STYLES
-from ..llm.schema import finite_values, reply_text
+from ..llm.replies import finite_values, reply_text
 from ..llm.transformers_backend import (
     chat_prompt_ids,
     continuation_log_probs,

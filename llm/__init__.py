@@ -20,8 +20,7 @@ from .gguf_check import check_gguf, default_gguf_path
 from .llamacpp import LlamaCppBackend
 from .ollama import OllamaBackend, default_host
 from .openai_backend import OpenAIBackend
-from .runtime import STATS_KEYS, BackendRuntime
-from .schema import (
+from .replies import (
     MAX_JSON_DEPTH,
     MAX_REPLY_CHARS,
     enumerate_replies,
@@ -30,6 +29,7 @@ from .schema import (
     reply_text,
     schema_errors,
 )
+from .runtime import STATS_KEYS, BackendRuntime
 from .scoring import Decision, decide
 from .store import CacheError, SQLiteStore, open_store
 from .transformers_backend import TransformersBackend

@@ -27,8 +27,7 @@ from .errors import (
     NativeBuildError,
     StructuredOutputError,
 )
-from .runtime import BackendRuntime
-from .schema import (
+from .replies import (
     MAX_JSON_DEPTH,
     MAX_REPLY_CHARS,
     check_schema,
@@ -36,6 +35,7 @@ from .schema import (
     quote_reply,
     schema_errors,
 )
+from .runtime import BackendRuntime
 from .store import CacheError, SQLiteStore, open_store
 
 logger = logging.getLogger("langadapt.llm")

@@ -20,7 +20,7 @@ from .cache import file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
 from .gguf_check import check_gguf, default_gguf_path, embedded_missing
 from .native_check import check_llama_cpp_runs
-from .schema import quote_reply
+from .replies import quote_reply
 
 __all__ = ["LlamaCppBackend", "chat_prompt_tokens", "end_of_turn_tokens", "load_llama",
            "prefix_reuse", "score_continuations"]

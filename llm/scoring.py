@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .schema import enumerate_replies, parse_json_reply
+from .replies import enumerate_replies, parse_json_reply
 
 __all__ = ["Decision", "decide", "softmax"]
 

@@ -21,7 +21,7 @@ from .backend import LLMBackend
 from .cache import cache_root, file_sha256
 from .errors import LLMReplyError, LLMUnavailableError, StructuredOutputError
 from .gguf_check import check_gguf, default_gguf_path
-from .schema import MAX_CANDIDATES, finite_values, reply_text
+from .replies import MAX_CANDIDATES, finite_values, reply_text
 
 __all__ = ["FINETUNE_PACKAGES", "TransformersBackend", "chat_prompt_ids", "continuation_log_probs",
            "load_causal_lm", "model_identity", "reply_token_ids", "require_finetune",

@@ -7,7 +7,7 @@ docs/llm-in-the-loop.md, docs/policy-search.md, docs/instructions.md."""
 from ..agents import register_agent
 from . import minigrid_oracle  # noqa: F401  (registers the MiniGrid/BabyAI oracles)
 from .advisor import AdvisedActions, AdvisorConfig, LLMAdvisor, sb3_advice_callback
-from .counting import LLM_COUNTERS, RoleCounters, make_llm_backend
+from .backends import LLM_COUNTERS, RoleCounters, make_llm_backend
 from .instruction_chain import InstructionFollowing, SubGoal
 from .instructions import InstructionPlan, InstructionsConfig, prepare_instructions
 from .llm_policy import LLMPolicy, LLMPolicyConfig, decision_messages, show_prompt

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..agents.base import Agent, check_count, parse_config
 from ..environments import LanguageSpec, language_for
-from .counting import BackendSpec, RoleCounters
+from .backends import BackendSpec, RoleCounters
 from .llm_policy import LLMPolicy
 from .oracles import Oracle, oracle_for
 

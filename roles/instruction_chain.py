@@ -17,7 +17,7 @@ from pydantic import Field, Strict
 
 from ..errors import checked
 from ..llm import LLMReplyError, parse_json_reply
-from .counting import RoleCounters, make_llm_backend
+from .backends import RoleCounters, make_llm_backend
 
 Count = Annotated[int, Strict(), Field(ge=1)]
 """A count of at least 1 (``True`` or ``2.0`` are errors)."""

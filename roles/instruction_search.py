@@ -20,7 +20,7 @@ from ..adapters import LanguageObservation
 from ..environments import language_for
 from ..errors import checked
 from ..llm import LLMReplyError, parse_json_reply
-from .counting import RoleCounters, make_llm_backend
+from .backends import RoleCounters, make_llm_backend
 from .instruction_chain import Cosine, Count
 
 #: Cosine a description must reach to match an instruction (MiniLM, rule descriptions).

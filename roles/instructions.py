@@ -22,7 +22,7 @@ from ..environments import language_for
 from ..environments.maze import MAZE_LAYOUTS
 from ..environments.rendering import canvas, fill_disk, fill_rect, write_png
 from ..errors import checked
-from .counting import RoleCounters
+from .backends import RoleCounters
 from .instruction_chain import (
     Count,
     InstructionFollowing,

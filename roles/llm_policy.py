@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..agents.base import Agent
 from ..environments import LanguageSpec, language_for, unwrap_env
 from ..llm import Decision, LLMReplyError, decide
-from .counting import BackendSpec, RoleCounters, check_schema, make_llm_backend
+from .backends import BackendSpec, RoleCounters, check_structured_output, make_llm_backend
 from .prompts import (
     ActionParseError,
     DiscreteActionParser,
@@ -205,7 +205,7 @@ class LLMPolicy(Agent):
         (ValueError naming the schema otherwise): bad settings fail before training."""
         backend = self.backend  # built now: bad settings fail before training
         if self.config.decoding == "structured":
-            check_schema(backend, self.parser.schema(range(self.n_actions)),
+            check_structured_output(backend, self.parser.schema(range(self.n_actions)),
                          "decoding 'structured' needs the action schema", "; use decoding: text or "
                          "another backend")
 

@@ -33,7 +33,7 @@ from ..agents import (
 from ..agents.base import parse_config
 from ..agents.loop import end_run, run_episode, start_run
 from ..llm import LLMBackend, LLMReplyError, make_backend
-from .counting import check_backend_spec
+from .backends import check_backend_spec
 from .policy_families import (
     ActionGrid,
     LinearPolicy,

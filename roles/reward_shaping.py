@@ -15,7 +15,7 @@ from scipy.stats import spearmanr
 from ..agents.base import parse_config
 from ..environments import language_for
 from ..llm import LLMReplyError, decide
-from .counting import RoleCounters, check_schema, make_llm_backend
+from .backends import RoleCounters, check_structured_output, make_llm_backend
 from .oracles import MazeOracle, Oracle, oracle_for
 from .prompts import choice_schema, format_state
 
@@ -83,7 +83,7 @@ class RewardShaping(gym.Wrapper):
         """Build the backend and check it honours the schema (ValueError otherwise)."""
         if self.config.potential != "llm":
             return
-        check_schema(self.backend, POTENTIAL_SCHEMA if self.config.form == "potential"
+        check_structured_output(self.backend, POTENTIAL_SCHEMA if self.config.form == "potential"
                      else JUDGE_SCHEMA, "reward shaping needs the schema")
 
     def _ask(self, user: str, schema: dict[str, Any], field: str, allowed: list[int]) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 from langadapt import adapters, agents
 from langadapt.adapters import LanguageObservation
 from langadapt.environments import MazeEnv
-from langadapt.roles.counting import RoleCounters
+from langadapt.roles.backends import RoleCounters
 from langadapt.roles.instruction_chain import make_chain
 from langadapt.roles.instruction_search import (
     DEFAULT_MARGIN,

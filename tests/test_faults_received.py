@@ -1,4 +1,4 @@
-"""Fault tests of a received results folder (experiments.received, experiments.evaluate): its
+"""Fault tests of a received results folder (experiments.received, experiments.kept): its
 ``config.yaml`` is data — it chooses no LLM server, API key, cache file or folder; ``evaluate``,
 ``play`` and ``load_run`` take those from the user, and say in one line what they ignored."""
 
@@ -17,7 +17,7 @@ from experiment_fixtures import run_cli
 from standin_server import StandInServer
 
 from langadapt.experiments.config import experiment_from_dict
-from langadapt.experiments.evaluate import load_run
+from langadapt.experiments.kept import load_run
 from langadapt.experiments.runner import run_experiment
 
 KEY_ENV = "LANGADAPT_TEST_RECEIVED_API_KEY"

@@ -1,4 +1,4 @@
-"""Kept policies (experiments.evaluate): every run folder keeps its final and kept-best
+"""Kept policies (experiments.kept): every run folder keeps its final and kept-best
 policy as safetensors; `langadapt evaluate` plays them again — the recorded held-out rows
 exactly (greedy), other environment parameters in one command — and refuses what cannot
 be rebuilt in one line."""

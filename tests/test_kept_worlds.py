@@ -1,4 +1,4 @@
-"""A kept policy on another world (experiments.evaluate, experiments.play): ``load_run(...)
+"""A kept policy on another world (experiments.kept, experiments.play): ``load_run(...)
 .make_env(**params)`` and ``play --set`` build the adapter for the environment they make,
 never describing it with the training world's; FrozenLake renders ``rgb_array`` for
 ``play``; a raw BabyAI frame's caption shows the mission."""

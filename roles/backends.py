@@ -1,4 +1,5 @@
-"""What an LLM role costs, in the LLM layer's counter names (:data:`langadapt.llm.STATS_KEYS`):
+"""An LLM role's backend (built from its spec, its structured output checked before a run) and
+what the role costs, in the LLM layer's counter names (:data:`langadapt.llm.STATS_KEYS`):
 the share of its backend's counters its own requests caused. See docs/llm-in-the-loop.md."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pydantic import AfterValidator, ValidationError
 from ..errors import one_line
 from ..llm import backend_fields, make_backend
 
-__all__ = ["LLM_COUNTERS", "RoleCounters", "check_schema", "make_llm_backend"]
+__all__ = ["LLM_COUNTERS", "RoleCounters", "check_structured_output", "make_llm_backend"]
 
 #: The backend counters a role takes its share of (the change across its own requests).
 SHARED_COUNTERS = ("llm_calls", "llm_cache_hits", "llm_scored", "llm_generated",
@@ -49,7 +50,8 @@ def make_llm_backend(spec: BackendSpec | Any) -> Any:
     return make_backend(spec)
 
 
-def check_schema(backend: Any, schema: dict[str, Any], needs: str, advice: str = "") -> None:
+def check_structured_output(backend: Any, schema: dict[str, Any], needs: str,
+                            advice: str = "") -> None:
     """ValueError ``{needs} {schema}, which the backend cannot honour (...){advice}``
     when ``backend`` says it cannot (its ``check_schema_support``): before a run, not in it."""
     check = getattr(backend, "check_schema_support", None)
