@@ -242,6 +242,8 @@ class AdapterSpec(_Strict):
         return self.label or self.type
 
 
+_AGENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]{0,99}")
+
 BUILT_IN_AGENTS = ("qlearning", "dqn", "random", "oracle", "llm_policy_search", "llm_policy",
                    "grpo", "sb3", "ars")
 
@@ -254,9 +256,11 @@ def agent_names() -> tuple[str, ...]:
     return (*BUILT_IN_AGENTS, *added)
 
 
-def _known_agent(name: str) -> str:
+def _known_agent(name: str, info: ValidationInfo) -> str:
+    """A built-in or registered agent; any label-shaped name in a results folder's file read
+    as data (its run registered it; loading its policy needs that module imported)."""
     names = agent_names()
-    if name not in names:
+    if name not in names and not (data_only(info) and _AGENT_NAME.fullmatch(name)):
         raise ValueError(f"{name!r}: expected {', '.join(map(repr, names[:-1]))} or "
                          f"{names[-1]!r}, or a name a module in imports registers with "
                          f"register_agent{suggest(name, names)}")

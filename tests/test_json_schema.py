@@ -82,6 +82,9 @@ def test_a_registered_agent_is_in_the_schema_and_a_file_names_and_runs_it(
                                               seeds=1, executor={"type": "process", "jobs": 1}))
     result = run_experiment(config, jobs=1, progress=False, log=lambda _: None)
     assert (result / "runs" / "raw__plain_agent__seed0" / "episodes.csv").is_file()
+    monkeypatch.delitem(AGENTS, "plain_agent")  # another process: the module not imported
+    code, out, _ = run_cli(capsys, "report", str(result))  # its folder is read as data
+    assert code == 0 and "plain_agent" in out
 
 
 def test_an_unknown_agent_is_one_line_naming_the_key_the_value_and_the_nearest(tmp_path):
