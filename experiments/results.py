@@ -32,7 +32,7 @@ OLD_COUNTER_NAMES = {"cache_hits": "llm_cache_hits", "fallbacks": "llm_fallbacks
 POLICY_FILES = {"final": "policy_final.safetensors", "best": "policy_best.safetensors"}
 CHECKPOINT_FILE = "checkpoint.safetensors"
 """An unfinished run's last checkpoint (agents.checkpoints), removed when the run ends."""
-"""A run folder's kept policies (experiments.policies), by which one they are."""
+"""A run folder's kept policies (experiments.kept), by which one they are."""
 MAX_EPISODES_BYTES = 1_000_000_000
 MAX_CHECKPOINT_BYTES = 4_000_000_000
 MAX_RECORD_BYTES = 10_000_000

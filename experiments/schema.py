@@ -212,7 +212,8 @@ class EnvironmentSpec(_Strict):
                     "(the module is imported first)")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the env")
     reward_shaping: dict[str, Any] | None = Field(
-        default=None, description="shape the training reward (adapters.reward_shaping)"
+        default=None,
+        description="shape the training reward (roles.reward_shaping.RewardShapingConfig)"
     )
     instructions: dict[str, Any] | None = Field(
         default=None, description="instruction following (roles.instructions.InstructionsConfig)"
@@ -275,7 +276,7 @@ class AgentSpec(_Strict):
     label: Label | None = Field(default=None, description="name in tables and plots; default: type")
     params: dict[str, Any] = Field(default_factory=dict, description="hyperparameters")
     advisor: dict[str, Any] | None = Field(
-        default=None, description="advice during training (agents.advisor.AdvisorConfig)"
+        default=None, description="advice during training (roles.advisor.AdvisorConfig)"
     )
     reward_shaping: dict[str, Any] | None = Field(
         default=None, description="this agent's reward shaping, instead of the environment's"
