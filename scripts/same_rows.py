@@ -1,12 +1,13 @@
 """Per-episode rows of two source trees side by side, on shrunk copies of the shipped
-experiment files: ``python scripts/same_rows.py OLD_ROOT NEW_ROOT [NAME ...]``.
+experiment files: ``python scripts/same_rows.py OLD_ROOT NEW_ROOT [NAME ...] [--embedded]``.
 
 Each ``ROOT`` holds a ``langadapt`` checkout (e.g. a ``git worktree add --detach ROOT/langadapt
 REV``); each file is cut to its first seed, its first task, 400 steps or 4 episodes and 2 final
 episodes, then run once per tree (fresh caches, one process at a time) and its
-``episodes.csv`` compared without the wall-time column. Files that need an LLM are listed and
-skipped. Prints one line per file (same, differs at row N, failed) and exits 1 if any
-differs. See docs/development.md."""
+``episodes.csv`` compared without the wall-time column. Files that ask an LLM are listed and
+skipped; with ``--embedded`` those whose LLM is the embedded SmolLM2 run too (slower), those
+naming a server stay skipped. Prints one line per file (same, differs at row N, failed) and
+exits 1 if any differs. See docs/development.md."""
 
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ def needs_llm(data: dict) -> bool:
             or any(a.get("type") in LLM_AGENTS or a.get("advisor") or a.get("reward_shaping")
                    for a in data.get("agents", []))
             or bool(env.get("reward_shaping") or env.get("instructions")))
+
+
+def needs_server(data: dict) -> bool:
+    """Whether the file names an LLM server (Ollama, OpenAI-compatible) rather than the
+    embedded model: such a file's rows depend on the server, not on the tree."""
+    text = yaml.safe_dump(data)
+    return any(word in text for word in ("backend: ollama", "backend: openai", "base_url:",
+                                         "host:"))
 
 
 def shrunk(data: dict, out: Path, cache: Path) -> dict:
@@ -78,19 +87,21 @@ def run(root: Path, data: dict, work: Path) -> list[dict] | str:
                            "--no-progress", "--force"], env=env, capture_output=True, text=True,
                           timeout=900)
     if done.returncode != 0:
-        return (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]
+        return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     return rows(work / "out")
 
 
 def main(argv: list[str]) -> int:
-    old, new, *names = argv
+    embedded = "--embedded" in argv
+    old, new, *names = [word for word in argv if word != "--embedded"]
     files = [CONFIGS / f"{n}.yaml" for n in names] or sorted(CONFIGS.glob("*.yaml"))
     differ = False
     with tempfile.TemporaryDirectory() as tmp:
         for path in files:
             data = yaml.safe_load(path.read_text())
-            if needs_llm(data):
-                print(f"{path.stem}: skipped (asks an LLM)", flush=True)
+            if needs_llm(data) and (not embedded or needs_server(data)):
+                why = "an LLM server" if embedded else "an LLM; --embedded runs SmolLM2's"
+                print(f"{path.stem}: skipped (asks {why})", flush=True)
                 continue
             a = run(Path(old), data, Path(tmp) / path.stem / "old")
             b = run(Path(new), data, Path(tmp) / path.stem / "new")
@@ -99,7 +110,7 @@ def main(argv: list[str]) -> int:
                       f"new {b if isinstance(b, str) else 'ran'}", flush=True)
                 differ = True
                 continue
-            first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+            first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
             if first is None and len(a) == len(b):
                 print(f"{path.stem}: same ({len(a)} rows)", flush=True)
             else:
