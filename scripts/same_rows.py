@@ -1,13 +1,13 @@
 """Per-episode rows of two source trees side by side, on shrunk copies of the shipped
 experiment files: ``python scripts/same_rows.py OLD_ROOT NEW_ROOT [NAME ...] [--embedded]``.
 
-Each ``ROOT`` holds a ``langadapt`` checkout (e.g. a ``git worktree add --detach ROOT/langadapt
-REV``); each file is cut to its first seed, its first task, 400 steps or 4 episodes and 2 final
-episodes, then run once per tree (fresh caches, one process at a time) and its
-``episodes.csv`` compared without the wall-time column. Files that ask an LLM are listed and
-skipped; with ``--embedded`` those whose LLM is the embedded SmolLM2 run too (slower), those
-naming a server stay skipped. Prints one line per file (same, differs at row N, failed) and
-exits 1 if any differs. See docs/development.md."""
+Each ``ROOT`` holds a ``langadapt`` checkout (``git worktree add --detach ROOT/langadapt REV``).
+Each file is cut to its first seed and task, 400 steps or 4 episodes (GRPO's steps and a
+search's rounds to 2) and 2 final episodes, run once per tree (fresh caches, one process at a
+time), and its ``episodes.csv`` compared without the wall-time column. Files that ask an LLM
+are named and skipped; ``--embedded`` runs those whose LLM is the embedded SmolLM2 (slower),
+files naming an LLM server stay skipped. One line per file (same, differs at row N, failed);
+exit 1 if any differs. See docs/development.md."""
 
 from __future__ import annotations
 
@@ -56,6 +56,11 @@ def shrunk(data: dict, out: Path, cache: Path) -> dict:
             block["steps"] = min(block["steps"], 400)
         if block.get("episodes") is not None:
             block["episodes"] = min(block["episodes"], 4)
+    for agent in data["agents"]:  # budgets of their own: GRPO's steps, a search's rounds
+        params = agent.get("params") or {}
+        for key, most in (("steps", 2), ("rounds", 2)):
+            if agent.get("type") in LLM_AGENTS and isinstance(params.get(key), int):
+                params[key] = min(params[key], most)
     evaluation = data.setdefault("evaluation", {})
     for key in ("every", "every_steps", "keep_best"):
         evaluation.pop(key, None)
