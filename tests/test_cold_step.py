@@ -59,37 +59,33 @@ def files(step: Counter) -> set[str]:
     return {file for file, _ in step}
 
 
-def test_a_cold_dqn_step_on_the_maze(tmp_path):
-    config = {"name": "t", "environment": {"id": "langadapt/Maze-v0",
-                                           "params": {"maze": "umaze"}},
-              "adapters": [{"type": "language"}],
-              "agents": [{"type": "dqn", "params": {"learning_starts": 5, "batch_size": 4}}],
-              "training": {"steps": 60}, "seeds": 1, "evaluation": {"final_episodes": 1}}
-    steps = traced_steps(config, "language__dqn__seed0",
-                         lambda file, f: file == "agents/dqn.py" and f == "_act", tmp_path)
-    cold = cold_mid_episode(steps)
-    assert cold, "no cold step traced"
-    for step in cold:
-        assert len(files(step)) <= 11, sorted(files(step))
-        assert step[("adapters/base.py", "adapt")] == 1
-        assert step[("adapters/base.py", "check_input")] == 1  # the adapter's one input check
-        assert step[("adapters/embedding_cache.py", "check_texts")] == 1  # once per lookup
-        assert step[("adapters/embedding_cache.py", "text_key")] == 1  # one key per text
-
-
-def test_a_cold_sb3_sentence_set_step_on_babyai(tmp_path):
-    pytest.importorskip("sb3_contrib")
-    config = {"name": "t", "environment": {"id": "BabyAI-GoToLocal-v0"},
+MAZE_DQN = {"name": "t", "environment": {"id": "langadapt/Maze-v0", "params": {"maze": "umaze"}},
+            "adapters": [{"type": "language"}],
+            "agents": [{"type": "dqn", "params": {"learning_starts": 5, "batch_size": 4}}],
+            "training": {"steps": 60}, "seeds": 1, "evaluation": {"final_episodes": 1}}
+BABYAI_SET = {"name": "t", "environment": {"id": "BabyAI-GoToLocal-v0"},
               "adapters": [{"type": "language", "settings": {"embedding": "sentence_set",
                                                              "max_sentences": 24}}],
               "agents": [{"type": "sb3", "params": {
                   "algorithm": "MaskablePPO", "n_steps": 16, "batch_size": 16, "n_epochs": 1,
                   "extractor": "sentence_grounded"}}],
               "training": {"steps": 32}, "seeds": 1, "evaluation": {"final_episodes": 1}}
-    steps = traced_steps(config, "language__sb3__seed0",
-                         lambda file, f: file == "agents/sb3_vec.py" and f == "step", tmp_path)
+
+
+@pytest.mark.parametrize("config, key, opens, needs, keys", [
+    (MAZE_DQN, "language__dqn__seed0", ("agents/dqn.py", "_act"), None, 1),  # a paragraph
+    (BABYAI_SET, "language__sb3__seed0", ("agents/sb3_vec.py", "step"), "sb3_contrib", None),
+], ids=["maze-dqn", "babyai-sb3-sentence-set"])
+def test_a_cold_step_crosses_11_files_and_checks_once(tmp_path, config, key, opens, needs,
+                                                       keys):
+    if needs:
+        pytest.importorskip(needs)
+    steps = traced_steps(config, key, lambda file, f: (file, f) == opens, tmp_path)
     cold = cold_mid_episode(steps)
     assert cold, "no cold step traced"
     for step in cold:
         assert len(files(step)) <= 11, sorted(files(step))
-        assert step[("adapters/embedding_cache.py", "check_texts")] == 1
+        assert step[("adapters/base.py", "check_input")] == step[("adapters/base.py", "adapt")]
+        assert step[("adapters/embedding_cache.py", "check_texts")] == 1  # once per lookup
+        if keys is not None:  # one hashed key per text looked up
+            assert step[("adapters/embedding_cache.py", "text_key")] == keys
