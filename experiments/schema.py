@@ -14,7 +14,6 @@ import importlib.util
 import json
 import os
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -51,8 +50,9 @@ Float = Annotated[float, Strict()]
 Bool = Annotated[bool, Strict()]
 """``true`` or ``false``; ``1``, ``"yes"`` are errors."""
 
+LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+-]*(_[A-Za-z0-9.+-]+)*$"
 Label = Annotated[str, Field(
-    pattern=r"^[A-Za-z0-9][A-Za-z0-9.+-]*(_[A-Za-z0-9.+-]+)*$",
+    pattern=LABEL_PATTERN,
     description="letters, digits and _ . + - (no '__'): it names the run folders")]
 
 
@@ -243,29 +243,19 @@ class AdapterSpec(_Strict):
         return self.label or self.type
 
 
-_AGENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]{0,99}")
-
-BUILT_IN_AGENTS = ("qlearning", "dqn", "random", "oracle", "llm_policy_search", "llm_policy",
-                   "grpo", "sb3", "ars")
-
-
-def agent_names() -> tuple[str, ...]:
-    """The built-in agents and those a module added with ``register_agent`` (the registry is
-    read only once something imported it: no torch here)."""
-    registry = sys.modules.get("langadapt.agents.registry")
-    added = [name for name in getattr(registry, "AGENTS", {}) if name not in BUILT_IN_AGENTS]
-    return (*BUILT_IN_AGENTS, *added)
-
-
 def _known_agent(name: str, info: ValidationInfo) -> str:
-    """A built-in or registered agent; any label-shaped name in a results folder's file read
-    as data (its run registered it; loading its policy needs that module imported)."""
-    names = agent_names()
-    if name not in names and not (data_only(info) and _AGENT_NAME.fullmatch(name)):
-        raise ValueError(f"{name!r}: expected {', '.join(map(repr, names[:-1]))} or "
-                         f"{names[-1]!r}, or a name a module in imports registers with "
-                         f"register_agent{suggest(name, names)}")
-    return name
+    """An agent of the registry (the built-in ones, the roles' and any a module in ``imports``
+    added with ``register_agent``); in a results folder's file read as data, any name a run
+    folder can carry (that run registered it; loading its policy needs its module)."""
+    from .. import roles  # noqa: F401  (registers the roles' agents)
+    from ..agents.registry import AGENTS  # imported lazily: the command line starts torch-free
+
+    if name in AGENTS or (data_only(info) and re.fullmatch(LABEL_PATTERN, name)):
+        return name
+    names = list(AGENTS)
+    raise ValueError(f"{name!r}: expected {', '.join(map(repr, names[:-1]))} or "
+                     f"{names[-1]!r}, or a name a module in imports registers with "
+                     f"register_agent{suggest(name, names)}")
 
 
 class AgentSpec(_Strict):
