@@ -30,9 +30,9 @@ OLD_COUNTER_NAMES = {"cache_hits": "llm_cache_hits", "fallbacks": "llm_fallbacks
                      "seconds": "llm_seconds"}
 """LLM role counters of older ``done.json`` files, by today's names."""
 POLICY_FILES = {"final": "policy_final.safetensors", "best": "policy_best.safetensors"}
+"""A run folder's kept policies (experiments.kept), by which one they are."""
 CHECKPOINT_FILE = "checkpoint.safetensors"
 """An unfinished run's last checkpoint (agents.checkpoints), removed when the run ends."""
-"""A run folder's kept policies (experiments.kept), by which one they are."""
 MAX_EPISODES_BYTES = 1_000_000_000
 MAX_CHECKPOINT_BYTES = 4_000_000_000
 MAX_RECORD_BYTES = 10_000_000
