@@ -21,6 +21,7 @@ from langadapt.experiments.runner import run_experiment
 from langadapt.experiments.schema import ConfigError
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+QUICKSTART = CONFIGS[0].with_name("quickstart.yaml")
 
 
 class PlainAgent(RandomAgent):
@@ -49,7 +50,7 @@ def test_every_shipped_file_is_valid_under_the_schema(validator, path):
     (("adapters", 1, "settings"), "embeding"),           # the language adapter's settings
 ])
 def test_a_misspelt_key_under_a_type_is_refused_by_name(validator, where, key):
-    data = yaml.safe_load(CONFIGS[0].with_name("quickstart.yaml").read_text())
+    data = yaml.safe_load(QUICKSTART.read_text())
     data["adapters"][1] = {"type": "language", "settings": {}}
     data["agents"][0].setdefault("per_adapter", {})["language"] = {}
     block = data
@@ -65,7 +66,7 @@ def test_types_are_the_registered_ones_and_an_llm_adapter_takes_its_backend_flat
     assert set(agents) == set(AGENTS) and {"dqn", "sb3", "llm_policy", "oracle"} <= set(agents)
     llm = {"type": "llm", "settings": {"backend": "openai", "base_url": "http://127.0.0.1:1/v1",
                                        "model": "m", "embedding": "sentences"}}
-    data = yaml.safe_load(CONFIGS[0].with_name("quickstart.yaml").read_text())
+    data = yaml.safe_load(QUICKSTART.read_text())
     data["adapters"] = [llm]
     assert messages(validator, data) == []
     llm["settings"]["backend"] = "telepathy"
