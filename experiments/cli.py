@@ -248,7 +248,7 @@ def _add_tool_parsers(commands: Any) -> None:
     )
     cli_run.add_import_option(schema)
     schema.add_argument("--out", type=path_argument, metavar="FILE.json",
-                        help="write it to this file (default: print it)")
+                        help="write it to this file, replacing it (default: print it)")
 
     export = commands.add_parser(
         "finetune-export",
@@ -274,6 +274,7 @@ def _add_tool_parsers(commands: Any) -> None:
 def command_schema(args: argparse.Namespace) -> int:
     import json
 
+    from .folders import replacing
     from .json_schema import experiment_schema
 
     cli_run.import_modules(args.imports)
@@ -281,7 +282,12 @@ def command_schema(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(text)
         return 0
-    args.out.write_text(text, encoding="utf-8")
+    try:
+        with replacing(args.out.parent, args.out.name) as temporary:  # the old one kept on failure
+            temporary.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"--out {str(args.out)!r}: {error.strerror}; expected a file in an "
+                         "existing folder") from None
     print(f"wrote {args.out}")
     return 0
 

@@ -99,3 +99,7 @@ def test_schema_writes_a_file(tmp_path, capsys):
     code, out, _ = run_cli(capsys, "schema", "--out", str(tmp_path / "s.json"))
     assert code == 0 and "s.json" in out
     assert json.loads((tmp_path / "s.json").read_text())["$schema"].endswith("2020-12/schema")
+    for bad in (tmp_path / "no" / "s.json", tmp_path):  # a missing folder, a folder
+        code, _, err = run_cli(capsys, "schema", "--out", str(bad))
+        assert code == 2 and f"--out {str(bad)!r}" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]  # no temporary left
